@@ -1,0 +1,51 @@
+# vidfs. `make demo` and `make test` do all set-up on a fresh Debian 12 machine as root
+# (Debian packages, then FFmpeg 7.1 built once into ~/.cache/vidfs); see README.md.
+
+GO      ?= go
+# Runs go with FFmpeg 7's pkg-config directory: a system FFmpeg 7, or the cached build.
+GOENV    = scripts/with-ffmpeg
+
+.PHONY: all deps build test test-short demo bench bench-decode testdata clean help
+
+all: build
+
+help:
+	@echo "make build   build bin/vidfs (runs make deps first)"
+	@echo "make test    install test needs, vet, run every test with the race detector"
+	@echo "make demo    mount the bundled sample videos, read them through NumPy, report"
+	@echo "make bench   benchmarks (see docs/benchmarks.md)"
+	@echo "make deps    Debian packages for building, and FFmpeg 7.1 (cached)"
+
+deps:
+	scripts/setup.sh build
+
+build: deps
+	$(GOENV) $(GO) build -o bin/vidfs ./cmd/vidfs
+
+test:
+	scripts/setup.sh test
+	$(GOENV) $(GO) vet ./...
+	$(GOENV) $(GO) test -race -count=1 ./...
+
+# The same without the race detector: quicker while working.
+test-short:
+	$(GOENV) $(GO) test -count=1 ./...
+
+demo: build
+	scripts/setup.sh demo
+	scripts/demo.sh
+
+bench: build
+	scripts/setup.sh bench
+	scripts/bench-decode.sh
+
+bench-decode: build
+	scripts/setup.sh bench
+	scripts/bench-decode.sh
+
+# Regenerates the committed test videos (needs Debian's ffmpeg CLI).
+testdata:
+	testdata/gen.sh
+
+clean:
+	rm -rf bin

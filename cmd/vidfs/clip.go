@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/layout"
+)
+
+func clipCommand() *command {
+	var (
+		start, frames, stride, threads int
+		size                           = sizeValue{224, 224}
+		resize                         = resizeValue{decode.Crop}
+		out                            string
+		padEnd                         bool
+	)
+	return &command{
+		summary: "decode one clip to a raw RGB24 or .npy file",
+		usage:   "PATH --start S [--frames T] [--stride K] [--size HxW] [--resize MODE] -o FILE",
+		help: `Decodes frames S, S+K, ..., S+(T-1)K of the video (frame indices in presentation order,
+counted from 0, as ` + "`vidfs probe`" + ` counts them), turns them upright, fits them to H x W and
+writes them as uint8 RGB: T*H*W*3 bytes, shape (T, H, W, 3). This is exactly what a sample of
+` + "`vidfs mount`" + ` with the same clip spec holds. FILE ending in .npy gets a NumPy header;
+- writes raw bytes to stdout.
+
+Resize modes: crop (scale the short side to fit, cut the long side's overflow evenly: the usual
+training transform), stretch (scale each side to fit), pad (fit the long side, black bars).`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.IntVar(&start, "start", 0, "first frame index")
+			fs.IntVarP(&frames, "frames", "t", 16, "frames in the clip (T)")
+			fs.IntVar(&stride, "stride", 1, "distance between the clip's frames")
+			fs.Var(&size, "size", "output size, height x width")
+			fs.Var(&resize, "resize", "how frames are fitted: crop, stretch or pad")
+			fs.BoolVar(&padEnd, "pad-end", false, "repeat the last frame where the clip runs past the end of the video")
+			fs.StringVarP(&out, "output", "o", "", "output file (.npy: NumPy array; -: stdout); required")
+			fs.IntVar(&threads, "threads", 0, "decoder threads (0: automatic)")
+		},
+		run: func(ctx context.Context, e *env, args []string) error {
+			if len(args) != 1 {
+				return usageError{"want exactly one video"}
+			}
+			if out == "" {
+				return usageError{"no output file: give -o FILE (or -o - for stdout)"}
+			}
+			began := time.Now()
+			info, err := decode.Probe(args[0])
+			if err != nil {
+				return err
+			}
+			o := decode.Output{Width: size.w, Height: size.h, Resize: resize.r}
+			c := decode.Clip{Start: start, Frames: frames, Stride: stride, PadEnd: padEnd}
+			buf := make([]byte, frames*o.FrameBytes())
+			if err := decode.DecodeClip(ctx, info, c, o, buf, threads); err != nil {
+				return err
+			}
+			if err := writeClip(e.stdout, out, buf, frames, o); err != nil {
+				return err
+			}
+			if out != "-" {
+				fmt.Fprintf(e.stderr, "wrote %s: %d frames from %d (stride %d) of %s, %s (%d bytes) in %.0f ms\n",
+					out, frames, start, stride, args[0], shapeString(frames, o), len(buf), time.Since(began).Seconds()*1000)
+			}
+			return nil
+		},
+	}
+}
+
+func shapeString(frames int, o decode.Output) string {
+	return fmt.Sprintf("(%d, %d, %d, 3) uint8 %s", frames, o.Height, o.Width, o.Resize)
+}
+
+// writeClip writes the clip to path (- for stdout), with a .npy header when path ends in .npy.
+func writeClip(stdout io.Writer, path string, buf []byte, frames int, o decode.Output) error {
+	var w io.Writer = stdout
+	var f *os.File
+	if path != "-" {
+		var err error
+		if f, err = os.Create(path); err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	bw := bufio.NewWriter(w)
+	if strings.HasSuffix(strings.ToLower(path), ".npy") {
+		bw.Write(layout.NpyHeader(frames, o.Height, o.Width, 3))
+	}
+	bw.Write(buf)
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if f != nil {
+		return f.Close()
+	}
+	return nil
+}

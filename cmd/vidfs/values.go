@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/vidfs/vidfs/decode"
+)
+
+// sizeValue is a --size flag: HEIGHTxWIDTH, in the order of the array's shape.
+type sizeValue struct{ h, w int }
+
+func (s *sizeValue) String() string { return fmt.Sprintf("%dx%d", s.h, s.w) }
+func (s *sizeValue) Type() string   { return "HxW" }
+func (s *sizeValue) Set(v string) error {
+	hs, ws, ok := strings.Cut(strings.ToLower(v), "x")
+	h, err1 := strconv.Atoi(hs)
+	w, err2 := strconv.Atoi(ws)
+	if !ok || err1 != nil || err2 != nil || h <= 0 || w <= 0 || h > 16384 || w > 16384 {
+		return fmt.Errorf("%q: want HEIGHTxWIDTH in pixels, e.g. 224x224", v)
+	}
+	s.h, s.w = h, w
+	return nil
+}
+
+// resizeValue is a --resize flag.
+type resizeValue struct{ r decode.Resize }
+
+func (r *resizeValue) String() string { return r.r.String() }
+func (r *resizeValue) Type() string   { return "MODE" }
+func (r *resizeValue) Set(v string) (err error) {
+	r.r, err = decode.ParseResize(v)
+	return err
+}
+
+// bytesValue is a byte count with an optional unit: 512MiB, 4GiB, 2G (= GiB), 1000000.
+type bytesValue struct{ n int64 }
+
+func (b *bytesValue) String() string { return formatBytes(b.n) }
+func (b *bytesValue) Type() string   { return "BYTES" }
+func (b *bytesValue) Set(v string) error {
+	n, err := parseBytes(v)
+	if err != nil {
+		return err
+	}
+	b.n = n
+	return nil
+}
+
+func parseBytes(v string) (int64, error) {
+	s := strings.TrimSpace(v)
+	i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	num, unit := s, ""
+	if i >= 0 {
+		num, unit = s[:i], strings.ToLower(strings.TrimSpace(s[i:]))
+	}
+	mult := map[string]float64{
+		"": 1, "b": 1,
+		"k": 1 << 10, "kb": 1e3, "kib": 1 << 10,
+		"m": 1 << 20, "mb": 1e6, "mib": 1 << 20,
+		"g": 1 << 30, "gb": 1e9, "gib": 1 << 30,
+		"t": 1 << 40, "tb": 1e12, "tib": 1 << 40,
+	}[unit]
+	f, err := strconv.ParseFloat(num, 64)
+	if mult == 0 || err != nil || f < 0 {
+		return 0, fmt.Errorf("%q: want a size such as 512MiB or 4GiB", v)
+	}
+	return int64(f * mult), nil
+}
+
+func formatBytes(n int64) string {
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.m && n%(u.m/16) == 0 {
+			return strconv.FormatFloat(float64(n)/float64(u.m), 'f', -1, 64) + u.s
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}

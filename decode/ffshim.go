@@ -1,0 +1,45 @@
+package decode
+
+// A few FFmpeg fields and calls that go-astiav v0.38 does not expose. Each helper takes the
+// pointer that go-astiav's UnsafePointer methods return.
+
+/*
+#cgo pkg-config: libavcodec libavutil
+#include <libavcodec/avcodec.h>
+#include <libavutil/frame.h>
+
+static void vidfs_flush(void *cc) { avcodec_flush_buffers((AVCodecContext *)cc); }
+static void vidfs_set_skip_frame(void *cc, int d) { ((AVCodecContext *)cc)->skip_frame = (enum AVDiscard)d; }
+static int64_t vidfs_best_effort_ts(void *f) { return ((AVFrame *)f)->best_effort_timestamp; }
+static int vidfs_frame_damaged(void *f) {
+	AVFrame *fr = (AVFrame *)f;
+	return (fr->flags & AV_FRAME_FLAG_CORRUPT) != 0 || fr->decode_error_flags != 0;
+}
+*/
+import "C"
+
+import (
+	"github.com/asticode/go-astiav"
+)
+
+// flushDecoder drops every frame and packet buffered in the decoder, as after a seek.
+func flushDecoder(cc *astiav.CodecContext) { C.vidfs_flush(cc.UnsafePointer()) }
+
+// discard levels for skipFrames (AVDiscard).
+const (
+	discardDefault = C.AVDISCARD_DEFAULT
+	discardNonRef  = C.AVDISCARD_NONREF
+)
+
+// skipFrames sets which frames the decoder may skip decoding altogether.
+func skipFrames(cc *astiav.CodecContext, level int) {
+	C.vidfs_set_skip_frame(cc.UnsafePointer(), C.int(level))
+}
+
+// bestEffortTimestamp is the frame's timestamp as FFmpeg best guesses it (stream time base).
+func bestEffortTimestamp(f *astiav.Frame) int64 {
+	return int64(C.vidfs_best_effort_ts(f.UnsafePointer()))
+}
+
+// frameDamaged reports whether the decoder flagged the frame as corrupt or concealed errors in it.
+func frameDamaged(f *astiav.Frame) bool { return C.vidfs_frame_damaged(f.UnsafePointer()) != 0 }

@@ -1,0 +1,217 @@
+package decode_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/testvideo"
+)
+
+func TestPlacement(t *testing.T) {
+	for _, tc := range []struct {
+		w, h int
+		o    decode.Output
+		src  decode.Rect
+		dst  decode.Rect
+	}{
+		{320, 240, decode.Output{Width: 224, Height: 224, Resize: decode.Crop}, decode.Rect{X: 40, W: 240, H: 240}, decode.Rect{W: 224, H: 224}},
+		{240, 320, decode.Output{Width: 224, Height: 224, Resize: decode.Crop}, decode.Rect{Y: 40, W: 240, H: 240}, decode.Rect{W: 224, H: 224}},
+		{320, 240, decode.Output{Width: 224, Height: 224, Resize: decode.Pad}, decode.Rect{W: 320, H: 240}, decode.Rect{Y: 28, W: 224, H: 168}},
+		{240, 320, decode.Output{Width: 224, Height: 224, Resize: decode.Pad}, decode.Rect{W: 240, H: 320}, decode.Rect{X: 28, W: 168, H: 224}},
+		{320, 240, decode.Output{Width: 224, Height: 224, Resize: decode.Stretch}, decode.Rect{W: 320, H: 240}, decode.Rect{W: 224, H: 224}},
+		{720, 528, decode.Output{Width: 112, Height: 224, Resize: decode.Crop}, decode.Rect{X: 228, W: 264, H: 528}, decode.Rect{W: 112, H: 224}},
+		{321, 241, decode.Output{Width: 160, Height: 90, Resize: decode.Crop}, decode.Rect{Y: 30, W: 321, H: 181}, decode.Rect{W: 160, H: 90}},
+	} {
+		src, dst := tc.o.Placement(tc.w, tc.h)
+		if src != tc.src || dst != tc.dst {
+			t.Errorf("%dx%d to %+v: got src %+v dst %+v, want %+v %+v", tc.w, tc.h, tc.o, src, dst, tc.src, tc.dst)
+		}
+	}
+}
+
+func decodeOne(t *testing.T, info *decode.Info, frame int, o decode.Output) []byte {
+	t.Helper()
+	buf := make([]byte, o.FrameBytes())
+	if err := decode.DecodeClip(context.Background(), info, decode.Clip{Start: frame, Frames: 1, Stride: 1}, o, buf, 1); err != nil {
+		t.Fatal(err)
+	}
+	return buf
+}
+
+// TestResizeGeometry checks crop and pad against the uncropped frame, pixel for pixel: a crop
+// to the crop rectangle's own size and a pad to the padded size involve no scaling.
+func TestResizeGeometry(t *testing.T) {
+	for _, name := range []string{"h264_gop16.mp4", "rotated.mp4"} {
+		info := probe(t, name)
+		w, h := info.DisplayWidth, info.DisplayHeight
+		full := decodeOne(t, info, 37, decode.Output{Width: w, Height: h, Resize: decode.Stretch})
+		side := min(w, h)
+		crop := decodeOne(t, info, 37, decode.Output{Width: side, Height: side, Resize: decode.Crop})
+		x0, y0 := (w-side)/2, (h-side)/2
+		for y := range side {
+			row := full[((y0+y)*w+x0)*3 : ((y0+y)*w+x0+side)*3]
+			if !bytes.Equal(crop[y*side*3:(y+1)*side*3], row) {
+				t.Fatalf("%s: crop row %d differs from the full frame's", name, y)
+			}
+		}
+		big := max(w, h)
+		pad := decodeOne(t, info, 37, decode.Output{Width: big, Height: big, Resize: decode.Pad})
+		px, py := (big-w)/2, (big-h)/2
+		for y := range big {
+			for x := range big {
+				p := pad[(y*big+x)*3 : (y*big+x)*3+3]
+				if x < px || x >= px+w || y < py || y >= py+h {
+					if p[0]|p[1]|p[2] != 0 {
+						t.Fatalf("%s: pad pixel (%d,%d) = %v, want black", name, x, y, p)
+					}
+				} else if q := full[((y-py)*w+x-px)*3:][:3]; !bytes.Equal(p, q) {
+					t.Fatalf("%s: pad pixel (%d,%d) = %v, full frame has %v", name, x, y, p, q)
+				}
+			}
+		}
+		// And scaled crops and pads still show exactly the right frame (at aspect ratios that
+		// leave part of every cell of the code in view).
+		for _, mode := range []decode.Resize{decode.Crop, decode.Pad, decode.Stretch} {
+			for _, size := range [][2]int{{96, 96}, {112, 96}, {96, 112}} {
+				o := decode.Output{Width: size[0], Height: size[1], Resize: mode}
+				c := decode.Clip{Start: 3, Frames: 3, Stride: 7}
+				buf := make([]byte, 3*o.FrameBytes())
+				if err := decode.DecodeClip(context.Background(), info, c, o, buf, 1); err != nil {
+					t.Fatal(err)
+				}
+				if got := fmt.Sprint(readClip(t, info, o, buf, 3)); got != "[3 10 17]" {
+					t.Errorf("%s %v %dx%d: got frames %s, want [3 10 17]", name, mode, o.Width, o.Height, got)
+				}
+			}
+		}
+	}
+}
+
+// cliFrames decodes the given frames with the ffmpeg CLI (Debian's, which rotates upright too)
+// at native size, RGB24.
+func cliFrames(t *testing.T, path string, frames []int, w, h int) [][]byte {
+	t.Helper()
+	var sel []string
+	for _, f := range frames {
+		sel = append(sel, "eq(n\\,"+strconv.Itoa(f)+")")
+	}
+	cmd := exec.Command("ffmpeg", "-v", "error", "-threads", "1", "-i", path, "-vf", "select='"+strings.Join(sel, "+")+"'",
+		"-fps_mode", "passthrough", "-pix_fmt", "rgb24", "-f", "rawvideo", "-")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ffmpeg CLI on %s: %v\n%s", path, err, stderr.String())
+	}
+	fs := w * h * 3
+	if len(out) != len(frames)*fs {
+		t.Fatalf("ffmpeg CLI gave %d bytes for %d frames of %dx%d", len(out), len(frames), w, h)
+	}
+	res := make([][]byte, len(frames))
+	for i := range res {
+		res[i] = out[i*fs : (i+1)*fs]
+	}
+	return res
+}
+
+func psnr(a, b []byte) float64 {
+	var se float64
+	for i := range a {
+		d := float64(a[i]) - float64(b[i])
+		se += d * d
+	}
+	if se == 0 {
+		return math.Inf(1)
+	}
+	return 10 * math.Log10(255*255/(se/float64(len(a))))
+}
+
+// TestMatchesFFmpegCLI compares clips with the same frames decoded by the ffmpeg CLI, on real
+// footage (Megamind from Debian's opencv-doc, as shipped and transcoded to H.264) and on test
+// videos with rotation and inferred timestamps.
+func TestMatchesFFmpegCLI(t *testing.T) {
+	videos := []string{
+		testvideo.Transcode(t, testvideo.Megamind, "-g 16"),
+		testvideo.Transcode(t, testvideo.Megamind, "-g 250"),
+		testvideo.Megamind,
+		testvideo.Path("rotated.mp4"),
+		testvideo.Path("mpeg4.avi"),
+		testvideo.Path("hevc.mkv"),
+		testvideo.Path("start10.ts"),
+	}
+	for _, path := range videos {
+		info, err := decode.Probe(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := decode.Output{Width: info.DisplayWidth, Height: info.DisplayHeight, Resize: decode.Stretch}
+		for _, c := range []decode.Clip{
+			{Start: 0, Frames: 4, Stride: 1},
+			{Start: info.Frames / 2, Frames: 4, Stride: 4},
+			{Start: info.Frames - 7, Frames: 4, Stride: 2},
+		} {
+			buf := make([]byte, c.Frames*o.FrameBytes())
+			if err := decode.DecodeClip(context.Background(), info, c, o, buf, 1); err != nil {
+				t.Fatal(err)
+			}
+			idx := want(c, info.Frames)
+			ref := cliFrames(t, path, idx, o.Width, o.Height)
+			worst := math.Inf(1)
+			for k := range idx {
+				worst = min(worst, psnr(buf[k*o.FrameBytes():(k+1)*o.FrameBytes()], ref[k]))
+			}
+			t.Logf("%s (%s, %dx%d) clip %+v: lowest PSNR %.1f dB", path, info.Codec, o.Width, o.Height, c, worst)
+			if worst < 40 {
+				t.Errorf("%s clip %+v: PSNR %.1f dB against the ffmpeg CLI, want at least 40", path, c, worst)
+			}
+		}
+	}
+}
+
+func rssBytes(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size, rss int64
+	fmt.Sscan(string(b), &size, &rss)
+	return rss * int64(os.Getpagesize())
+}
+
+// TestNoGrowth decodes hundreds of clips through a pool and checks that resident memory stops
+// growing once the decoders are warm: buffers, frames and graphs are reused, not leaked.
+func TestNoGrowth(t *testing.T) {
+	path := testvideo.Transcode(t, testvideo.Megamind, "-g 16")
+	info, err := decode.Probe(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := decode.NewPool(decode.PoolOptions{Concurrency: 2})
+	defer pool.Close()
+	o := decode.Output{Width: 224, Height: 224}
+	buf := make([]byte, 8*o.FrameBytes())
+	run := func(n int) {
+		for i := range n {
+			c := decode.Clip{Start: (i * 37) % (info.Frames - 16), Frames: 8, Stride: 2}
+			if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run(50)
+	before := rssBytes(t)
+	run(400)
+	after := rssBytes(t)
+	t.Logf("resident memory %.1f MB after warm-up, %.1f MB after 400 more clips", float64(before)/1e6, float64(after)/1e6)
+	if after-before > 16<<20 {
+		t.Errorf("resident memory grew by %.1f MB over 400 clips", float64(after-before)/1e6)
+	}
+}

@@ -1,0 +1,145 @@
+package decode
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+)
+
+// PoolOptions configures a Pool.
+type PoolOptions struct {
+	// Concurrency is how many clips decode at once (default: the number of CPUs). Callers past it
+	// wait.
+	Concurrency int
+	// Idle is how many open decoders are kept between clips for reuse (default: Concurrency).
+	// Each holds a demuxer, a decoder and its reference frames: a few MB to tens of MB for HD.
+	Idle int
+	// Threads is each decoder's thread count (default 1: parallelism comes from Concurrency).
+	Threads int
+}
+
+// Pool decodes clips for concurrent callers. It keeps open decoders (demuxer, decoder,
+// converter) between clips and hands a caller one already open on the same video, positioned
+// before the clip when possible, so that consecutive clips of a video decode without a seek.
+type Pool struct {
+	opts  PoolOptions
+	slots chan struct{} // one token per clip being decoded
+
+	mu     sync.Mutex
+	idle   *list.List // of *video, most recently used at the front
+	closed bool
+}
+
+// NewPool returns a Pool; Close it to free its decoders.
+func NewPool(opts PoolOptions) *Pool {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = runtime.NumCPU()
+	}
+	if opts.Idle <= 0 {
+		opts.Idle = opts.Concurrency
+	}
+	if opts.Threads <= 0 {
+		opts.Threads = 1
+	}
+	return &Pool{opts: opts, slots: make(chan struct{}, opts.Concurrency), idle: list.New()}
+}
+
+// ErrPoolClosed is returned by DecodeClip after Close.
+var ErrPoolClosed = errors.New("decoder pool closed")
+
+// DecodeClip decodes clip c of the video described by info into dst, which must hold
+// c.Frames * o.FrameBytes() bytes: frame k of the clip at dst[k*o.FrameBytes():], each frame
+// o.Height rows of o.Width RGB24 pixels. Frames are exactly the clip's frame indices in
+// presentation order, upright (display rotation applied) and fitted per o.Resize.
+func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst []byte) error {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-p.slots }()
+	v, err := p.take(info, c.Start)
+	if err != nil {
+		return err
+	}
+	err = v.decodeClip(ctx, c, o, dst)
+	if err != nil && !errors.Is(err, ErrTooFewFrames) && !errors.Is(err, ErrBadRequest) {
+		v.close() // its state is in doubt
+		return err
+	}
+	p.put(v)
+	return err
+}
+
+// take returns an idle decoder of the video (the one positioned closest before start), or a new one.
+func (p *Pool) take(info *Info, start int) (*video, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrPoolClosed
+	}
+	var best *list.Element
+	for e := p.idle.Front(); e != nil; e = e.Next() {
+		v := e.Value.(*video)
+		if v.info != info && v.info.Path != info.Path {
+			continue
+		}
+		if best == nil {
+			best = e
+			continue
+		}
+		b := best.Value.(*video)
+		before := func(x *video) bool { return x.positioned && x.lastOut < start }
+		if before(v) && (!before(b) || v.lastOut > b.lastOut) {
+			best = e
+		}
+	}
+	if best != nil {
+		p.idle.Remove(best)
+		p.mu.Unlock()
+		v := best.Value.(*video)
+		v.info = info
+		return v, nil
+	}
+	p.mu.Unlock()
+	return openVideo(info, p.opts.Threads)
+}
+
+// put returns a decoder for reuse, closing the least recently used beyond the Idle bound.
+func (p *Pool) put(v *video) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		v.close()
+		return
+	}
+	p.idle.PushFront(v)
+	for p.idle.Len() > p.opts.Idle {
+		p.idle.Remove(p.idle.Back()).(*video).close()
+	}
+}
+
+// Close frees the idle decoders; decoders in use are freed as their clips finish.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for e := p.idle.Front(); e != nil; e = e.Next() {
+		e.Value.(*video).close()
+	}
+	p.idle.Init()
+}
+
+// DecodeClip decodes one clip with a decoder opened for it alone and closed afterwards; see
+// Pool.DecodeClip for the layout of dst. threads is the decoder's thread count (0: automatic).
+// To decode many clips, use a Pool: it keeps decoders open between clips.
+func DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst []byte, threads int) error {
+	v, err := openVideo(info, threads)
+	if err != nil {
+		return err
+	}
+	defer v.close()
+	return v.decodeClip(ctx, c, o, dst)
+}

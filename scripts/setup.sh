@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages vidfs needs for one purpose, then makes sure FFmpeg 7.1 is
+# built (scripts/ffmpeg.sh). As root it installs them; otherwise it prints the exact
+# apt-get line to run and fails.
+#
+# Usage: scripts/setup.sh build|test|demo|bench
+set -euo pipefail
+purpose=${1:-build}
+
+# Build: compilers, FFmpeg's build needs (nasm, dav1d for AV1, zlib), apt-get source (dpkg-dev).
+pkgs=(build-essential pkg-config nasm dpkg-dev libdav1d-dev zlib1g-dev ca-certificates xz-utils)
+case $purpose in
+  build) ;;
+  # Tests: FUSE, Debian's ffmpeg CLI (test videos and reference decodes), real footage
+  # (opencv-doc's Megamind.avi), NumPy for the Python client tests, fio.
+  test) pkgs+=(fuse3 ffmpeg opencv-doc python3-numpy fio) ;;
+  demo) pkgs+=(fuse3 python3-numpy) ;;
+  # Benchmarks: the loaders vidfs is compared with, and matplotlib for the chart.
+  bench) pkgs+=(fuse3 ffmpeg opencv-doc python3-numpy python3-av python3-opencv python3-torch python3-matplotlib fio) ;;
+  *) echo "setup.sh: unknown purpose '$purpose' (build, test, demo or bench)" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup.sh: missing Debian packages for '$purpose'. As root, run:" >&2
+    echo "  apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "setup.sh: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >&2
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+fi
+
+# Go: go.mod asks for 1.26; any Go from 1.21 on fetches that toolchain through the module proxy.
+if ! command -v go >/dev/null; then
+  if [ -x /usr/local/go/bin/go ]; then
+    echo "setup.sh: Go is at /usr/local/go/bin but not on PATH; add it: export PATH=\$PATH:/usr/local/go/bin" >&2
+  else
+    echo "setup.sh: Go is not installed; install Go 1.26 or later (Debian 12's golang is too old)" >&2
+  fi
+  exit 1
+fi
+
+if [ "$purpose" != build ] && [ ! -e /dev/fuse ]; then
+  echo "setup.sh: /dev/fuse is missing: this machine cannot mount FUSE filesystems (try: modprobe fuse)" >&2
+  exit 1
+fi
+
+"$(dirname "$0")/ffmpeg.sh" >/dev/null
