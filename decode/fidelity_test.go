@@ -146,6 +146,8 @@ func TestMatchesFFmpegCLI(t *testing.T) {
 		testvideo.Path("mpeg4.avi"),
 		testvideo.Path("hevc.mkv"),
 		testvideo.Path("start10.ts"),
+		testvideo.Path("mjpeg.avi"),        // full-range YUV
+		testvideo.Path("odd_321x241.webm"), // odd sizes
 	}
 	for _, path := range videos {
 		info, err := decode.Probe(path)

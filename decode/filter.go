@@ -72,11 +72,7 @@ func newConverter(f *astiav.Frame, rotation int, o Output) (c *converter, err er
 	outputs.SetFilterContext(c.src.FilterContext())
 	inputs.SetName("out")
 	inputs.SetFilterContext(c.sink.FilterContext())
-	dw, dh := f.Width(), f.Height()
-	if rotation == 90 || rotation == 270 {
-		dw, dh = dh, dw
-	}
-	desc := filterChain(rotation, dw, dh, o)
+	desc := filterChain(rotation, f.Width(), f.Height(), f.PixelFormat().String(), o)
 	if err = c.graph.Parse(desc, inputs, outputs); err != nil {
 		return nil, fmt.Errorf("parsing filter graph %q: %w", desc, err)
 	}

@@ -94,10 +94,41 @@ func (o Output) Placement(displayW, displayH int) (src, dst Rect) {
 
 func roundDiv(a, b int) int { return (a + b/2) / b }
 
-// filterChain is the libavfilter description that turns a decoded frame (coded size, decoder
-// pixel format) into the output: rotate upright, crop, scale (bilinear), pad, RGB24.
-func filterChain(rotation, displayW, displayH int, o Output) string {
+// filterChain is the libavfilter description that turns a decoded frame of codedW x codedH in
+// pixel format pixFmt into the output: crop, scale (bilinear), turn upright, pad, RGB24.
+// Cropping and scaling come first, on the coded picture, so that rotation moves few pixels.
+// YUV frames are scaled in YUV 4:2:0 and then converted to RGB24 unscaled: both steps have SIMD
+// code in swscale, which scaling straight to RGB24 lacks (2.7 times faster, measured).
+func filterChain(rotation, codedW, codedH int, pixFmt string, o Output) string {
+	dispW, dispH := codedW, codedH
+	if rotation == 90 || rotation == 270 {
+		dispW, dispH = codedH, codedW
+	}
+	src, dst := o.Placement(dispW, dispH)
+	// The crop rectangle in coded pixels, and the scaled size before rotation.
+	crop, sw, sh := src, dst.W, dst.H
+	switch rotation {
+	case 90: // shown turned clockwise: display (x, y) is coded (y, codedH-1-x)
+		crop = Rect{src.Y, codedH - src.X - src.W, src.H, src.W}
+		sw, sh = dst.H, dst.W
+	case 180:
+		crop = Rect{codedW - src.X - src.W, codedH - src.Y - src.H, src.W, src.H}
+	case 270: // shown turned counter-clockwise: display (x, y) is coded (codedW-1-y, x)
+		crop = Rect{codedW - src.Y - src.H, src.X, src.H, src.W}
+		sw, sh = dst.H, dst.W
+	}
 	var f []string
+	if crop.W != codedW || crop.H != codedH {
+		f = append(f, fmt.Sprintf("crop=%d:%d:%d:%d:exact=1", crop.W, crop.H, crop.X, crop.Y))
+	}
+	yuv := strings.HasPrefix(pixFmt, "yuv") || strings.HasPrefix(pixFmt, "nv")
+	if yuv {
+		via := "yuv420p"
+		if strings.HasPrefix(pixFmt, "yuvj") {
+			via = "yuvj420p" // full range: keep all 256 levels through the intermediate
+		}
+		f = append(f, fmt.Sprintf("scale=%d:%d:flags=bilinear", sw, sh), "format="+via)
+	}
 	switch rotation {
 	case 90:
 		f = append(f, "transpose=clock")
@@ -106,11 +137,11 @@ func filterChain(rotation, displayW, displayH int, o Output) string {
 	case 270:
 		f = append(f, "transpose=cclock")
 	}
-	src, dst := o.Placement(displayW, displayH)
-	if src.W != displayW || src.H != displayH {
-		f = append(f, fmt.Sprintf("crop=%d:%d:%d:%d:exact=1", src.W, src.H, src.X, src.Y))
+	if yuv {
+		f = append(f, "scale=flags=bilinear", "format=rgb24")
+	} else {
+		f = append(f, fmt.Sprintf("scale=%d:%d:flags=bilinear", dst.W, dst.H), "format=rgb24")
 	}
-	f = append(f, fmt.Sprintf("scale=%d:%d:flags=bilinear", dst.W, dst.H), "format=rgb24")
 	if dst.W != o.Width || dst.H != o.Height {
 		f = append(f, fmt.Sprintf("pad=%d:%d:%d:%d:color=black", o.Width, o.Height, dst.X, dst.Y))
 	}

@@ -30,6 +30,23 @@ type Pool struct {
 	mu     sync.Mutex
 	idle   *list.List // of *video, most recently used at the front
 	closed bool
+	stats  PoolStats
+}
+
+// PoolStats counts a pool's work since it was made.
+type PoolStats struct {
+	Clips  int64 // clips decoded successfully
+	Failed int64 // clips that failed
+	Frames int64 // frames that came out of the decoders (needed or not): decode work
+	Opens  int64 // decoders opened
+	Seeks  int64 // seeks (a clip that carries on from the last one needs none)
+}
+
+// Stats returns the pool's counters.
+func (p *Pool) Stats() PoolStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
 }
 
 // NewPool returns a Pool; Close it to free its decoders.
@@ -65,6 +82,15 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 		return err
 	}
 	err = v.decodeClip(ctx, c, o, dst)
+	p.mu.Lock()
+	p.stats.Frames += int64(v.decoded)
+	p.stats.Seeks += int64(v.seeks)
+	if err != nil {
+		p.stats.Failed++
+	} else {
+		p.stats.Clips++
+	}
+	p.mu.Unlock()
 	if err != nil && !errors.Is(err, ErrTooFewFrames) && !errors.Is(err, ErrBadRequest) {
 		v.close() // its state is in doubt
 		return err
@@ -103,6 +129,7 @@ func (p *Pool) take(info *Info, start int) (*video, error) {
 		v.info = info
 		return v, nil
 	}
+	p.stats.Opens++
 	p.mu.Unlock()
 	return openVideo(info, p.opts.Threads)
 }

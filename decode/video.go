@@ -62,8 +62,8 @@ type video struct {
 	draining   bool // the demuxer is at its end and the decoder has been told so
 	skip       int  // the decoder's skip_frame level now
 
-	// Stats of the last decodeClip, for callers that report decode amplification.
-	decoded int
+	// Work done by the last decodeClip: frames out of the decoder, and seeks.
+	decoded, seeks int
 }
 
 // openVideo opens the video described by info with a decoder of the given thread count.
@@ -127,7 +127,7 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) er
 	if need := len(idx) * o.FrameBytes(); len(dst) < need {
 		return newError(path, -1, ErrBadRequest, fmt.Sprintf("buffer of %d bytes, clip needs %d", len(dst), need), nil)
 	}
-	v.decoded = 0
+	v.decoded, v.seeks = 0, 0
 
 	// Continue from where the last clip left off when no keyframe lies between, else seek to the
 	// keyframe at or before the first frame; on a lost position, try earlier keyframes, then the
@@ -159,6 +159,7 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) er
 // seek positions the decoder just before keyframe kf. After two failed attempts it reopens the
 // file and decodes from the very start instead.
 func (v *video) seek(kf, attempt int) error {
+	v.seeks++
 	v.reset()
 	k := v.info.Keyframes[kf]
 	ts := k.PTS
