@@ -38,8 +38,10 @@ func (e usageError) Error() string { return e.msg }
 
 func commands() map[string]*command {
 	return map[string]*command{
-		"probe": probeCommand(),
-		"clip":  clipCommand(),
+		"probe":  probeCommand(),
+		"clip":   clipCommand(),
+		"mount":  mountCommand(),
+		"umount": umountCommand(),
 	}
 }
 

@@ -1,0 +1,515 @@
+// Package cache holds decoded samples in memory under a hard bound. Buffers are allocated once
+// (outside the Go heap) and recycled; a sample a reader is copying from is never evicted; each
+// sample is decoded once however many readers and prefetches ask for it at the same time; a
+// reader's miss is decoded ahead of prefetch work; and eviction drops samples the plan will not
+// read soon before those it will.
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// Fill decodes sample into buf, which is exactly Options.SampleBytes long.
+type Fill func(ctx context.Context, sample int, buf []byte) error
+
+// Options configures a Cache.
+type Options struct {
+	SampleBytes int64
+	Capacity    int  // samples held at most, decoded or being decoded
+	Workers     int  // prefetch decodes at once; a reader's miss may run beside up to as many more
+	Fill        Fill // decodes a sample
+	// NextUse says how soon a sample is due: plan entries from the reader's position, or -1 when
+	// it is not due soon. Nil: nothing is due (plain LRU).
+	NextUse func(sample int) int
+	// Want appends the samples to keep ready, most urgent first (the upcoming plan). Nil: none.
+	Want func(dst []int) []int
+}
+
+// ErrClosed is returned by Get after Close.
+var ErrClosed = errors.New("cache closed")
+
+type state int
+
+const (
+	queued state = iota
+	decoding
+	ready
+)
+
+type entry struct {
+	sample  int
+	state   state
+	buf     []byte
+	demand  bool // a reader asked for it: decode ahead of prefetch work
+	pins    int  // readers copying from buf
+	waiters int  // readers waiting for it
+	read    bool // read since it was decoded
+	done    chan struct{}
+	err     error
+}
+
+// Cache is a bounded cache of decoded samples. It is safe for concurrent use.
+type Cache struct {
+	opts   Options
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	kick   chan struct{}
+
+	mu        sync.Mutex
+	changed   chan struct{} // closed (and replaced) when a buffer may have become free
+	entries   map[int]*entry
+	recency   *simplelru.LRU[int, *entry] // ready entries, least recently used first
+	failed    map[int]error
+	free      [][]byte
+	allocated int
+	demandQ   []*entry
+	prefetchQ []*entry
+	running   [2]int // decodes running: [0] prefetch, [1] demand
+	closed    bool
+	stats     Stats
+}
+
+// Stats is a snapshot of the cache's state and counters.
+type Stats struct {
+	Capacity int // samples
+	Used     int // samples holding a buffer: ready, decoding or queued
+	Ready    int
+	Pinned   int // ready samples readers are copying from
+	Decoding int
+	Queued   int
+
+	Hits        int64 // reads that found their sample ready
+	Misses      int64 // reads that had to wait for a decode
+	Failed      int64 // decodes that failed
+	Decoded     int64 // decodes that succeeded
+	Prefetched  int64 // decodes started ahead of a read
+	Demand      int64 // decodes started by a read's miss
+	Evicted     int64 // ready samples dropped to make room
+	EvictedCold int64 // of those, prefetched and never read
+	Cancelled   int64 // queued prefetches dropped before they ran
+}
+
+// New returns a cache. Close it to stop its decodes and free its memory.
+func New(opts Options) (*Cache, error) {
+	if opts.SampleBytes <= 0 || opts.Capacity < 1 || opts.Workers < 1 || opts.Fill == nil {
+		return nil, fmt.Errorf("cache: bad options (sample %d bytes, capacity %d, workers %d)", opts.SampleBytes, opts.Capacity, opts.Workers)
+	}
+	recency, err := simplelru.NewLRU[int, *entry](opts.Capacity+1, nil)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Cache{
+		opts: opts, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1),
+		changed: make(chan struct{}), entries: map[int]*entry{}, recency: recency, failed: map[int]error{},
+	}
+	c.wg.Add(1)
+	go c.prefetchLoop()
+	return c, nil
+}
+
+// Handle is a pinned sample: its bytes stay put until Release.
+type Handle struct {
+	c *Cache
+	e *entry
+}
+
+// Bytes is the sample's data. It must not be used after Release.
+func (h *Handle) Bytes() []byte { return h.e.buf }
+
+// Release unpins the sample.
+func (h *Handle) Release() {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	h.e.pins--
+	if h.e.pins == 0 {
+		h.c.signal()
+	}
+}
+
+// Get returns the sample, pinned, decoding it first if it is not ready: at once, ahead of
+// prefetch work. hit says whether it was ready. A sample whose decode failed fails again at
+// once, with the same error.
+func (c *Cache) Get(ctx context.Context, sample int) (h *Handle, hit bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if c.closed {
+			return nil, false, ErrClosed
+		}
+		if err, ok := c.failed[sample]; ok {
+			return nil, false, err
+		}
+		e := c.entries[sample]
+		if e != nil && e.state == ready {
+			c.stats.Hits++
+			e.pins++
+			e.read = true
+			c.recency.Get(sample)
+			return &Handle{c, e}, true, nil
+		}
+		if e == nil {
+			buf := c.takeBuffer(sample, true)
+			if buf == nil {
+				// Everything is pinned or awaited: wait for a reader to let go.
+				if err := c.wait(ctx); err != nil {
+					return nil, false, err
+				}
+				continue
+			}
+			e = &entry{sample: sample, buf: buf, demand: true, done: make(chan struct{})}
+			c.entries[sample] = e
+			c.demandQ = append(c.demandQ, e)
+		} else if e.state == queued && !e.demand {
+			e.demand = true // a reader wants it now: move it ahead of prefetch work
+			c.prefetchQ = remove(c.prefetchQ, e)
+			c.demandQ = append(c.demandQ, e)
+		}
+		c.stats.Misses++
+		e.waiters++
+		c.dispatch()
+		c.mu.Unlock()
+		select {
+		case <-e.done:
+			c.mu.Lock()
+		case <-ctx.Done():
+			c.mu.Lock()
+			e.waiters--
+			return nil, false, ctx.Err()
+		}
+		e.waiters--
+		if e.err != nil {
+			return nil, false, e.err
+		}
+		e.pins++
+		e.read = true
+		c.recency.Get(sample)
+		return &Handle{c, e}, false, nil
+	}
+}
+
+// wait releases the lock until a buffer may have come free; called with c.mu held.
+func (c *Cache) wait(ctx context.Context) error {
+	ch := c.changed
+	c.mu.Unlock()
+	defer c.mu.Lock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// signal wakes readers waiting for a buffer; called with c.mu held.
+func (c *Cache) signal() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// Kick makes the cache look at what is wanted again (the plan moved or changed).
+func (c *Cache) Kick() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Cache) prefetchLoop() {
+	defer c.wg.Done()
+	var want []int
+	for {
+		select {
+		case <-c.kick:
+		case <-c.ctx.Done():
+			return
+		}
+		if c.opts.Want != nil {
+			want = c.opts.Want(want[:0])
+		}
+		c.prefetch(want)
+	}
+}
+
+// prefetch queues the wanted samples that are missing, in order, while there is room that
+// nothing due sooner needs, and drops queued prefetches no longer wanted.
+func (c *Cache) prefetch(want []int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	wanted := make(map[int]bool, len(want))
+	for _, s := range want {
+		wanted[s] = true
+	}
+	dropped := false
+	for _, e := range append([]*entry(nil), c.prefetchQ...) {
+		if !wanted[e.sample] {
+			c.free = append(c.free, c.drop(e))
+			c.stats.Cancelled++
+			dropped = true
+		}
+	}
+	if dropped {
+		c.signal()
+	}
+	for _, s := range want {
+		if _, failed := c.failed[s]; failed || c.entries[s] != nil {
+			continue
+		}
+		buf := c.takeBuffer(s, false)
+		if buf == nil {
+			break
+		}
+		e := &entry{sample: s, buf: buf, done: make(chan struct{})}
+		c.entries[s] = e
+		c.prefetchQ = append(c.prefetchQ, e)
+	}
+	c.dispatch()
+}
+
+// dispatch starts queued decodes: readers' misses first, on up to twice Workers decoders,
+// prefetches on up to Workers. Called with c.mu held.
+func (c *Cache) dispatch() {
+	w := c.opts.Workers
+	for len(c.demandQ) > 0 && c.running[0]+c.running[1] < 2*w {
+		e := c.demandQ[0]
+		c.demandQ = c.demandQ[1:]
+		c.start(e, 1)
+	}
+	for len(c.demandQ) == 0 && len(c.prefetchQ) > 0 && c.running[0] < w && c.running[0]+c.running[1] < 2*w {
+		e := c.prefetchQ[0]
+		c.prefetchQ = c.prefetchQ[1:]
+		c.start(e, 0)
+	}
+}
+
+func (c *Cache) start(e *entry, kind int) {
+	e.state = decoding
+	c.running[kind]++
+	if kind == 1 {
+		c.stats.Demand++
+	} else {
+		c.stats.Prefetched++
+	}
+	c.wg.Add(1)
+	go c.run(e, kind)
+}
+
+func (c *Cache) run(e *entry, kind int) {
+	defer c.wg.Done()
+	err := c.opts.Fill(c.ctx, e.sample, e.buf)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running[kind]--
+	if err != nil {
+		delete(c.entries, e.sample)
+		c.free = append(c.free, e.buf)
+		e.buf = nil
+		e.err = err
+		if c.ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+			c.failed[e.sample] = err
+			c.stats.Failed++
+		}
+	} else {
+		e.state = ready
+		c.recency.Add(e.sample, e)
+		c.stats.Decoded++
+	}
+	close(e.done)
+	c.signal()
+	c.dispatch()
+	c.Kick()
+}
+
+// takeBuffer finds a buffer for sample: a free one, a new one while under capacity, or one
+// evicted from another sample. A reader's miss (demand) may evict anything not in use, the
+// sample due last first; a prefetch only what is due later than sample itself, or not due.
+// It returns nil when there is none. Called with c.mu held.
+func (c *Cache) takeBuffer(sample int, demand bool) []byte {
+	if n := len(c.free); n > 0 {
+		b := c.free[n-1]
+		c.free = c.free[:n-1]
+		return b
+	}
+	if c.allocated < c.opts.Capacity {
+		b, err := syscall.Mmap(-1, 0, int(c.opts.SampleBytes), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		if err == nil {
+			c.allocated++
+			return b
+		}
+	}
+	v := c.victim(sample, demand)
+	if v == nil {
+		return nil
+	}
+	if v.state == ready {
+		c.stats.Evicted++
+		if !v.read {
+			c.stats.EvictedCold++
+		}
+	} else {
+		c.stats.Cancelled++
+	}
+	return c.drop(v)
+}
+
+// victim picks the entry to evict for sample. Called with c.mu held.
+func (c *Cache) victim(sample int, demand bool) *entry {
+	due := func(s int) int {
+		if c.opts.NextUse == nil {
+			return -1
+		}
+		return c.opts.NextUse(s)
+	}
+	limit := -1 // a prefetch may only take from samples due after this one
+	if !demand {
+		if limit = due(sample); limit < 0 {
+			return nil // not due itself: no reason to evict anything
+		}
+	}
+	var best *entry
+	bestDue := -1
+	consider := func(e *entry) bool { // true: take e at once
+		if e.pins > 0 || e.waiters > 0 || e.demand && e.state != ready {
+			return false
+		}
+		d := due(e.sample)
+		if d < 0 {
+			return true
+		}
+		if d > bestDue && (demand || d > limit) {
+			best, bestDue = e, d
+		}
+		return false
+	}
+	for _, s := range c.recency.Keys() { // least recently used first
+		if e, _ := c.recency.Peek(s); consider(e) {
+			return e
+		}
+	}
+	for i := len(c.prefetchQ) - 1; i >= 0; i-- { // queued prefetches, last due first
+		if consider(c.prefetchQ[i]) {
+			return c.prefetchQ[i]
+		}
+	}
+	return best
+}
+
+// drop removes an entry that holds a buffer (ready, or queued for prefetch) and returns the
+// buffer. Called with c.mu held.
+func (c *Cache) drop(e *entry) []byte {
+	delete(c.entries, e.sample)
+	if e.state == ready {
+		c.recency.Remove(e.sample)
+	} else {
+		c.prefetchQ = remove(c.prefetchQ, e)
+		e.err = context.Canceled
+		close(e.done)
+	}
+	b := e.buf
+	e.buf = nil
+	return b
+}
+
+func remove(q []*entry, e *entry) []*entry {
+	for i, x := range q {
+		if x == e {
+			return append(q[:i], q[i+1:]...)
+		}
+	}
+	return q
+}
+
+// ReadyAhead returns how many of samples (in order) are ready from the first on without a gap,
+// and how many are ready in all.
+func (c *Cache) ReadyAhead(samples []int) (contiguous, total int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gap := false
+	for _, s := range samples {
+		if e := c.entries[s]; e != nil && e.state == ready {
+			total++
+			if !gap {
+				contiguous++
+			}
+		} else {
+			gap = true
+		}
+	}
+	return contiguous, total
+}
+
+// Workers is how many prefetch decodes run at once.
+func (c *Cache) Workers() int { return c.opts.Workers }
+
+// Failed returns the error of a sample whose decode failed, if it did.
+func (c *Cache) Failed(sample int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failed[sample]
+}
+
+// Stats returns a snapshot of the cache.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Capacity = c.opts.Capacity
+	for _, e := range c.entries {
+		s.Used++
+		switch e.state {
+		case ready:
+			s.Ready++
+			if e.pins > 0 {
+				s.Pinned++
+			}
+		case decoding:
+			s.Decoding++
+		case queued:
+			s.Queued++
+		}
+	}
+	return s
+}
+
+// Close stops prefetching, waits for running decodes (which are cancelled) and frees the
+// buffers. Handles still held must not be used afterwards.
+func (c *Cache) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	for _, e := range append(c.demandQ, c.prefetchQ...) {
+		e.err = ErrClosed
+		close(e.done)
+	}
+	c.demandQ, c.prefetchQ = nil, nil
+	c.signal()
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.entries {
+		if e.buf != nil {
+			c.free = append(c.free, e.buf)
+			e.buf = nil
+		}
+	}
+	c.entries = map[int]*entry{}
+	for _, b := range c.free {
+		syscall.Munmap(b)
+	}
+	c.free = nil
+}

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/vidfs/vidfs/decode"
+	vfs "github.com/vidfs/vidfs/fs"
+	"github.com/vidfs/vidfs/internal/catalog"
+	"github.com/vidfs/vidfs/layout"
+)
+
+// mountOptions are vidfs mount's flags.
+type mountOptions struct {
+	frames, stride, step, clipsPerVideo int
+	size                                sizeValue
+	resize                              resizeValue
+	short                               string
+	cacheMem                            bytesValue
+	prefetch, workers, probeWorkers     int
+	probeCache                          string
+	allowOther, debugFUSE               bool
+	logLevel                            string
+}
+
+func mountCommand() *command {
+	o := &mountOptions{size: sizeValue{224, 224}, resize: resizeValue{decode.Crop}, cacheMem: bytesValue{defaultCacheMem()}}
+	return &command{
+		summary: "mount a directory of videos as fixed-shape sample files",
+		usage:   "SRC MNT [flags]",
+		help: `Mounts every training sample of the videos under SRC on MNT (an existing, empty directory)
+and serves it until interrupted (Ctrl-C, SIGTERM) or unmounted. A sample is a clip of T frames
+at a fixed stride, turned upright and fitted to H x W, as uint8 RGB of shape (T, H, W, 3).
+
+  MNT/clips.npy             every sample: np.load(path, mmap_mode="r") gives (N, T, H, W, 3)
+  MNT/clips.raw             the same bytes without the header: sample i at offset i*T*H*W*3
+  MNT/samples/DIR/VIDEO/K.npy, K.raw
+                            sample K of SRC/DIR/VIDEO; folders of SRC stay folders (classes)
+  MNT/index.csv             every sample: index, path, video, start frame, stride, label, class
+  MNT/classes.txt           the class names: SRC's first-level folders
+  MNT/.vidfs/order          write the sample indices the trainer will read, in order (text, or
+                            a 1-D integer .npy): vidfs decodes them ahead of the reader.
+                            Writing replaces the plan at close; appending queues the next epoch.
+  MNT/.vidfs/stats          JSON: hit rate, position in the plan, decode rate, wait time, errors
+  MNT/.vidfs/layout.json    the shape of it all
+
+Videos that cannot be read are left out and listed in the stats; a damaged part of a video fails
+the samples that need it with EIO and a logged reason. SRC is only read. Probe tables are cached
+(--probe-cache), so mounting the same videos again starts at once.`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.IntVarP(&o.frames, "frames", "t", 16, "frames per sample (T)")
+			fs.IntVar(&o.stride, "stride", 1, "distance between a sample's frames")
+			fs.IntVar(&o.step, "step", 0, "a sample starts every STEP frames (default: T)")
+			fs.IntVar(&o.clipsPerVideo, "clips-per-video", 0, "instead of --step, take N evenly spaced samples per video")
+			fs.Var(&o.size, "size", "sample frame size, height x width")
+			fs.Var(&o.resize, "resize", "how frames are fitted: crop (short side, centre), stretch or pad")
+			fs.StringVar(&o.short, "short", "pad", "videos shorter than one sample: pad (repeat the last frame) or skip")
+			fs.Var(&o.cacheMem, "cache-mem", "memory for decoded samples, e.g. 4GiB (default: a quarter of RAM, at most 8GiB)")
+			fs.IntVar(&o.prefetch, "prefetch", 0, "samples to keep decoded ahead of the reader (default: as many as fit in the cache)")
+			fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "samples decoded at once ahead of the reader")
+			fs.IntVar(&o.probeWorkers, "probe-workers", runtime.NumCPU(), "videos probed at once while mounting")
+			fs.StringVar(&o.probeCache, "probe-cache", defaultProbeCache(), "directory for cached probe tables (\"\" for none)")
+			fs.BoolVar(&o.allowOther, "allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
+			fs.StringVar(&o.logLevel, "log-level", "info", "log detail on stderr: debug, info, warn or error")
+			fs.BoolVar(&o.debugFUSE, "debug-fuse", false, "log every FUSE request")
+		},
+		run: func(ctx context.Context, e *env, args []string) error {
+			if len(args) != 2 {
+				return usageError{"want a source directory and a mount point"}
+			}
+			return runMount(ctx, e, o, args[0], args[1])
+		},
+	}
+}
+
+// defaultCacheMem is a quarter of the machine's memory, at most 8 GiB.
+func defaultCacheMem() int64 {
+	var si syscall.Sysinfo_t
+	if syscall.Sysinfo(&si) != nil {
+		return 2 << 30
+	}
+	return min(int64(si.Totalram)*int64(si.Unit)/4, 8<<30)
+}
+
+func defaultProbeCache() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "vidfs", "probe")
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) error {
+	log, err := newLogger(e.stderr, o.logLevel)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if o.short != "pad" && o.short != "skip" {
+		return usageError{fmt.Sprintf("--short %q: want pad or skip", o.short)}
+	}
+	spec := layout.Spec{Frames: o.frames, Stride: o.stride, Step: o.step, ClipsPerVideo: o.clipsPerVideo,
+		Height: o.size.h, Width: o.size.w, PadShort: o.short == "pad"}
+	if err := spec.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+	src, _ = filepath.Abs(src)
+	mnt, _ = filepath.Abs(mnt)
+	if st, err := os.Stat(mnt); err != nil || !st.IsDir() {
+		return fmt.Errorf("mount point %s: not an existing directory (create it first: mkdir -p %s)", mnt, mnt)
+	}
+	if rel, err := filepath.Rel(src, mnt); err == nil && !strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("mount point %s lies inside the source %s: pick one outside it", mnt, src)
+	}
+
+	began := time.Now()
+	progress := newProgress(e.stderr)
+	videos, err := catalog.Scan(ctx, catalog.Options{Root: src, Workers: o.probeWorkers, CacheDir: o.probeCache, Progress: progress})
+	if err != nil {
+		return err
+	}
+	var lv []layout.Video
+	infos := map[string]*decode.Info{}
+	var skipped []vfs.Problem
+	for _, v := range videos {
+		if v.Err != nil {
+			skipped = append(skipped, vfs.Problem{Time: time.Now(), File: v.Rel, Sample: -1, Reason: v.Err.Error()})
+			if len(skipped) <= 20 {
+				log.Warn("video left out", "file", v.Rel, "reason", v.Err)
+			}
+			continue
+		}
+		lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Info.Frames})
+		infos[v.Rel] = v.Info
+	}
+	if len(skipped) > 20 {
+		log.Warn("more videos left out; .vidfs/stats lists them", "count", len(skipped))
+	}
+	lay, err := layout.New(spec, lv)
+	if err != nil {
+		return err
+	}
+	if lay.Len() == 0 {
+		return fmt.Errorf("%s: no samples (%d videos found, %d readable, none with %d frames)", src, len(videos), len(lv), spec.Span())
+	}
+	cfgInfos := make([]*decode.Info, len(lay.Videos))
+	for i, v := range lay.Videos {
+		cfgInfos[i] = infos[v.Path]
+	}
+	f, err := vfs.New(vfs.Config{Source: src, Layout: lay, Infos: cfgInfos, Resize: o.resize.r, CacheBytes: o.cacheMem.n,
+		Prefetch: o.prefetch, Workers: o.workers, Skipped: skipped, Log: log})
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	m, err := f.Mount(mnt, vfs.MountOptions{AllowOther: o.allowOther, Debug: o.debugFUSE})
+	if err != nil {
+		return err
+	}
+	st := f.Stats()
+	log.Info("mounted", "at", mnt, "samples", lay.Len(), "shape", fmt.Sprintf("(%d, %d, %d, 3)", spec.Frames, spec.Height, spec.Width),
+		"videos", len(lv), "left_out", len(skipped), "classes", len(lay.Classes),
+		"cache", formatBytes(st.Cache.CapacityBytes), "cache_samples", st.Cache.CapacitySamples,
+		"prefetch", st.Plan.PrefetchDepth, "workers", st.Decode.Workers, "ready_in", time.Since(began).Round(time.Millisecond))
+
+	served := make(chan struct{})
+	go func() { m.Wait(); close(served) }()
+	select {
+	case <-ctx.Done():
+		log.Info("unmounting", "at", mnt)
+		if err := m.Unmount(); err != nil {
+			return err
+		}
+	case <-served:
+		log.Info("unmounted from outside", "at", mnt)
+	}
+	return nil
+}
+
+// newProgress returns a catalog progress reporter: a line rewritten in place on a terminal,
+// else a line every 5 s.
+func newProgress(w io.Writer) func(catalog.Progress) {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	var last time.Time
+	return func(p catalog.Progress) {
+		if !p.Final && (p.Total == 0 || (!tty && time.Since(last) < 5*time.Second)) {
+			return
+		}
+		last = time.Now()
+		rate := 0.0
+		if s := p.Elapsed.Seconds(); s > 0 {
+			rate = float64(p.Done-p.Cached) / s
+		}
+		line := fmt.Sprintf("probing videos: %d/%d (%d from cache, %.0f/s), %d unreadable", p.Done, p.Total, p.Cached, rate, p.Failed)
+		switch {
+		case tty && !p.Final:
+			fmt.Fprintf(w, "\r%s\x1b[K", line)
+		case tty:
+			fmt.Fprintf(w, "\r%s\x1b[K\n", line)
+		default:
+			fmt.Fprintln(w, line)
+		}
+	}
+}
+
+func umountCommand() *command {
+	return &command{
+		summary: "unmount a vidfs mount, also one whose process died",
+		usage:   "MNT",
+		help: `Unmounts MNT. A vidfs mount unmounts itself on Ctrl-C or SIGTERM; this is for one whose
+process died ("Transport endpoint is not connected") or was killed. When files are still open
+the mount point is detached at once and disappears when they are closed.`,
+		run: func(ctx context.Context, e *env, args []string) error {
+			if len(args) != 1 {
+				return usageError{"want the mount point"}
+			}
+			if err := vfs.Umount(args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stderr, "unmounted %s\n", args[0])
+			return nil
+		},
+	}
+}
+

@@ -1,0 +1,233 @@
+package fs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asticode/go-astiav"
+
+	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/catalog"
+	"github.com/vidfs/vidfs/internal/testvideo"
+	"github.com/vidfs/vidfs/layout"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("VIDFS_FFMPEG_LOG") == "" {
+		astiav.SetLogLevel(astiav.LogLevelFatal)
+	}
+	os.Exit(m.Run())
+}
+
+// testMount is a real FUSE mount of test videos.
+type testMount struct {
+	fs  *FS
+	m   *Mount
+	dir string
+	src string
+	lay *layout.Layout
+}
+
+type mountSetup struct {
+	files      map[string]string // path under SRC -> test video name
+	spec       layout.Spec
+	resize     decode.Resize
+	cacheBytes int64
+	workers    int
+	prefetch   int
+}
+
+// allGood is a source tree of every decodable test video, in class folders.
+var allGood = map[string]string{
+	"walk/gop16.mp4": "h264_gop16.mp4", "walk/gop250.mp4": "h264_gop250.mp4", "walk/hevc.mkv": "hevc.mkv",
+	"run/vp9.webm": "vp9.webm", "run/mpeg4.avi": "mpeg4.avi", "run/rotated.mp4": "rotated.mp4",
+	"jump/vfr.mkv": "vfr.mkv", "jump/start.ts": "start10.ts", "jump/deeper/av1.mp4": "av1.mp4",
+	"swim/odd.webm": "odd_321x241.webm", "swim/vp8.webm": "vp8.webm", "swim/theora.ogv": "theora.ogv",
+	"swim/mjpeg.avi": "mjpeg.avi", "swim/flv.flv": "flv1.flv", "top.mp4": "short8.mp4",
+}
+
+func mountVideos(t *testing.T, s mountSetup) *testMount {
+	t.Helper()
+	src, dir := t.TempDir(), t.TempDir()
+	for dst, name := range s.files {
+		p := filepath.Join(src, dst)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(testvideo.Path(name), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	videos, err := catalog.Scan(context.Background(), catalog.Options{Root: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lv []layout.Video
+	infos := map[string]*decode.Info{}
+	var skipped []Problem
+	for _, v := range videos {
+		if v.Err != nil {
+			skipped = append(skipped, Problem{File: v.Rel, Sample: -1, Reason: v.Err.Error()})
+			continue
+		}
+		lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Info.Frames})
+		infos[v.Rel] = v.Info
+	}
+	lay, err := layout.New(s.spec, lv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make([]*decode.Info, len(lay.Videos))
+	for i, v := range lay.Videos {
+		in[i] = infos[v.Path]
+	}
+	if s.cacheBytes == 0 {
+		s.cacheBytes = 64 << 20
+	}
+	f, err := New(Config{Source: src, Layout: lay, Infos: in, Resize: s.resize, CacheBytes: s.cacheBytes,
+		Workers: s.workers, Prefetch: s.prefetch, Skipped: skipped, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := f.Mount(dir, MountOptions{})
+	if err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+		f.Close()
+	})
+	return &testMount{fs: f, m: m, dir: dir, src: src, lay: lay}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+// python runs a Python program (Debian's python3 with python3-numpy) with the mount as argv[1].
+func (tm *testMount) python(t *testing.T, program string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("/usr/bin/python3", append([]string{"-c", program, tm.dir}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+func (tm *testMount) stats(t *testing.T) Stats {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(tm.dir, ".vidfs", "stats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st Stats
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("stats %q: %v", b, err)
+	}
+	return st
+}
+
+// decoded is what decode.DecodeClip makes of sample i: the reference for every read.
+func (tm *testMount) decoded(t *testing.T, i int) []byte {
+	t.Helper()
+	s := tm.lay.Samples[i]
+	sp := tm.lay.Spec
+	buf := make([]byte, sp.SampleBytes())
+	o := decode.Output{Width: sp.Width, Height: sp.Height, Resize: tm.fs.out.Resize}
+	if err := decode.DecodeClip(context.Background(), tm.fs.cfg.Infos[s.Video], decode.Clip{Start: s.Start, Frames: sp.Frames, Stride: sp.Stride, PadEnd: s.Pad}, o, buf, 1); err != nil {
+		t.Fatalf("DecodeClip(sample %d): %v", i, err)
+	}
+	return buf
+}
+
+func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+
+// TestNumpyReadsSamples: np.load(mmap_mode="r") on clips.npy has the right shape and its samples
+// are what decode.DecodeClip makes; the per-sample files and clips.raw hold the same bytes.
+func TestNumpyReadsSamples(t *testing.T) {
+	tm := mountVideos(t, mountSetup{files: allGood, spec: layout.Spec{Frames: 4, Stride: 2, Step: 8, Height: 24, Width: 40, PadShort: true}})
+	n := tm.lay.Len()
+	picks := []int{0, 1, n / 3, n / 2, n - 2, n - 1}
+	var idx []string
+	for _, i := range picks {
+		idx = append(idx, tm.lay.SampleName(i))
+	}
+	out := tm.python(t, `
+import hashlib, json, os, sys
+import numpy as np
+mnt, picks, names = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+a = np.load(os.path.join(mnt, "clips.npy"), mmap_mode="r")
+print("shape", a.shape, a.dtype)
+raw = np.memmap(os.path.join(mnt, "clips.raw"), dtype=np.uint8, mode="r").reshape(a.shape)
+for i, name in zip(picks, names):
+    x = np.array(a[i])
+    per = np.load(os.path.join(mnt, "samples", name + ".npy"))
+    with open(os.path.join(mnt, "samples", name + ".raw"), "rb") as f:
+        r = f.read()
+    assert per.shape == x.shape and (per == x).all(), "per-sample .npy differs for %d" % i
+    assert r == x.tobytes(), "per-sample .raw differs for %d" % i
+    assert (raw[i] == x).all(), "clips.raw differs for %d" % i
+    print(i, hashlib.sha256(x.tobytes()).hexdigest())
+`, mustJSON(picks), mustJSON(idx))
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	want := "shape (" + itoa(n) + ", 4, 24, 40, 3) uint8"
+	if lines[0] != want {
+		t.Fatalf("numpy says %q, want %q", lines[0], want)
+	}
+	for k, i := range picks {
+		if got, w := lines[k+1], itoa(i)+" "+sha(tm.decoded(t, i)); got != w {
+			t.Errorf("sample %d: numpy read %s, DecodeClip makes %s", i, got, w)
+		}
+	}
+	// index.csv: one row per sample, naming files that exist.
+	b, err := os.ReadFile(filepath.Join(tm.dir, "index.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(rows) != n+1 || rows[0] != "index,path,video,start,stride,label,class" {
+		t.Fatalf("index.csv has %d rows, header %q", len(rows), rows[0])
+	}
+	for _, r := range []string{rows[1], rows[n]} {
+		f := strings.Split(r, ",")
+		if _, err := os.Stat(filepath.Join(tm.dir, f[1])); err != nil {
+			t.Errorf("index.csv row %q: %v", r, err)
+		}
+	}
+	classes, _ := os.ReadFile(filepath.Join(tm.dir, "classes.txt"))
+	if string(classes) != "jump\nrun\nswim\nwalk\n" {
+		t.Errorf("classes.txt %q", classes)
+	}
+	// The mount is read-only but for the order file.
+	for _, p := range []string{"clips.npy", "index.csv", ".vidfs/stats", "samples/walk/gop16.mp4/0.raw"} {
+		if f, err := os.OpenFile(filepath.Join(tm.dir, p), os.O_WRONLY, 0); err == nil {
+			f.Close()
+			t.Errorf("%s opened for writing", p)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tm.dir, "new.txt"), nil, 0o644); err == nil {
+		t.Error("created a file in the mount")
+	}
+}
+
+func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+func itoa(i int) string { return mustJSON(i) }
+
+var _ = time.Now

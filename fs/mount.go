@@ -1,0 +1,145 @@
+package fs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// MountOptions are the FUSE mount's own settings.
+type MountOptions struct {
+	AllowOther bool // let other users read the mount (needs user_allow_other for non-root)
+	Debug      bool // log every FUSE request
+}
+
+// Mount is a mounted FS.
+type Mount struct {
+	f      *FS
+	dir    string
+	server *fuse.Server
+	dev    uint64 // the mount's device number, whose minor names its fusectl connection
+}
+
+// Mount mounts the filesystem on dir, an existing directory, and serves it in the background.
+func (f *FS) Mount(dir string, mo MountOptions) (*Mount, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("mount point: %w", err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("mount point %s: not a directory", dir)
+	}
+	hour := time.Hour // the tree never changes while mounted
+	opts := &gofs.Options{
+		EntryTimeout: &hour, AttrTimeout: &hour, NegativeTimeout: &hour,
+		MountOptions: fuse.MountOptions{
+			AllowOther: mo.AllowOther, Debug: mo.Debug, FsName: "vidfs:" + f.cfg.Source, Name: "vidfs",
+			MaxWrite: 1 << 20, DisableSplice: true,
+			// One page: the kernel's read-around for memory-mapped files would otherwise read
+			// into neighbouring samples (and make vidfs decode them) on every page fault.
+			MaxReadAhead:      4096,
+			ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP | fuse.CAP_ATOMIC_O_TRUNC,
+		},
+	}
+	// Without DIRECT_IO_ALLOW_MMAP (kernels before 6.6) direct I/O files cannot be memory-mapped,
+	// so serve them through the page cache there. Guess from the kernel's version before the
+	// first open can come, and take what the kernel offered at INIT once mounted.
+	f.directIO.Store(kernelAtLeast(6, 6))
+	server, err := gofs.Mount(dir, &root{f: f}, opts)
+	if err != nil {
+		return nil, fmt.Errorf("mounting on %s: %w (is fuse3 installed, and the directory empty and not mounted?)", dir, err)
+	}
+	f.directIO.Store(server.KernelSettings().Flags64()&fuse.CAP_DIRECT_IO_ALLOW_MMAP != 0)
+	if !f.directIO.Load() {
+		f.log.Warn("kernel lacks FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6+): tensor files go through the page cache; reads served from it are not seen, so plan tracking is weaker")
+	}
+	m := &Mount{f: f, dir: dir, server: server}
+	var st syscall.Stat_t
+	if syscall.Stat(dir, &st) == nil {
+		m.dev = st.Dev
+	}
+	return m, nil
+}
+
+// kernelAtLeast reports whether the running kernel is at least major.minor.
+func kernelAtLeast(major, minor int) bool {
+	var u syscall.Utsname
+	if syscall.Uname(&u) != nil {
+		return false
+	}
+	var b []byte
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	var ma, mi int
+	fmt.Sscanf(string(b), "%d.%d", &ma, &mi)
+	return ma > major || ma == major && mi >= minor
+}
+
+// Dir is the mount point.
+func (m *Mount) Dir() string { return m.dir }
+
+// Wait blocks until the filesystem is unmounted.
+func (m *Mount) Wait() { m.server.Wait() }
+
+// Unmount unmounts the filesystem. When files are still open it detaches the mount point at
+// once (lazy unmount) and aborts the FUSE connection, so that open files fail with ENOTCONN and
+// the server stops.
+func (m *Mount) Unmount() error {
+	if err := m.server.Unmount(); err == nil {
+		return nil
+	}
+	if out, err := exec.Command("fusermount3", "-u", "-z", m.dir).CombinedOutput(); err != nil {
+		if err := syscall.Unmount(m.dir, syscall.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmounting %s: %s: %w", m.dir, out, err)
+		}
+	}
+	if err := abortConnection(m.dev); err != nil {
+		m.f.log.Warn("mount point detached, but open files keep the connection until they close", "err", err)
+		return nil
+	}
+	m.server.Wait()
+	return nil
+}
+
+// abortConnection aborts the FUSE connection of the mount with device number dev through the
+// fusectl filesystem (mounting it at its usual place if need be).
+func abortConnection(dev uint64) error {
+	if dev == 0 {
+		return errors.New("device number unknown")
+	}
+	const ctl = "/sys/fs/fuse/connections"
+	minor := (dev & 0xff) | ((dev >> 12) & 0xfff00)
+	abort := fmt.Sprintf("%s/%d/abort", ctl, minor)
+	if _, err := os.Stat(abort); err != nil {
+		if err := syscall.Mount("fusectl", ctl, "fusectl", 0, ""); err != nil {
+			return fmt.Errorf("fusectl not mounted on %s and cannot be: %w", ctl, err)
+		}
+	}
+	return os.WriteFile(abort, []byte("1"), 0)
+}
+
+// Umount unmounts dir, a vidfs mount whose process may have died: normally, or lazily if busy.
+func Umount(dir string) error {
+	out, err := exec.Command("fusermount3", "-u", dir).CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	if out2, err2 := exec.Command("fusermount3", "-u", "-z", dir).CombinedOutput(); err2 == nil {
+		return nil
+	} else {
+		return fmt.Errorf("fusermount3 -u %s: %s; -u -z: %s", dir, out, out2)
+	}
+}

@@ -1,0 +1,236 @@
+package fs
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/layout"
+)
+
+// reader is a trainer-like client: it shuffles the samples, writes the order to .vidfs/order
+// (with "plan"), and reads every sample in that order, pausing between samples.
+const reader = `
+import json, os, random, sys, time
+import numpy as np
+mnt, mode, how, pace = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+lay = json.load(open(os.path.join(mnt, ".vidfs/layout.json")))
+n, S = lay["samples"], lay["sample_bytes"]
+order = list(range(n))
+random.Random(5).shuffle(order)
+if mode == "plan":
+    with open(os.path.join(mnt, ".vidfs/order"), "w") as f:
+        f.write(" ".join(map(str, order)) + "\n")
+    time.sleep(0.3)  # a trainer builds its model meanwhile
+a = np.load(os.path.join(mnt, "clips.npy"), mmap_mode="r")
+fd = os.open(os.path.join(mnt, "clips.raw"), os.O_RDONLY)
+for i in order:
+    if how == "pread":
+        b = os.pread(fd, S, i * S)
+        assert len(b) == S
+    else:
+        x = np.array(a[i])
+    time.sleep(pace)
+st = json.load(open(os.path.join(mnt, ".vidfs/stats")))
+print(json.dumps({"hit_rate": st["cache"]["hit_rate"], "hits": st["cache"]["hits"], "misses": st["cache"]["misses"],
+                  "wait_s": st["reads"]["wait_s"], "position": st["plan"]["position"], "length": st["plan"]["length"],
+                  "off_plan": st["plan"]["off_plan_reads"], "amplification": st["decode"]["amplification"]}))
+`
+
+type readerResult struct {
+	HitRate       float64 `json:"hit_rate"`
+	Hits, Misses  int64
+	WaitS         float64 `json:"wait_s"`
+	Position      int
+	Length        int
+	OffPlan       int64   `json:"off_plan"`
+	Amplification float64 `json:"amplification"`
+}
+
+// TestPlanGivesHits: a reader that writes a shuffled plan and reads at a pace the decoders keep
+// up with finds (nearly) every sample ready; the same reader without a plan waits for each.
+func TestPlanGivesHits(t *testing.T) {
+	// 32x32x4x3 = 12 KiB: samples on page boundaries, so memory-mapped reads stay in their sample.
+	spec := layout.Spec{Frames: 4, Stride: 2, Step: 8, Height: 32, Width: 32, PadShort: true}
+	for _, tc := range []struct{ mode, how string }{{"plan", "pread"}, {"plan", "mmap"}, {"none", "pread"}} {
+		t.Run(tc.mode+"/"+tc.how, func(t *testing.T) {
+			tm := mountVideos(t, mountSetup{files: allGood, spec: spec, workers: 2})
+			var r readerResult
+			if err := json.Unmarshal([]byte(tm.python(t, reader, tc.mode, tc.how, "0.01")), &r); err != nil {
+				t.Fatal(err)
+			}
+			n := tm.lay.Len()
+			t.Logf("%d samples, %s reader, plan %s: hit rate %.3f (%d hits, %d misses), waited %.3f s, decode amplification %.2f",
+				n, tc.how, tc.mode, r.HitRate, r.Hits, r.Misses, r.WaitS, r.Amplification)
+			if r.Hits+r.Misses != int64(n) {
+				t.Errorf("%d accesses counted for %d samples read", r.Hits+r.Misses, n)
+			}
+			if tc.mode == "plan" {
+				if r.HitRate < 0.95 {
+					t.Errorf("hit rate %.3f with a plan, want at least 0.95", r.HitRate)
+				}
+				if r.Position != n || r.Length != n || r.OffPlan != 0 {
+					t.Errorf("plan position %d of %d, %d reads off plan; want the end, none off", r.Position, r.Length, r.OffPlan)
+				}
+			} else if r.HitRate > 0.2 {
+				t.Errorf("hit rate %.3f without a plan: want mostly misses", r.HitRate)
+			}
+		})
+	}
+}
+
+// TestFio: fio's random whole-sample reads of clips.raw, 4 jobs, finish without errors.
+func TestFio(t *testing.T) {
+	tm := mountVideos(t, mountSetup{files: allGood, spec: layout.Spec{Frames: 4, Stride: 1, Step: 6, Height: 32, Width: 32, PadShort: true}, cacheBytes: 4 << 20})
+	S := tm.lay.Spec.SampleBytes()
+	for _, engine := range []string{"psync", "mmap"} {
+		out, err := exec.Command("fio", "--name=samples", "--filename="+filepath.Join(tm.dir, "clips.raw"), "--readonly",
+			"--rw=randread", "--bs="+itoa(int(S)), "--numjobs=4", "--ioengine="+engine, "--output-format=json",
+			"--loops=2").Output()
+		if err != nil {
+			t.Fatalf("fio (%s): %v\n%s", engine, err, out)
+		}
+		var res struct {
+			Jobs []struct {
+				Error int
+				Read  struct {
+					IOBytes int64 `json:"io_bytes"`
+				}
+			}
+		}
+		if err := json.Unmarshal(out[strings.Index(string(out), "{"):], &res); err != nil {
+			t.Fatalf("fio output: %v\n%s", err, out)
+		}
+		if len(res.Jobs) != 4 {
+			t.Fatalf("fio ran %d jobs", len(res.Jobs))
+		}
+		for i, j := range res.Jobs {
+			if j.Error != 0 || j.Read.IOBytes != 2*tm.lay.RawSize() {
+				t.Errorf("fio %s job %d: error %d, read %d bytes of %d", engine, i, j.Error, j.Read.IOBytes, 2*tm.lay.RawSize())
+			}
+		}
+	}
+	st := tm.stats(t)
+	t.Logf("after fio: %d requests, %d accesses, hit rate %.2f, %d evicted, cache %d of %d samples",
+		st.Reads.Requests, st.Reads.Accesses, st.Cache.HitRate, st.Cache.Evicted, st.Cache.UsedSamples, st.Cache.CapacitySamples)
+	if st.Cache.UsedSamples > st.Cache.CapacitySamples || len(st.Errors) != 0 {
+		t.Errorf("cache over its bound or errors: %+v", st)
+	}
+}
+
+// TestDamagedVideos: the corrupt, truncated, empty and random-bytes videos fail only their own
+// samples, with EIO and a logged reason; everything else keeps being served.
+func TestDamagedVideos(t *testing.T) {
+	tm := mountVideos(t, mountSetup{spec: layout.Spec{Frames: 4, Stride: 1, Step: 4, Height: 32, Width: 32}, files: map[string]string{
+		"good/a.mp4": "h264_gop16.mp4", "bad/corrupt.mp4": "corrupt.mp4", "bad/truncated.mp4": "truncated.mp4",
+		"bad/empty.mp4": "empty.mp4", "bad/random.mp4": "random.mp4",
+	}})
+	failed := 0
+	for pass := range 2 {
+		for i := range tm.lay.Len() {
+			got, err := os.ReadFile(filepath.Join(tm.dir, "samples", tm.lay.SampleName(i)+".raw"))
+			s := tm.lay.Samples[i]
+			sp := tm.lay.Spec
+			want := make([]byte, sp.SampleBytes())
+			derr := decode.DecodeClip(t.Context(), tm.fs.cfg.Infos[s.Video], decode.Clip{Start: s.Start, Frames: sp.Frames, Stride: sp.Stride},
+				decode.Output{Width: sp.Width, Height: sp.Height}, want, 1)
+			switch {
+			case derr != nil && !errorsIsEIO(err):
+				t.Errorf("sample %d (%s): decode fails (%v) but the read gave %v", i, tm.lay.SampleName(i), derr, err)
+			case derr == nil && err != nil:
+				t.Errorf("sample %d (%s): %v", i, tm.lay.SampleName(i), err)
+			case derr == nil && sha(got) != sha(want):
+				t.Errorf("sample %d (%s): wrong bytes", i, tm.lay.SampleName(i))
+			case derr != nil && pass == 0:
+				failed++
+			}
+		}
+	}
+	st := tm.stats(t)
+	files := map[string]bool{}
+	for _, p := range st.Errors {
+		files[p.File] = true
+		if p.Reason == "" || (p.Sample < 0) != (p.File == "bad/empty.mp4" || p.File == "bad/random.mp4") {
+			t.Errorf("error record %+v", p)
+		}
+	}
+	t.Logf("%d samples, %d failed; errors reported for %v", tm.lay.Len(), failed, files)
+	if failed == 0 || !files["bad/corrupt.mp4"] || !files["bad/truncated.mp4"] || !files["bad/empty.mp4"] || !files["bad/random.mp4"] || files["good/a.mp4"] {
+		t.Errorf("want failures reported for each damaged video and none for the good one; got %v", files)
+	}
+	if len(st.Errors) != failed+2 {
+		t.Errorf("%d error records for %d failed samples and 2 unreadable videos (each failure logged once)", len(st.Errors), failed)
+	}
+}
+
+func errorsIsEIO(err error) bool {
+	pe, ok := err.(*os.PathError)
+	return ok && pe.Err == syscall.EIO
+}
+
+// TestOrderFile: plans are set, appended and read back; invalid ones are refused whole with
+// EINVAL and leave the plan in force.
+func TestOrderFile(t *testing.T) {
+	tm := mountVideos(t, mountSetup{files: map[string]string{"a/x.mp4": "h264_gop16.mp4", "b/y.mkv": "hevc.mkv"},
+		spec: layout.Spec{Frames: 4, Stride: 1, Height: 16, Width: 16}})
+	n := tm.lay.Len() // 25 + 15
+	out := tm.python(t, `
+import errno, os, sys
+import numpy as np
+order = os.path.join(sys.argv[1], ".vidfs", "order")
+def write(path, data, mode="w"):
+    try:
+        with open(path, mode + ("b" if isinstance(data, bytes) else "")) as f:
+            f.write(data)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+def plan():
+    return open(order).read().split()
+print(write(order, "3 1 2\n0"), plan())
+print(write(order, "5 6", "a"), plan())
+print(write(order, "1 2 x"), plan())
+print(write(order, "1 %d" % int(sys.argv[2])), plan())
+print(write(order, "-1"), plan())
+print(write(order, "7 7", "a"), write(order, "8 nine", "a"), plan())
+with open(os.path.join(sys.argv[1], ".vidfs", "order.npy"), "wb") as f:
+    np.save(f, np.array([4, 2, 0], dtype=np.int64))
+print("npy", plan())
+buf = __import__("io").BytesIO(); np.save(buf, np.array([1.5]))
+print(write(order, buf.getvalue()), plan())
+print(write(order, " ".join(["1"] * 3000000)), len(plan()))
+print(write(order, "1 " * 12000000), len(plan()))
+print(write(order, ""), plan())
+`, itoa(n))
+	want := strings.Join([]string{
+		"ok ['3', '1', '2', '0']",
+		"ok ['3', '1', '2', '0', '5', '6']",
+		"EINVAL ['3', '1', '2', '0', '5', '6']",
+		"EINVAL ['3', '1', '2', '0', '5', '6']",
+		"EINVAL ['3', '1', '2', '0', '5', '6']",
+		"ok EINVAL ['3', '1', '2', '0', '5', '6', '7', '7']",
+		"npy ['4', '2', '0']",
+		"EINVAL ['4', '2', '0']",
+		"EINVAL 3", // more than 64 epochs
+		"EFBIG 3",  // more bytes than any valid plan
+		"ok []",
+	}, "\n")
+	if strings.TrimSpace(out) != want {
+		t.Errorf("order file session:\n%s\nwant:\n%s", out, want)
+	}
+	st := tm.stats(t)
+	refused := 0
+	for _, p := range st.Errors {
+		if strings.HasPrefix(p.Reason, "order refused") {
+			refused++
+		}
+	}
+	if refused != 7 || st.Plan.Length != 0 {
+		t.Errorf("%d refusals reported, plan length %d; want 7 and 0", refused, st.Plan.Length)
+	}
+}

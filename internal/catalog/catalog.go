@@ -1,0 +1,260 @@
+// Package catalog finds the videos under a source directory and probes them, in parallel, keeping
+// their probe tables in a cache outside the source (keyed by path, size and modification time)
+// so that a second scan of the same directory needs no probing.
+package catalog
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/gob"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vidfs/vidfs/decode"
+)
+
+// Video is a file found under the root: its probe table, or why it could not be probed.
+type Video struct {
+	Rel  string // path relative to the root, / separated
+	Info *decode.Info
+	Err  error
+}
+
+// Options configures Scan.
+type Options struct {
+	Root     string
+	Workers  int    // probes at once (default 4)
+	CacheDir string // where probe tables are kept; "" keeps none
+	// Progress is called now and then during probing, and once at the end.
+	Progress func(p Progress)
+}
+
+// Progress reports how far a scan has got.
+type Progress struct {
+	Done, Total int // videos probed (or found in the cache) of those found
+	Cached      int // of Done, taken from the cache
+	Failed      int
+	Elapsed     time.Duration
+	Final       bool
+}
+
+// Scan walks the root (following symbolic links to files), and returns every video found,
+// sorted by path, with its probe table or error. Only a root that cannot be read is an error.
+func Scan(ctx context.Context, opts Options) ([]Video, error) {
+	root, err := filepath.Abs(opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := os.Stat(root); err != nil {
+		return nil, fmt.Errorf("source directory: %w", err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("source %s: not a directory", root)
+	}
+	type file struct {
+		rel  string
+		size int64
+		mod  int64
+	}
+	var files []file
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("walking %s: %w", p, err)
+		}
+		name := d.Name()
+		if strings.HasPrefix(name, ".") && p != root {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !isVideo(name) {
+			return nil
+		}
+		st, err := os.Stat(p) // follows links
+		if err != nil || !st.Mode().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		files = append(files, file{filepath.ToSlash(rel), st.Size(), st.ModTime().UnixNano()})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].rel < files[j].rel })
+
+	cache := loadCache(opts.CacheDir, root)
+	out := make([]Video, len(files))
+	var todo []int
+	prog := Progress{Total: len(files)}
+	for i, f := range files {
+		out[i].Rel = f.rel
+		if c, ok := cache.Entries[f.rel]; ok && c.Size == f.size && c.ModTime == f.mod {
+			out[i].Info = c.Info
+			if c.Err != "" {
+				out[i].Err = errors.New(c.Err)
+				prog.Failed++
+			}
+			prog.Done++
+			prog.Cached++
+			continue
+		}
+		todo = append(todo, i)
+	}
+
+	start := time.Now()
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = 4
+	}
+	var mu sync.Mutex
+	report := func(final bool) {
+		if opts.Progress != nil {
+			p := prog
+			p.Elapsed, p.Final = time.Since(start), final
+			opts.Progress(p)
+		}
+	}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, max(len(todo), 1)) {
+		wg.Go(func() {
+			for i := range jobs {
+				info, err := decode.Probe(filepath.Join(root, filepath.FromSlash(files[i].rel)))
+				if info != nil {
+					info.Path = filepath.Join(root, filepath.FromSlash(files[i].rel))
+				}
+				mu.Lock()
+				out[i].Info, out[i].Err = info, err
+				prog.Done++
+				if err != nil {
+					prog.Failed++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	ticker := time.NewTicker(200 * time.Millisecond)
+	defer ticker.Stop()
+feed:
+	for _, i := range todo {
+		for sent := false; !sent; {
+			select {
+			case jobs <- i:
+				sent = true
+			case <-ticker.C:
+				mu.Lock()
+				report(false)
+				mu.Unlock()
+			case <-ctx.Done():
+				break feed
+			}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	report(true)
+
+	if len(todo) > 0 || len(cache.Entries) != len(files) {
+		cache.Entries = make(map[string]cacheEntry, len(files))
+		for i, f := range files {
+			e := cacheEntry{Size: f.size, ModTime: f.mod, Info: out[i].Info}
+			if out[i].Err != nil {
+				e.Err = out[i].Err.Error()
+			}
+			cache.Entries[f.rel] = e
+		}
+		saveCache(opts.CacheDir, root, cache)
+	}
+	for i := range out {
+		if out[i].Info != nil {
+			out[i].Info.Path = filepath.Join(root, filepath.FromSlash(out[i].Rel))
+		}
+	}
+	return out, nil
+}
+
+// isVideo reports whether a file name has a video container's extension.
+func isVideo(name string) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".flv", ".ts", ".mts", ".m2ts", ".mpg",
+		".mpeg", ".m2v", ".ogv", ".ogg", ".wmv", ".asf", ".3gp", ".3g2", ".mxf", ".vob", ".divx",
+		".y4m", ".ivf", ".h264", ".264", ".h265", ".265", ".hevc", ".rm", ".rmvb", ".dv", ".nut":
+		return true
+	}
+	return false
+}
+
+// cacheVersion changes whenever what Probe records changes, so old tables are not trusted.
+const cacheVersion = 1
+
+type cacheFile struct {
+	Version int
+	Root    string
+	Entries map[string]cacheEntry
+}
+
+type cacheEntry struct {
+	Size    int64
+	ModTime int64
+	Info    *decode.Info
+	Err     string
+}
+
+// CachePath is where the probe tables of root are kept under dir.
+func CachePath(dir, root string) string {
+	sum := sha256.Sum256([]byte(root))
+	return filepath.Join(dir, "probe-"+hex.EncodeToString(sum[:8])+".gob")
+}
+
+func loadCache(dir, root string) *cacheFile {
+	empty := &cacheFile{Version: cacheVersion, Root: root, Entries: map[string]cacheEntry{}}
+	if dir == "" {
+		return empty
+	}
+	f, err := os.Open(CachePath(dir, root))
+	if err != nil {
+		return empty
+	}
+	defer f.Close()
+	var c cacheFile
+	if err := gob.NewDecoder(f).Decode(&c); err != nil || c.Version != cacheVersion || c.Root != root || c.Entries == nil {
+		return empty
+	}
+	return &c
+}
+
+// saveCache writes the probe tables atomically; a failure only costs a probe next time.
+func saveCache(dir, root string, c *cacheFile) {
+	if dir == "" {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return
+	}
+	path := CachePath(dir, root)
+	tmp, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return
+	}
+	if err := gob.NewEncoder(tmp).Encode(c); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return
+	}
+	tmp.Close()
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+	}
+}

@@ -1,0 +1,77 @@
+package catalog
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vidfs/vidfs/internal/testvideo"
+)
+
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestScan(t *testing.T) {
+	src, cacheDir := t.TempDir(), t.TempDir()
+	copyFile(t, testvideo.Path("h264_gop16.mp4"), filepath.Join(src, "walk", "a.mp4"))
+	copyFile(t, testvideo.Path("vp9.webm"), filepath.Join(src, "run", "b.webm"))
+	copyFile(t, testvideo.Path("empty.mp4"), filepath.Join(src, "run", "empty.mp4"))
+	copyFile(t, testvideo.Path("corrupt.mp4.damage"), filepath.Join(src, "run", "notes.txt"))
+	copyFile(t, testvideo.Path("vp9.webm"), filepath.Join(src, ".hidden", "c.webm"))
+	if err := os.Symlink(testvideo.Path("hevc.mkv"), filepath.Join(src, "walk", "linked.mkv")); err != nil {
+		t.Fatal(err)
+	}
+	var last Progress
+	scan := func() []Video {
+		vs, err := Scan(context.Background(), Options{Root: src, Workers: 2, CacheDir: cacheDir, Progress: func(p Progress) { last = p }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vs
+	}
+	vs := scan()
+	var names []string
+	for _, v := range vs {
+		names = append(names, v.Rel)
+	}
+	if got := strings.Join(names, " "); got != "run/b.webm run/empty.mp4 walk/a.mp4 walk/linked.mkv" {
+		t.Fatalf("found %s", got)
+	}
+	if vs[1].Err == nil || !strings.Contains(vs[1].Err.Error(), "empty file") || vs[2].Info == nil || vs[2].Info.Frames != 100 || vs[3].Info.Codec != "hevc" {
+		t.Errorf("probe results: %+v", vs)
+	}
+	if !last.Final || last.Done != 4 || last.Failed != 1 || last.Cached != 0 {
+		t.Errorf("progress %+v", last)
+	}
+	if _, err := os.Stat(CachePath(cacheDir, src)); err != nil {
+		t.Fatalf("no probe cache written: %v", err)
+	}
+	// A second scan probes nothing; a changed file is probed again.
+	vs = scan()
+	if last.Cached != 4 || vs[2].Info.Frames != 100 || vs[1].Err == nil || vs[2].Info.Path != filepath.Join(src, "walk", "a.mp4") {
+		t.Errorf("second scan: progress %+v, %+v", last, vs[2].Info)
+	}
+	copyFile(t, testvideo.Path("short8.mp4"), filepath.Join(src, "walk", "a.mp4"))
+	os.Chtimes(filepath.Join(src, "walk", "a.mp4"), time.Now().Add(time.Hour), time.Now().Add(time.Hour))
+	vs = scan()
+	if last.Cached != 3 || vs[2].Info.Frames != 8 {
+		t.Errorf("after a change: progress %+v, frames %d", last, vs[2].Info.Frames)
+	}
+	if _, err := Scan(context.Background(), Options{Root: filepath.Join(src, "nope")}); err == nil {
+		t.Error("missing root accepted")
+	}
+}

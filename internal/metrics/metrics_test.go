@@ -1,0 +1,42 @@
+package metrics
+
+import (
+	"testing"
+	"time"
+)
+
+func TestHistogram(t *testing.T) {
+	var h Histogram
+	if h.Quantile(0.5) != 0 {
+		t.Error("empty histogram has a median")
+	}
+	for i := 1; i <= 100; i++ {
+		h.Observe(time.Duration(i) * time.Millisecond)
+	}
+	for _, tc := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 50 * time.Millisecond}, {0.9, 90 * time.Millisecond}, {0.99, 99 * time.Millisecond}, {1, 100 * time.Millisecond}} {
+		got := h.Quantile(tc.q)
+		if got < tc.want || float64(got) > 1.26*float64(tc.want) {
+			t.Errorf("quantile %.2f = %v, want %v within a bucket", tc.q, got, tc.want)
+		}
+	}
+	if h.Count() != 100 || h.Max() != 100*time.Millisecond {
+		t.Errorf("count %d max %v", h.Count(), h.Max())
+	}
+}
+
+func TestRate(t *testing.T) {
+	var r Rate
+	now := time.Unix(1000, 0)
+	for k := range 6 {
+		r.Add(10, now.Add(time.Duration(k)*time.Second))
+	}
+	if got := r.PerSecond(now.Add(6 * time.Second)); got != 10 {
+		t.Errorf("rate %v, want 10/s", got)
+	}
+	if got := r.PerSecond(now.Add(60 * time.Second)); got != 0 {
+		t.Errorf("stale rate %v, want 0", got)
+	}
+}

@@ -1,0 +1,313 @@
+// Package layout is the arithmetic of a mount: which samples each video yields, where each
+// sample's bytes lie in clips.npy, clips.raw and the per-sample files, and what those files are
+// called. It does no I/O.
+package layout
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Spec says how videos are cut into samples and what a sample holds.
+type Spec struct {
+	Frames int // T: frames per sample
+	Stride int // distance between a sample's frames
+	// Step: a sample starts every Step frames (default Frames). Ignored when ClipsPerVideo > 0.
+	Step int
+	// ClipsPerVideo > 0 takes that many samples per video instead, evenly spaced from the first
+	// possible start to the last.
+	ClipsPerVideo int
+	Height, Width int
+	// PadShort keeps videos shorter than one sample as one sample that repeats their last frame;
+	// otherwise they yield no sample.
+	PadShort bool
+}
+
+// Span is how many frames of a video one sample covers.
+func (s Spec) Span() int { return (s.Frames-1)*s.Stride + 1 }
+
+// SampleBytes is the size of one sample: T x H x W x 3 bytes.
+func (s Spec) SampleBytes() int64 {
+	return int64(s.Frames) * int64(s.Height) * int64(s.Width) * 3
+}
+
+// Validate checks the spec's numbers.
+func (s Spec) Validate() error {
+	switch {
+	case s.Frames < 1 || s.Frames > 4096:
+		return fmt.Errorf("frames per sample %d: want 1 to 4096", s.Frames)
+	case s.Stride < 1:
+		return fmt.Errorf("stride %d: want at least 1", s.Stride)
+	case s.Step < 0 || s.ClipsPerVideo < 0:
+		return errors.New("step and clips per video cannot be negative")
+	case s.Height < 1 || s.Width < 1 || s.Height > 16384 || s.Width > 16384:
+		return fmt.Errorf("size %dx%d out of range", s.Height, s.Width)
+	}
+	return nil
+}
+
+// Starts returns the first frame of each sample of a video of n frames; pad reports that the
+// single sample runs past the end (PadShort) and must repeat the last frame.
+func (s Spec) Starts(n int) (starts []int, pad bool) {
+	if n <= 0 {
+		return nil, false
+	}
+	last := n - s.Span() // last start that fits
+	if last < 0 {
+		if s.PadShort {
+			return []int{0}, true
+		}
+		return nil, false
+	}
+	if s.ClipsPerVideo > 0 {
+		starts = make([]int, s.ClipsPerVideo)
+		for i := range starts {
+			if s.ClipsPerVideo == 1 {
+				starts[i] = last / 2
+			} else {
+				starts[i] = (i*last + (s.ClipsPerVideo-1)/2) / (s.ClipsPerVideo - 1)
+			}
+		}
+		return starts, false
+	}
+	step := s.Step
+	if step <= 0 {
+		step = s.Frames
+	}
+	for f := 0; f <= last; f += step {
+		starts = append(starts, f)
+	}
+	return starts, false
+}
+
+// Video is a source video as the layout needs it.
+type Video struct {
+	Path   string // relative to SRC, with / separators
+	Frames int
+}
+
+// Sample is one training sample.
+type Sample struct {
+	Video int  // index into Layout.Videos
+	K     int  // the sample's number within its video
+	Start int  // first frame
+	Pad   bool // repeats the video's last frame past its end
+}
+
+// Layout is the sample table of a mount and everything derived from it.
+type Layout struct {
+	Spec    Spec
+	Videos  []Video
+	Samples []Sample
+	// first[v] is the index of video v's first sample; first[len(Videos)] = len(Samples).
+	first []int
+	// Classes are the first-level directories under SRC, sorted; label i names Classes[i].
+	Classes []string
+	labels  []int // per video: index into Classes, or -1 for a video at the top of SRC
+	// Directories under samples/: dir path ("" is samples/ itself) to its sorted entries.
+	dirs map[string][]DirEntry
+	// videoDir maps "dir/name.mp4" (the video's directory under samples/) to the video index.
+	videoDir map[string]int
+	npyHeader []byte
+}
+
+// DirEntry is an entry of a directory under samples/: a folder of SRC or a video's folder.
+type DirEntry struct {
+	Name  string
+	Video int // the video whose samples the folder holds, or -1 for a plain folder
+}
+
+// New builds the layout of videos (in any order) under spec. Videos with no sample (too short)
+// stay listed in Videos but yield nothing.
+func New(spec Spec, videos []Video) (*Layout, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Layout{Spec: spec, Videos: append([]Video(nil), videos...), dirs: map[string][]DirEntry{"": nil}, videoDir: map[string]int{}}
+	sort.Slice(l.Videos, func(i, j int) bool { return l.Videos[i].Path < l.Videos[j].Path })
+	classSet := map[string]bool{}
+	for i, v := range l.Videos {
+		if v.Path == "" || strings.HasPrefix(v.Path, "/") || path.Clean(v.Path) != v.Path || strings.HasPrefix(v.Path, "../") {
+			return nil, fmt.Errorf("video path %q: want a clean path relative to the source directory", v.Path)
+		}
+		if i > 0 && l.Videos[i-1].Path == v.Path {
+			return nil, fmt.Errorf("video %q listed twice", v.Path)
+		}
+		if dir, _, ok := strings.Cut(v.Path, "/"); ok {
+			classSet[dir] = true
+		}
+	}
+	for c := range classSet {
+		l.Classes = append(l.Classes, c)
+	}
+	sort.Strings(l.Classes)
+
+	l.first = make([]int, len(l.Videos)+1)
+	l.labels = make([]int, len(l.Videos))
+	for vi, v := range l.Videos {
+		l.first[vi] = len(l.Samples)
+		starts, pad := spec.Starts(v.Frames)
+		for k, s := range starts {
+			l.Samples = append(l.Samples, Sample{Video: vi, K: k, Start: s, Pad: pad})
+		}
+		l.labels[vi] = -1
+		if dir, _, ok := strings.Cut(v.Path, "/"); ok {
+			l.labels[vi] = sort.SearchStrings(l.Classes, dir)
+		}
+		if len(starts) > 0 {
+			l.addVideoDir(v.Path, vi)
+		}
+	}
+	l.first[len(l.Videos)] = len(l.Samples)
+	for d := range l.dirs {
+		sort.Slice(l.dirs[d], func(i, j int) bool { return l.dirs[d][i].Name < l.dirs[d][j].Name })
+	}
+	// The data of clips.npy starts on a 4 KiB boundary, so samples whose size is a multiple of
+	// 4 KiB (most shapes) lie on page boundaries, as memory maps and direct I/O like.
+	l.npyHeader = npyHeaderPadded(4096, len(l.Samples), spec.Frames, spec.Height, spec.Width, 3)
+	return l, nil
+}
+
+// addVideoDir records samples/<p>/, video vi's folder, in its parent folder.
+func (l *Layout) addVideoDir(p string, vi int) {
+	l.videoDir[p] = vi
+	parent := parentDir(p)
+	l.addDir(parent)
+	l.dirs[parent] = append(l.dirs[parent], DirEntry{Name: path.Base(p), Video: vi})
+}
+
+// addDir records samples/<d>/ and the folders above it, once.
+func (l *Layout) addDir(d string) {
+	if _, ok := l.dirs[d]; ok {
+		return
+	}
+	l.dirs[d] = nil
+	parent := parentDir(d)
+	l.addDir(parent)
+	l.dirs[parent] = append(l.dirs[parent], DirEntry{Name: path.Base(d), Video: -1})
+}
+
+func parentDir(p string) string {
+	if d := path.Dir(p); d != "." {
+		return d
+	}
+	return ""
+}
+
+// Len is the number of samples.
+func (l *Layout) Len() int { return len(l.Samples) }
+
+// VideoSamples returns the range [first, end) of video v's samples.
+func (l *Layout) VideoSamples(v int) (first, end int) { return l.first[v], l.first[v+1] }
+
+// Label returns the class index of video v (into Classes), or -1.
+func (l *Layout) Label(v int) int { return l.labels[v] }
+
+// Dir returns the entries of a directory under samples/ ("" for samples/ itself).
+func (l *Layout) Dir(p string) ([]DirEntry, bool) {
+	e, ok := l.dirs[p]
+	return e, ok
+}
+
+// Dirs lists the folders under samples/ (not the videos' folders), sorted; "" is samples/.
+func (l *Layout) Dirs() []string {
+	ds := make([]string, 0, len(l.dirs))
+	for d := range l.dirs {
+		ds = append(ds, d)
+	}
+	sort.Strings(ds)
+	return ds
+}
+
+// VideoDir returns the video whose folder is samples/<p>.
+func (l *Layout) VideoDir(p string) (int, bool) {
+	v, ok := l.videoDir[p]
+	return v, ok
+}
+
+// SampleName returns a sample's path under samples/ and its file name stem: "class/a.mp4/3".
+func (l *Layout) SampleName(i int) string {
+	s := l.Samples[i]
+	return l.Videos[s.Video].Path + "/" + strconv.Itoa(s.K)
+}
+
+// ParseSampleFile reads a per-sample file name, "<k>.raw" or "<k>.npy", in video v's folder.
+func (l *Layout) ParseSampleFile(v int, name string) (sample int, npy bool, ok bool) {
+	stem, ext, found := strings.Cut(name, ".")
+	if !found || (ext != "raw" && ext != "npy") {
+		return 0, false, false
+	}
+	k, err := strconv.Atoi(stem)
+	if err != nil || strconv.Itoa(k) != stem {
+		return 0, false, false
+	}
+	first, end := l.VideoSamples(v)
+	if k < 0 || first+k >= end {
+		return 0, false, false
+	}
+	return first + k, ext == "npy", true
+}
+
+// NpyHeader is the header of clips.npy, (N, T, H, W, 3) uint8, 4096 bytes long.
+func (l *Layout) NpyHeader() []byte { return l.npyHeader }
+
+// SampleNpyHeader is the header of a per-sample .npy file, (T, H, W, 3) uint8.
+func (l *Layout) SampleNpyHeader() []byte {
+	return NpyHeader(l.Spec.Frames, l.Spec.Height, l.Spec.Width, 3)
+}
+
+// RawSize is the size of clips.raw: every sample, back to back.
+func (l *Layout) RawSize() int64 { return int64(len(l.Samples)) * l.Spec.SampleBytes() }
+
+// Piece is the part of one sample that a byte range of a file covers.
+type Piece struct {
+	Sample int   // -1 for header bytes
+	Offset int64 // offset within the sample (or the header)
+	Len    int64
+}
+
+// Pieces splits the byte range [off, off+n) of a file whose data (samples first..first+count-1,
+// back to back) follows header bytes of length hdr, into per-sample pieces. The range is clipped
+// to the file's end.
+func (l *Layout) Pieces(hdr int64, first, count int, off, n int64) []Piece {
+	size := hdr + int64(count)*l.Spec.SampleBytes()
+	if off >= size || n <= 0 {
+		return nil
+	}
+	end := min(off+n, size)
+	var ps []Piece
+	if off < hdr {
+		m := min(end, hdr) - off
+		ps = append(ps, Piece{Sample: -1, Offset: off, Len: m})
+		off += m
+	}
+	S := l.Spec.SampleBytes()
+	for off < end {
+		i := (off - hdr) / S
+		in := (off - hdr) % S
+		m := min(end-off, S-in)
+		ps = append(ps, Piece{Sample: first + int(i), Offset: in, Len: m})
+		off += m
+	}
+	return ps
+}
+
+// npyHeaderPadded is NpyHeader padded with spaces to exactly size bytes.
+func npyHeaderPadded(size int, shape ...int) []byte {
+	h := NpyHeader(shape...)
+	if len(h) >= size {
+		return h
+	}
+	p := make([]byte, size)
+	copy(p, h[:len(h)-1])
+	for i := len(h) - 1; i < size-1; i++ {
+		p[i] = ' '
+	}
+	p[size-1] = '\n'
+	p[8], p[9] = byte((size-10)&0xff), byte((size-10)>>8)
+	return p
+}

@@ -1,0 +1,158 @@
+package layout
+
+import (
+	"encoding/binary"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestStarts(t *testing.T) {
+	for _, tc := range []struct {
+		spec   Spec
+		frames int
+		starts []int
+		pad    bool
+	}{
+		{Spec{Frames: 16, Stride: 1}, 100, []int{0, 16, 32, 48, 64, 80}, false},
+		{Spec{Frames: 16, Stride: 1}, 96, []int{0, 16, 32, 48, 64, 80}, false},
+		{Spec{Frames: 16, Stride: 1}, 95, []int{0, 16, 32, 48, 64}, false},
+		{Spec{Frames: 4, Stride: 3, Step: 10}, 29, []int{0, 10}, false}, // span 10: last start 19
+		{Spec{Frames: 4, Stride: 3, Step: 10}, 30, []int{0, 10, 20}, false},
+		{Spec{Frames: 16, Stride: 2, ClipsPerVideo: 3}, 100, []int{0, 35, 69}, false},
+		{Spec{Frames: 16, Stride: 2, ClipsPerVideo: 1}, 100, []int{34}, false},
+		{Spec{Frames: 16, Stride: 1, ClipsPerVideo: 4}, 17, []int{0, 0, 1, 1}, false},
+		{Spec{Frames: 16, Stride: 1}, 8, nil, false},
+		{Spec{Frames: 16, Stride: 1, PadShort: true}, 8, []int{0}, true},
+		{Spec{Frames: 16, Stride: 1, PadShort: true}, 16, []int{0}, false},
+		{Spec{Frames: 16, Stride: 1, PadShort: true}, 0, nil, false},
+	} {
+		starts, pad := tc.spec.Starts(tc.frames)
+		if !reflect.DeepEqual(starts, tc.starts) || pad != tc.pad {
+			t.Errorf("%+v on %d frames: got %v pad %v, want %v pad %v", tc.spec, tc.frames, starts, pad, tc.starts, tc.pad)
+		}
+	}
+}
+
+func testLayout(t *testing.T) *Layout {
+	t.Helper()
+	l, err := New(Spec{Frames: 4, Stride: 2, Height: 8, Width: 6}, []Video{
+		{"walk/b.mp4", 20},      // span 7, step 4: starts 0 4 8 12
+		{"walk/a.mp4", 7},       // 0
+		{"run/x/deep.mkv", 10},  // 0
+		{"top.avi", 11},         // 0 4
+		{"run/short.mp4", 5},    // none
+		{"walk/more/c.mp4", 15}, // 0 4 8
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestLayout(t *testing.T) {
+	l := testLayout(t)
+	if got := strings.Join(l.Classes, ","); got != "run,walk" {
+		t.Errorf("classes %s", got)
+	}
+	var names []string
+	for i := range l.Samples {
+		names = append(names, l.SampleName(i))
+	}
+	want := "run/x/deep.mkv/0 top.avi/0 top.avi/1 walk/a.mp4/0 walk/b.mp4/0 walk/b.mp4/1 walk/b.mp4/2 walk/b.mp4/3 walk/more/c.mp4/0 walk/more/c.mp4/1 walk/more/c.mp4/2"
+	if got := strings.Join(names, " "); got != want {
+		t.Errorf("samples:\n got %s\nwant %s", got, want)
+	}
+	// Videos are sorted: run/short.mp4, run/x/deep.mkv, top.avi, walk/a.mp4, walk/b.mp4, walk/more/c.mp4
+	if l.Label(0) != 0 || l.Label(2) != -1 || l.Label(5) != 1 {
+		t.Errorf("labels %d %d %d", l.Label(0), l.Label(2), l.Label(5))
+	}
+	if f, e := l.VideoSamples(4); f != 4 || e != 8 || l.Samples[6].Start != 8 || l.Samples[6].K != 2 {
+		t.Errorf("walk/b.mp4 samples [%d,%d), sample 6 = %+v", f, e, l.Samples[6])
+	}
+	dirs := func(p string) string {
+		e, ok := l.Dir(p)
+		if !ok {
+			return "missing"
+		}
+		return fmt.Sprint(e)
+	}
+	for p, want := range map[string]string{
+		"":          "[{run -1} {top.avi 2} {walk -1}]",
+		"run":       "[{x -1}]", // run/short.mp4 has no samples
+		"run/x":     "[{deep.mkv 1}]",
+		"walk":      "[{a.mp4 3} {b.mp4 4} {more -1}]",
+		"walk/more": "[{c.mp4 5}]",
+		"nope":      "missing",
+	} {
+		if got := dirs(p); got != want {
+			t.Errorf("Dir(%q) = %s, want %s", p, got, want)
+		}
+	}
+	if v, ok := l.VideoDir("walk/b.mp4"); !ok || v != 4 {
+		t.Errorf("VideoDir(walk/b.mp4) = %d %v", v, ok)
+	}
+	for name, want := range map[string]string{"2.raw": "6 false true", "3.npy": "7 true true", "4.raw": "0 false false", "02.raw": "0 false false", "1.txt": "0 false false", "-1.raw": "0 false false"} {
+		s, npy, ok := l.ParseSampleFile(4, name)
+		if got := fmt.Sprint(s, npy, ok); got != want {
+			t.Errorf("ParseSampleFile(b.mp4, %s) = %s, want %s", name, got, want)
+		}
+	}
+}
+
+func TestPieces(t *testing.T) {
+	l := testLayout(t) // sample size 4*8*6*3 = 576
+	S := l.Spec.SampleBytes()
+	for _, tc := range []struct {
+		hdr          int64
+		first, count int
+		off, n       int64
+		want         string
+	}{
+		{0, 0, 11, 0, 10, "[{0 0 10}]"},
+		{0, 0, 11, 570, 20, "[{0 570 6} {1 0 14}]"},
+		{0, 0, 11, S*10 + 500, 200, "[{10 500 76}]"}, // clipped at the end
+		{0, 0, 11, S * 11, 10, "[]"},
+		{4096, 0, 11, 4000, 100, "[{-1 4000 96} {0 0 4}]"},
+		{4096, 0, 11, 0, 4096 + 2*S + 1, "[{-1 0 4096} {0 0 576} {1 0 576} {2 0 1}]"},
+		{128, 6, 1, 100, 1000, "[{-1 100 28} {6 0 576}]"}, // a per-sample .npy file
+	} {
+		if got := fmt.Sprint(l.Pieces(tc.hdr, tc.first, tc.count, tc.off, tc.n)); got != tc.want && !(got == "[]" && tc.want == "[]") {
+			t.Errorf("Pieces(%d, %d, %d, %d, %d) = %s, want %s", tc.hdr, tc.first, tc.count, tc.off, tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestNpyHeaders(t *testing.T) {
+	l := testLayout(t)
+	for _, tc := range []struct {
+		h     []byte
+		size  int
+		shape string
+	}{
+		{l.NpyHeader(), 4096, "(11, 4, 8, 6, 3)"},
+		{l.SampleNpyHeader(), 64 * ((10 + len("{'descr': '|u1', 'fortran_order': False, 'shape': (4, 8, 6, 3), }") + 1 + 63) / 64), "(4, 8, 6, 3)"},
+		{NpyHeader(7), 128, "(7,)"}, // 69 bytes of header round up to 128
+	} {
+		h := tc.h
+		if len(h) != tc.size || string(h[:8]) != "\x93NUMPY\x01\x00" || int(binary.LittleEndian.Uint16(h[8:]))+10 != len(h) || h[len(h)-1] != '\n' {
+			t.Errorf("header %q: bad framing (length %d, want %d)", h, len(h), tc.size)
+		}
+		if !strings.Contains(string(h), "'shape': "+tc.shape+", }") || !strings.Contains(string(h), "'descr': '|u1'") {
+			t.Errorf("header %q lacks shape %s", h, tc.shape)
+		}
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	spec := Spec{Frames: 4, Stride: 1, Height: 8, Width: 8}
+	for _, vs := range [][]Video{{{"/abs.mp4", 10}}, {{"a/../b.mp4", 10}}, {{"a.mp4", 10}, {"a.mp4", 12}}, {{"", 3}}} {
+		if _, err := New(spec, vs); err == nil {
+			t.Errorf("New(%v) accepted", vs)
+		}
+	}
+	if _, err := New(Spec{Frames: 0, Stride: 1, Height: 8, Width: 8}, nil); err == nil {
+		t.Error("zero frames accepted")
+	}
+}
