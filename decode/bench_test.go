@@ -85,10 +85,10 @@ func BenchmarkPyAV(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			path, info := benchVideo(b, bc.gop)
 			var spec struct {
-				Path          string    `json:"path"`
-				W             int       `json:"width"`
-				H             int       `json:"height"`
-				Clips         [][]int64 `json:"clips"`
+				Path  string    `json:"path"`
+				W     int       `json:"width"`
+				H     int       `json:"height"`
+				Clips [][]int64 `json:"clips"`
 			}
 			spec.Path, spec.W, spec.H = path, 224, 224
 			for _, c := range benchStarts(info, bc.stride) {

@@ -57,10 +57,10 @@ type video struct {
 	// badGOPs maps a group of pictures (index in info.Keyframes) in which data failed to decode
 	// since the last seek to the first frame found damaged there. Frames of that group that come
 	// out later may be predicted from the damage, so clips that need them fail.
-	badGOPs map[int]int
-	pending    bool // pkt holds a packet read but not yet sent
-	draining   bool // the demuxer is at its end and the decoder has been told so
-	skip       int  // the decoder's skip_frame level now
+	badGOPs  map[int]int
+	pending  bool // pkt holds a packet read but not yet sent
+	draining bool // the demuxer is at its end and the decoder has been told so
+	skip     int  // the decoder's skip_frame level now
 
 	// Work done by the last decodeClip: frames out of the decoder, and seeks.
 	decoded, seeks int

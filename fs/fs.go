@@ -66,7 +66,7 @@ type FS struct {
 	// from Linux 6.6 on (FUSE_DIRECT_IO_ALLOW_MMAP). Set when mounting.
 	directIO  atomic.Bool
 	dirNumber map[string]int // folders under samples/, numbered for inode numbers
-	start   time.Time
+	start     time.Time
 
 	readLatency metrics.Histogram
 	decodeRate  metrics.Rate

@@ -425,4 +425,3 @@ var _ gofs.FileReader = (*bytesHandle)(nil)
 func (h *bytesHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	return fuse.ReadResultData(sliceAt(h.data, dest, off)), 0
 }
-

@@ -111,7 +111,7 @@ type Layout struct {
 	// Directories under samples/: dir path ("" is samples/ itself) to its sorted entries.
 	dirs map[string][]DirEntry
 	// videoDir maps "dir/name.mp4" (the video's directory under samples/) to the video index.
-	videoDir map[string]int
+	videoDir  map[string]int
 	npyHeader []byte
 }
 

@@ -244,4 +244,3 @@ the mount point is detached at once and disappears when they are closed.`,
 		},
 	}
 }
-
