@@ -24,6 +24,7 @@ build: deps
 
 test:
 	scripts/setup.sh test
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "not gofmt-ed: $$unformatted"; exit 1; fi
 	$(GOENV) $(GO) vet ./...
 	$(GOENV) $(GO) test -race -count=1 ./...
 

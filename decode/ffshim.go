@@ -7,6 +7,7 @@ package decode
 #cgo pkg-config: libavcodec libavutil
 #include <libavcodec/avcodec.h>
 #include <libavutil/frame.h>
+#include <malloc.h>
 
 static void vidfs_flush(void *cc) { avcodec_flush_buffers((AVCodecContext *)cc); }
 static void vidfs_set_skip_frame(void *cc, int d) { ((AVCodecContext *)cc)->skip_frame = (enum AVDiscard)d; }
@@ -21,6 +22,13 @@ import "C"
 import (
 	"github.com/asticode/go-astiav"
 )
+
+// LimitMallocArenas caps the number of glibc malloc arenas, where FFmpeg's allocations live.
+// By default glibc gives every thread that calls malloc an arena of its own, up to eight per
+// core; decoders run on many threads in turn, so memory freed in one arena is not reused by the
+// next and resident memory creeps up (measured: 131 MiB peak with the default, 91 MiB with 2,
+// for a 24 MiB cache). It is process-wide; call it once, early, from main.
+func LimitMallocArenas(n int) { C.mallopt(C.M_ARENA_MAX, C.int(n)) }
 
 // flushDecoder drops every frame and packet buffered in the decoder, as after a seek.
 func flushDecoder(cc *astiav.CodecContext) { C.vidfs_flush(cc.UnsafePointer()) }

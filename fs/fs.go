@@ -112,7 +112,7 @@ func New(cfg Config) (*FS, error) {
 	f := &FS{
 		cfg: cfg, lay: lay, log: cfg.Log, start: time.Now(), depth: depth,
 		out:     decode.Output{Width: lay.Spec.Width, Height: lay.Spec.Height, Resize: cfg.Resize},
-		pool:    decode.NewPool(decode.PoolOptions{Concurrency: 2 * workers, Idle: 2 * workers, Threads: 1}),
+		pool:    decode.NewPool(decode.PoolOptions{Concurrency: 2 * workers, Idle: workers, Threads: 1}),
 		tracker: order.NewTracker(256, depth+256),
 	}
 	f.problems = append(f.problems, cfg.Skipped...)

@@ -150,7 +150,9 @@ func TestParseBytes(t *testing.T) {
 			t.Errorf("parseBytes(%q) accepted", in)
 		}
 	}
-	if s := formatBytes(4 << 30); s != "4GiB" {
-		t.Errorf("formatBytes(4GiB) = %q", s)
+	for n, want := range map[int64]string{4 << 30: "4GiB", 268240896: "255.8MiB", 512: "512B", 1536: "1.5KiB"} {
+		if s := formatBytes(n); s != want {
+			t.Errorf("formatBytes(%d) = %q, want %q", n, s, want)
+		}
 	}
 }

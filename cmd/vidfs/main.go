@@ -8,12 +8,15 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
 
 	"github.com/asticode/go-astiav"
 	"github.com/spf13/pflag"
+
+	"github.com/vidfs/vidfs/decode"
 )
 
 // command is one `vidfs NAME` subcommand.
@@ -46,6 +49,7 @@ func commands() map[string]*command {
 }
 
 func main() {
+	decode.LimitMallocArenas(min(runtime.NumCPU(), 8))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}))

@@ -160,6 +160,10 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	if lay.Len() == 0 {
 		return fmt.Errorf("%s: no samples (%d videos found, %d readable, none with %d frames)", src, len(videos), len(lv), spec.Span())
 	}
+	if S := spec.SampleBytes(); S%4096 != 0 {
+		log.Warn("sample size is not a multiple of 4 KiB: memory-mapped readers of clips.npy will also touch (and make vidfs decode) neighbouring samples; pread readers are unaffected",
+			"sample_bytes", S)
+	}
 	cfgInfos := make([]*decode.Info, len(lay.Videos))
 	for i, v := range lay.Videos {
 		cfgInfos[i] = infos[v.Path]

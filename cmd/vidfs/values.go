@@ -69,13 +69,14 @@ func parseBytes(v string) (int64, error) {
 	return int64(f * mult), nil
 }
 
+// formatBytes writes a byte count in binary units, to one decimal: 4GiB, 255.8MiB, 512B.
 func formatBytes(n int64) string {
 	for _, u := range []struct {
 		s string
 		m int64
 	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.m && n%(u.m/16) == 0 {
-			return strconv.FormatFloat(float64(n)/float64(u.m), 'f', -1, 64) + u.s
+		if n >= u.m {
+			return strings.TrimSuffix(strconv.FormatFloat(float64(n)/float64(u.m), 'f', 1, 64), ".0") + u.s
 		}
 	}
 	return strconv.FormatInt(n, 10) + "B"

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vidfs/vidfs/internal/testvideo"
+)
+
+// The test binary runs as vidfs itself when asked to, so that mounts run in their own process.
+func TestMain(m *testing.M) {
+	if os.Getenv("VIDFS_TEST_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+var sources = map[string]string{
+	"walk/gop16.mp4": "h264_gop16.mp4", "walk/gop250.mp4": "h264_gop250.mp4", "walk/hevc.mkv": "hevc.mkv",
+	"run/vp9.webm": "vp9.webm", "run/mpeg4.avi": "mpeg4.avi", "run/rotated.mp4": "rotated.mp4",
+	"jump/vfr.mkv": "vfr.mkv", "jump/start.ts": "start10.ts", "jump/av1.mp4": "av1.mp4",
+	"swim/odd.webm": "odd_321x241.webm", "swim/vp8.webm": "vp8.webm", "swim/theora.ogv": "theora.ogv",
+	"swim/mjpeg.avi": "mjpeg.avi", "swim/flv.flv": "flv1.flv", "top.mp4": "short8.mp4", "bad/empty.mp4": "empty.mp4",
+}
+
+func makeSource(t *testing.T) string {
+	src := t.TempDir()
+	for dst, name := range sources {
+		p := filepath.Join(src, dst)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.Symlink(testvideo.Path(name), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return src
+}
+
+// mountProc is a `vidfs mount` running in its own process.
+type mountProc struct {
+	cmd    *exec.Cmd
+	dir    string
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	done   chan error
+}
+
+func startMount(t *testing.T, src string, args ...string) *mountProc {
+	t.Helper()
+	mp := &mountProc{dir: t.TempDir(), done: make(chan error, 1)}
+	mp.cmd = exec.Command(os.Args[0], append([]string{"mount", src, mp.dir}, args...)...)
+	mp.cmd.Env = append(os.Environ(), "VIDFS_TEST_MAIN=1")
+	pipe, _ := mp.cmd.StderrPipe()
+	if err := mp.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	mounted := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			mp.mu.Lock()
+			mp.stderr.WriteString(sc.Text() + "\n")
+			mp.mu.Unlock()
+			if strings.Contains(sc.Text(), "msg=mounted") {
+				mounted <- true
+			}
+		}
+		mp.done <- mp.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		mp.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-mp.done:
+		case <-time.After(10 * time.Second):
+			mp.cmd.Process.Kill()
+		}
+		exec.Command("fusermount3", "-u", "-z", mp.dir).Run()
+	})
+	select {
+	case <-mounted:
+	case err := <-mp.done:
+		t.Fatalf("vidfs mount exited: %v\n%s", err, mp.log())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("vidfs mount did not come up\n%s", mp.log())
+	}
+	return mp
+}
+
+func (mp *mountProc) log() string {
+	mp.mu.Lock()
+	defer mp.mu.Unlock()
+	return mp.stderr.String()
+}
+
+// statusKB reads a field (VmRSS, VmHWM) of the process's /proc status, in KiB.
+func (mp *mountProc) statusKB(t *testing.T, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", mp.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, field+":") {
+			v, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			return v
+		}
+	}
+	t.Fatalf("no %s in /proc status", field)
+	return 0
+}
+
+func mounted(dir string) bool {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	return strings.Contains(string(b), " "+dir+" ")
+}
+
+// epochs reads every sample through clips.raw for several epochs, writing a shuffled plan each.
+const epochs = `
+import json, os, random, sys
+mnt, epochs = sys.argv[1], int(sys.argv[2])
+lay = json.load(open(os.path.join(mnt, ".vidfs/layout.json")))
+n, S = lay["samples"], lay["sample_bytes"]
+fd = os.open(os.path.join(mnt, "clips.raw"), os.O_RDONLY)
+for e in range(epochs):
+    order = list(range(n))
+    random.Random(e).shuffle(order)
+    with open(os.path.join(mnt, ".vidfs/order"), "w") as f:
+        f.write(" ".join(map(str, order)))
+    for i in order:
+        assert len(os.pread(fd, S, i * S)) == S
+st = json.load(open(os.path.join(mnt, ".vidfs/stats")))
+print(json.dumps({"samples": n, "hit_rate": st["cache"]["hit_rate"], "evicted": st["cache"]["evicted"],
+                  "capacity": st["cache"]["capacity_samples"]}))
+`
+
+// TestMountMemoryBound: over several epochs whose samples do not all fit in the cache, the mount
+// process's resident memory stays within --cache-mem plus a fixed overhead.
+func TestMountMemoryBound(t *testing.T) {
+	const cacheMem = 24 << 20
+	// The overhead beside the cache: the binary (FFmpeg is linked in, 14 MiB resident), the Go
+	// heap (FUSE request buffers), and FFmpeg's decoders (2 workers: up to 6 open on 320x240
+	// videos) with their filter graphs; measured at 80 MiB. Plus the race detector's when on.
+	const overhead = 96<<20 + raceOverhead
+	mp := startMount(t, makeSource(t), "--cache-mem", "24MiB", "--workers", "2", "--frames", "8", "--stride", "2",
+		"--step", "8", "--size", "128x128", "--probe-cache", "")
+	idle := mp.statusKB(t, "VmRSS")
+	out, err := exec.Command("/usr/bin/python3", "-c", epochs, mp.dir, "4").CombinedOutput()
+	if err != nil {
+		t.Fatalf("reader: %v\n%s", err, out)
+	}
+	var r struct {
+		Samples, Capacity int
+		Evicted           int64
+		HitRate           float64 `json:"hit_rate"`
+	}
+	json.Unmarshal(out, &r)
+	peak := mp.statusKB(t, "VmHWM") << 10
+	t.Logf("4 epochs of %d samples (%d fit in the cache, %d evicted, hit rate %.2f): resident memory %.1f MiB idle, %.1f MiB peak; bound --cache-mem %d MiB + %d MiB = %d MiB",
+		r.Samples, r.Capacity, r.Evicted, r.HitRate, float64(idle)/1024, float64(peak)/(1<<20), cacheMem>>20, overhead>>20, (cacheMem+overhead)>>20)
+	if r.Samples <= r.Capacity || r.Evicted == 0 {
+		t.Fatalf("the samples (%d) must not all fit in the cache (%d) for this test", r.Samples, r.Capacity)
+	}
+	if peak > cacheMem+overhead {
+		t.Errorf("peak resident memory %.1f MiB exceeds --cache-mem + %d MiB", float64(peak)/(1<<20), overhead>>20)
+	}
+}
+
+// TestUnmountWithOpenFiles: SIGINT unmounts and ends the process although a file is still open,
+// whose reads then fail.
+func TestUnmountWithOpenFiles(t *testing.T) {
+	mp := startMount(t, makeSource(t), "--cache-mem", "16MiB", "--workers", "2", "--size", "32x32", "--probe-cache", "")
+	f, err := os.Open(filepath.Join(mp.dir, "clips.raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	if _, err := f.ReadAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	mp.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-mp.done:
+		if err != nil {
+			t.Errorf("vidfs mount exited with %v\n%s", err, mp.log())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("vidfs mount still running 15 s after SIGINT with a file open\n%s", mp.log())
+	}
+	if mounted(mp.dir) {
+		t.Errorf("%s still mounted", mp.dir)
+	}
+	if _, err := f.ReadAt(buf, 0); err == nil {
+		t.Error("read from a file of an unmounted vidfs succeeded")
+	}
+	if !strings.Contains(mp.log(), "msg=unmounting") {
+		t.Errorf("no unmount logged:\n%s", mp.log())
+	}
+}
+
+// TestProbeCacheAndUmount: a second mount of the same source takes every probe table from the
+// cache; `vidfs umount` cleans up after a mount whose process was killed.
+func TestProbeCacheAndUmount(t *testing.T) {
+	src, cache := makeSource(t), t.TempDir()
+	first := startMount(t, src, "--cache-mem", "16MiB", "--workers", "2", "--size", "32x32", "--probe-cache", cache)
+	n := len(sources)
+	if want := fmt.Sprintf("probing videos: %d/%d (0 from cache", n, n); !strings.Contains(first.log(), want) {
+		t.Errorf("first mount: no %q in\n%s", want, first.log())
+	}
+	if !strings.Contains(first.log(), `msg="video left out" file=bad/empty.mp4`) {
+		t.Errorf("the empty video is not reported:\n%s", first.log())
+	}
+	first.cmd.Process.Signal(syscall.SIGTERM)
+	<-first.done
+
+	second := startMount(t, src, "--cache-mem", "16MiB", "--workers", "2", "--size", "32x32", "--probe-cache", cache)
+	if want := fmt.Sprintf("probing videos: %d/%d (%d from cache", n, n, n); !strings.Contains(second.log(), want) {
+		t.Errorf("second mount: no %q in\n%s", want, second.log())
+	}
+	second.cmd.Process.Kill()
+	<-second.done
+	if _, err := os.Stat(filepath.Join(second.dir, "clips.npy")); err == nil {
+		t.Fatal("mount of a killed process still answers")
+	}
+	code, _, errs := vidfs(t, "umount", second.dir)
+	if code != 0 || mounted(second.dir) {
+		t.Errorf("vidfs umount after kill: exit %d, %s; still mounted: %v", code, errs, mounted(second.dir))
+	}
+}

@@ -1,0 +1,137 @@
+"""Reading a vidfs mount from Python: samples as NumPy arrays, a Dataset for PyTorch's DataLoader,
+and a sampler that tells vidfs each epoch's order so that it decodes ahead of the reader.
+
+Only NumPy is needed; the classes work with torch.utils.data.DataLoader without importing torch.
+
+    from vidfs import Mount, Dataset, PlanSampler
+    mnt = Mount("/mnt/videos")
+    loader = torch.utils.data.DataLoader(Dataset(mnt), batch_size=8, num_workers=4,
+                                         sampler=PlanSampler(mnt, seed=0))
+    for epoch in range(10):
+        loader.sampler.set_epoch(epoch)
+        for clips, labels in loader:   # clips: (8, T, H, W, 3) uint8
+            ...
+"""
+import csv
+import json
+import os
+import random
+
+import numpy as np
+
+
+class Mount:
+    """A vidfs mount point. read(i) returns sample i as a (T, H, W, 3) uint8 array.
+
+    Samples are read with one pread() each from clips.raw (not through a memory map): every
+    read reaches vidfs whole, and a sample that cannot be decoded raises OSError (EIO) instead
+    of killing the process with SIGBUS, as a memory-mapped read of it would.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        with open(os.path.join(path, ".vidfs", "layout.json")) as f:
+            self.layout = json.load(f)
+        lay = self.layout
+        self.shape = (lay["frames"], lay["height"], lay["width"], lay["channels"])
+        self.sample_bytes = lay["sample_bytes"]
+        self._fd, self._pid = None, None
+        self._labels = None
+
+    def __len__(self):
+        return self.layout["samples"]
+
+    def _file(self):
+        # One descriptor per process: DataLoader workers are forked.
+        if self._pid != os.getpid():
+            self._fd, self._pid = os.open(os.path.join(self.path, "clips.raw"), os.O_RDONLY), os.getpid()
+        return self._fd
+
+    def read(self, i):
+        """Sample i, shape (T, H, W, 3), uint8."""
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        size, off = self.sample_bytes, i * self.sample_bytes
+        data = os.pread(self._file(), size, off)
+        if len(data) < size:  # vidfs may return short reads; finish the sample
+            parts = [data]
+            got = len(data)
+            while got < size:
+                more = os.pread(self._file(), size - got, off + got)
+                if not more:
+                    raise OSError("short read of sample %d" % i)
+                parts.append(more)
+                got += len(more)
+            data = b"".join(parts)
+        return np.frombuffer(data, dtype=np.uint8).reshape(self.shape)
+
+    def array(self):
+        """All samples as one memory-mapped array (N, T, H, W, 3)."""
+        return np.load(os.path.join(self.path, "clips.npy"), mmap_mode="r")
+
+    def labels(self):
+        """Each sample's label: the index of its class in classes.txt, or -1."""
+        if self._labels is None:
+            with open(os.path.join(self.path, "index.csv")) as f:
+                self._labels = [int(row["label"]) for row in csv.DictReader(f)]
+        return self._labels
+
+    def classes(self):
+        with open(os.path.join(self.path, "classes.txt")) as f:
+            return [line.rstrip("\n") for line in f if line.strip()]
+
+    def write_plan(self, order, append=False):
+        """Tell vidfs the samples about to be read, in order. append queues them behind the plan
+        in force (the next epoch). An invalid plan raises OSError (EINVAL) and changes nothing."""
+        with open(os.path.join(self.path, ".vidfs", "order"), "a" if append else "w") as f:
+            f.write(" ".join(str(int(i)) for i in order))
+            f.write("\n")
+
+    def stats(self):
+        """What vidfs is doing: hit rate, position in the plan, decode rate, waits, errors."""
+        with open(os.path.join(self.path, ".vidfs", "stats")) as f:
+            return json.load(f)
+
+
+class Dataset:
+    """A map-style dataset of (clip, label): clip is (T, H, W, 3) uint8, as a NumPy array."""
+
+    def __init__(self, mount, transform=None):
+        self.mount = mount if isinstance(mount, Mount) else Mount(mount)
+        self.transform = transform
+
+    def __len__(self):
+        return len(self.mount)
+
+    def __getitem__(self, i):
+        clip = self.mount.read(i)
+        if self.transform is not None:
+            clip = self.transform(clip)
+        return clip, self.mount.labels()[i]
+
+
+class PlanSampler:
+    """Yields a shuffled order of all samples each epoch, after writing it to .vidfs/order, so
+    that vidfs decodes the samples just ahead of the DataLoader's workers."""
+
+    def __init__(self, mount, seed=0, shuffle=True):
+        self.mount = mount if isinstance(mount, Mount) else Mount(mount)
+        self.seed, self.shuffle, self.epoch = seed, shuffle, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def order(self):
+        order = list(range(len(self.mount)))
+        if self.shuffle:
+            random.Random(self.seed * 100003 + self.epoch).shuffle(order)
+        return order
+
+    def __iter__(self):
+        order = self.order()
+        self.mount.write_plan(order)
+        self.epoch += 1
+        return iter(order)
+
+    def __len__(self):
+        return len(self.mount)
