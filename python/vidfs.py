@@ -23,7 +23,7 @@ import numpy as np
 class Mount:
     """A vidfs mount point. read(i) returns sample i as a (T, H, W, 3) uint8 array.
 
-    Samples are read with one pread() each from clips.raw (not through a memory map): every
+    Samples are read from clips.npy with one pread() each (not through a memory map): every
     read reaches vidfs whole, and a sample that cannot be decoded raises OSError (EIO) instead
     of killing the process with SIGBUS, as a memory-mapped read of it would.
     """
@@ -35,6 +35,7 @@ class Mount:
         lay = self.layout
         self.shape = (lay["frames"], lay["height"], lay["width"], lay["channels"])
         self.sample_bytes = lay["sample_bytes"]
+        self.header = lay["npy_header_bytes"]  # sample i is at header + i * sample_bytes
         self._fd, self._pid = None, None
         self._labels = None
 
@@ -44,14 +45,14 @@ class Mount:
     def _file(self):
         # One descriptor per process: DataLoader workers are forked.
         if self._pid != os.getpid():
-            self._fd, self._pid = os.open(os.path.join(self.path, "clips.raw"), os.O_RDONLY), os.getpid()
+            self._fd, self._pid = os.open(os.path.join(self.path, "clips.npy"), os.O_RDONLY), os.getpid()
         return self._fd
 
     def read(self, i):
         """Sample i, shape (T, H, W, 3), uint8."""
         if not 0 <= i < len(self):
             raise IndexError(i)
-        size, off = self.sample_bytes, i * self.sample_bytes
+        size, off = self.sample_bytes, self.header + i * self.sample_bytes
         data = os.pread(self._file(), size, off)
         if len(data) < size:  # vidfs may return short reads; finish the sample
             parts = [data]

@@ -45,6 +45,9 @@ func commands() map[string]*command {
 		"clip":   clipCommand(),
 		"mount":  mountCommand(),
 		"umount": umountCommand(),
+		"stats":  statsCommand(),
+		"bench":  benchCommand(),
+		"top":    topCommand(),
 	}
 }
 

@@ -31,6 +31,7 @@ type mountOptions struct {
 	probeCache                          string
 	allowOther, debugFUSE               bool
 	logLevel                            string
+	metricsAddr                         string
 }
 
 func mountCommand() *command {
@@ -72,6 +73,7 @@ the samples that need it with EIO and a logged reason. SRC is only read. Probe t
 			fs.StringVar(&o.probeCache, "probe-cache", defaultProbeCache(), "directory for cached probe tables (\"\" for none)")
 			fs.BoolVar(&o.allowOther, "allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
 			fs.StringVar(&o.logLevel, "log-level", "info", "log detail on stderr: debug, info, warn or error")
+			fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9100 (path /metrics)")
 			fs.BoolVar(&o.debugFUSE, "debug-fuse", false, "log every FUSE request")
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
@@ -177,6 +179,14 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	m, err := f.Mount(mnt, vfs.MountOptions{AllowOther: o.allowOther, Debug: o.debugFUSE})
 	if err != nil {
 		return err
+	}
+	if o.metricsAddr != "" {
+		stop, err := serveMetrics(o.metricsAddr, f, log)
+		if err != nil {
+			m.Unmount()
+			return err
+		}
+		defer stop()
 	}
 	st := f.Stats()
 	log.Info("mounted", "at", mnt, "samples", lay.Len(), "shape", fmt.Sprintf("(%d, %d, %d, 3)", spec.Frames, spec.Height, spec.Width),

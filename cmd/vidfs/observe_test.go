@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	vfs "github.com/vidfs/vidfs/fs"
+)
+
+// TestBenchAndStats: vidfs bench reads every sample in each pattern without errors, and vidfs
+// stats reports what happened.
+func TestBenchAndStats(t *testing.T) {
+	mp := startMount(t, makeSource(t), "--cache-mem", "16MiB", "--workers", "2", "--size", "32x32", "--probe-cache", "")
+	lay, err := readLayout(mp.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := lay.Samples
+	for _, pattern := range []string{"plan", "seq", "random"} {
+		code, out, errs := vidfs(t, "bench", mp.dir, "--pattern", pattern, "--duration", "0", "--jobs", "3")
+		want := fmt.Sprintf("read: %d clips in", n)
+		if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "errors: 0") || !strings.Contains(out, "lat (ms): p50=") {
+			t.Errorf("bench --pattern %s: exit %d, %s%s; want %q, no errors", pattern, code, out, errs, want)
+		}
+	}
+	code, out, errs := vidfs(t, "stats", mp.dir)
+	for _, want := range []string{fmt.Sprintf("position %d of %d", n, n), "hit rate", "frames decoded per frame served",
+		"latency p50", fmt.Sprintf("samples  %d of", n), "bad/empty.mp4 (whole video): "} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("vidfs stats: exit %d, no %q in\n%s%s", code, want, out, errs)
+		}
+	}
+	code, out, _ = vidfs(t, "stats", "--json", mp.dir)
+	var st vfs.Stats
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Plan.Length != n || st.Reads.Accesses < int64(3*n) {
+		t.Errorf("stats --json: exit %d, %v, %+v", code, err, st.Plan)
+	}
+	if code, _, errs := vidfs(t, "stats", t.TempDir()); code != 1 || !strings.Contains(errs, "is not a vidfs mount") {
+		t.Errorf("stats of a plain directory: exit %d, %s", code, errs)
+	}
+}
+
+// TestMetrics scrapes --metrics-addr and finds the counters .vidfs/stats shows.
+func TestMetrics(t *testing.T) {
+	mp := startMount(t, makeSource(t), "--cache-mem", "16MiB", "--workers", "2", "--size", "32x32", "--probe-cache", "",
+		"--metrics-addr", "127.0.0.1:0")
+	url := regexp.MustCompile(`url=(http://\S+/metrics)`).FindStringSubmatch(mp.log())
+	if url == nil {
+		t.Fatalf("no metrics address logged:\n%s", mp.log())
+	}
+	if code, out, errs := vidfs(t, "bench", mp.dir, "--pattern", "plan", "--duration", "0"); code != 0 {
+		t.Fatalf("bench: %s%s", out, errs)
+	}
+	st, err := readStats(mp.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(url[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing the scrape: %v", err)
+	}
+	value := func(name string) float64 {
+		f, ok := families[name]
+		if !ok || len(f.Metric) == 0 {
+			t.Fatalf("no %s in the scrape", name)
+		}
+		m := f.Metric[0]
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		}
+		return 0
+	}
+	for name, want := range map[string]float64{
+		"vidfs_samples": float64(st.Samples), "vidfs_plan_length": float64(st.Plan.Length), "vidfs_plan_position": float64(st.Plan.Position),
+		"vidfs_cache_hits_total": float64(st.Cache.Hits), "vidfs_cache_misses_total": float64(st.Cache.Misses),
+		"vidfs_decode_clips_total": float64(st.Decode.Clips), "vidfs_cache_capacity_bytes": float64(st.Cache.CapacityBytes),
+	} {
+		if got := value(name); got != want {
+			t.Errorf("%s = %v, .vidfs/stats says %v", name, got, want)
+		}
+	}
+	if value("vidfs_read_requests_total") < float64(st.Samples) || value("vidfs_read_wait_seconds_total") <= 0 {
+		t.Errorf("read counters: %v requests, %v s waited", value("vidfs_read_requests_total"), value("vidfs_read_wait_seconds_total"))
+	}
+	if q := families["vidfs_read_latency_seconds"]; q == nil || len(q.Metric) != 4 {
+		t.Errorf("latency quantiles: %v", q)
+	}
+}
+
+// TestTop drives vidfs top in a tmux pane while a reader works, and reads the screen.
+func TestTop(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is needed for this test (apt-get install tmux)")
+	}
+	mp := startMount(t, makeSource(t), "--cache-mem", "16MiB", "--workers", "2", "--size", "32x32", "--probe-cache", "")
+	session := "vidfs-top-" + strconv.Itoa(os.Getpid())
+	tmux := func(args ...string) string {
+		out, err := exec.Command("tmux", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	exe, _ := os.Executable()
+	tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "30", "env", "VIDFS_TEST_MAIN=1", exe, "top", mp.dir)
+	defer exec.Command("tmux", "kill-session", "-t", session).Run()
+	screen := func() string { return tmux("capture-pane", "-p", "-t", session) }
+
+	waitScreen := func(what string, ok func(string) bool) string {
+		var s string
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			if s = screen(); ok(s) {
+				return s
+			}
+		}
+		t.Fatalf("vidfs top never showed %s; the screen:\n%s", what, s)
+		return s
+	}
+	s := waitScreen("its dashboard", func(s string) bool { return strings.Contains(s, "hit rate") && strings.Contains(s, "plan") })
+	for _, want := range []string{"vidfs top", "cache", "[", "ahead", "decode", "readers", "latency", "none: write the order"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("no %q on the screen:\n%s", want, s)
+		}
+	}
+	lay, _ := readLayout(mp.dir)
+	if code, out, errs := vidfs(t, "bench", mp.dir, "--pattern", "plan", "--duration", "0"); code != 0 {
+		t.Fatalf("bench: %s%s", out, errs)
+	}
+	want := fmt.Sprintf("position %d / %d", lay.Samples, lay.Samples)
+	waitScreen(want, func(s string) bool { return strings.Contains(s, want) })
+	tmux("send-keys", "-t", session, "q")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if exec.Command("tmux", "has-session", "-t", session).Run() != nil {
+			break // the program quit and the session closed with it
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("vidfs top did not quit on q:\n%s", screen())
+		}
+	}
+}

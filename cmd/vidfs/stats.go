@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	vfs "github.com/vidfs/vidfs/fs"
+)
+
+// readStats reads MNT/.vidfs/stats.
+func readStats(mnt string) (vfs.Stats, error) {
+	var st vfs.Stats
+	b, err := os.ReadFile(filepath.Join(mnt, ".vidfs", "stats"))
+	if err != nil {
+		return st, fmt.Errorf("%s is not a vidfs mount (or it stopped): %w", mnt, err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("%s/.vidfs/stats: %w", mnt, err)
+	}
+	return st, nil
+}
+
+// readLayout reads MNT/.vidfs/layout.json.
+func readLayout(mnt string) (vfs.Layout, error) {
+	var l vfs.Layout
+	b, err := os.ReadFile(filepath.Join(mnt, ".vidfs", "layout.json"))
+	if err != nil {
+		return l, fmt.Errorf("%s is not a vidfs mount (or it stopped): %w", mnt, err)
+	}
+	if err := json.Unmarshal(b, &l); err != nil {
+		return l, fmt.Errorf("%s/.vidfs/layout.json: %w", mnt, err)
+	}
+	return l, nil
+}
+
+func statsCommand() *command {
+	var asJSON bool
+	return &command{
+		summary: "print what a mount is doing",
+		usage:   "MNT [--json]",
+		help: `Prints a snapshot of MNT/.vidfs/stats readably: cache use and hit rate, the reader's position
+in the plan and how many samples are ready ahead of it, decodes in flight and done, decode
+amplification, how long readers waited, read latency, and errors. --json prints the snapshot
+as vidfs wrote it. ` + "`vidfs top`" + ` shows the same, live.`,
+		flags: func(fs *pflag.FlagSet) {
+			fs.BoolVar(&asJSON, "json", false, "print the raw JSON snapshot")
+		},
+		run: func(ctx context.Context, e *env, args []string) error {
+			if len(args) != 1 {
+				return usageError{"want the mount point"}
+			}
+			if asJSON {
+				b, err := os.ReadFile(filepath.Join(args[0], ".vidfs", "stats"))
+				if err != nil {
+					return fmt.Errorf("%s is not a vidfs mount (or it stopped): %w", args[0], err)
+				}
+				_, err = e.stdout.Write(b)
+				return err
+			}
+			st, err := readStats(args[0])
+			if err != nil {
+				return err
+			}
+			lay, err := readLayout(args[0])
+			if err != nil {
+				return err
+			}
+			printStats(e.stdout, args[0], lay, st)
+			return nil
+		},
+	}
+}
+
+func pct(part, whole int64) string {
+	if whole == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f %%", 100*float64(part)/float64(whole))
+}
+
+func printStats(w io.Writer, mnt string, lay vfs.Layout, st vfs.Stats) {
+	c, p, d, r := st.Cache, st.Plan, st.Decode, st.Reads
+	fmt.Fprintf(w, "vidfs at %s (source %s), up %s\n", mnt, st.Source, time.Duration(st.UptimeSeconds*float64(time.Second)).Round(time.Second))
+	fmt.Fprintf(w, "  samples  %d of %s: (%d, %d, %d, 3) uint8, stride %d, %s\n", st.Samples, formatBytes(st.SampleBytes),
+		lay.Frames, lay.Height, lay.Width, lay.Stride, lay.Resize)
+	fmt.Fprintf(w, "  cache    %s: %d of %d samples held, %d ready, %d being read\n", formatBytes(c.CapacityBytes),
+		c.UsedSamples, c.CapacitySamples, c.ReadySamples, c.PinnedSamples)
+	fmt.Fprintf(w, "           hits %d, misses %d: hit rate %s; evicted %d (%d never read)\n", c.Hits, c.Misses,
+		pct(c.Hits, c.Hits+c.Misses), c.Evicted, c.EvictedUnread)
+	plan := "no plan (write the order to .vidfs/order)"
+	if p.Length > 0 {
+		plan = fmt.Sprintf("position %d of %d", p.Position, p.Length)
+	}
+	fmt.Fprintf(w, "  plan     %s; %d ready ahead, %d of the next %d ready\n", plan, p.ReadyAhead, p.ReadyInWindow, p.PrefetchDepth)
+	fmt.Fprintf(w, "           reads on plan %d, off plan %d, entries skipped %d\n", p.OnPlanReads, p.OffPlanReads, p.Skipped)
+	fmt.Fprintf(w, "  decode   %d workers: %d in flight, %d queued; %d clips done (%d ahead of reads, %d on a miss), %d failed; %.1f clips/s now\n",
+		d.Workers, d.InFlight, d.Queued, d.Clips, d.Prefetched, d.OnDemand, d.Failed, d.ClipsPerSecond)
+	fmt.Fprintf(w, "           %.2f frames decoded per frame served (%d / %d); %d seeks, %d decoders opened\n",
+		d.Amplification, d.FramesDecoded, d.FramesServed, d.Seeks, d.DecodersOpened)
+	fmt.Fprintf(w, "  reads    %d requests, %s, %d sample accesses; waited %.2f s for decoding\n", r.Requests, formatBytes(r.Bytes), r.Accesses, r.WaitSeconds)
+	fmt.Fprintf(w, "           latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.LatencyMs["p50"], r.LatencyMs["p90"], r.LatencyMs["p99"], r.LatencyMs["max"])
+	fmt.Fprintf(w, "  errors   %d\n", len(st.Errors))
+	for i, e := range st.Errors {
+		if i == 10 {
+			fmt.Fprintf(w, "           ... %d more (vidfs stats --json)\n", len(st.Errors)-10)
+			break
+		}
+		where := "whole video"
+		if e.Sample >= 0 {
+			where = fmt.Sprintf("sample %d", e.Sample)
+		}
+		fmt.Fprintf(w, "           %s (%s): %s\n", e.File, where, strings.TrimPrefix(e.Reason, st.Source+"/"))
+	}
+}

@@ -1,0 +1,75 @@
+// Package promstats exports a mount's stats (the same counters as .vidfs/stats) as Prometheus
+// metrics, taking one snapshot per scrape.
+package promstats
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	vfs "github.com/vidfs/vidfs/fs"
+)
+
+type metric struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(s *vfs.Stats) float64
+}
+
+// Collector is a prometheus.Collector over a stats snapshot function.
+type Collector struct {
+	snapshot func() vfs.Stats
+	metrics  []metric
+	latency  *prometheus.Desc
+}
+
+// New returns a collector that calls snapshot at each scrape.
+func New(snapshot func() vfs.Stats) *Collector {
+	c := &Collector{snapshot: snapshot}
+	add := func(name, help string, kind prometheus.ValueType, v func(s *vfs.Stats) float64) {
+		c.metrics = append(c.metrics, metric{prometheus.NewDesc("vidfs_"+name, help, nil, nil), kind, v})
+	}
+	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
+	add("samples", "Samples the mount serves.", gauge, func(s *vfs.Stats) float64 { return float64(s.Samples) })
+	add("cache_capacity_bytes", "Memory for decoded samples.", gauge, func(s *vfs.Stats) float64 { return float64(s.Cache.CapacityBytes) })
+	add("cache_used_bytes", "Memory holding samples decoded or being decoded.", gauge, func(s *vfs.Stats) float64 { return float64(s.Cache.UsedBytes) })
+	add("cache_ready_samples", "Samples decoded and ready.", gauge, func(s *vfs.Stats) float64 { return float64(s.Cache.ReadySamples) })
+	add("cache_hits_total", "Sample accesses that found the sample ready.", counter, func(s *vfs.Stats) float64 { return float64(s.Cache.Hits) })
+	add("cache_misses_total", "Sample accesses that waited for a decode.", counter, func(s *vfs.Stats) float64 { return float64(s.Cache.Misses) })
+	add("cache_evicted_total", "Samples dropped to make room.", counter, func(s *vfs.Stats) float64 { return float64(s.Cache.Evicted) })
+	add("cache_evicted_unread_total", "Samples dropped before anyone read them.", counter, func(s *vfs.Stats) float64 { return float64(s.Cache.EvictedUnread) })
+	add("plan_length", "Entries in the plan.", gauge, func(s *vfs.Stats) float64 { return float64(s.Plan.Length) })
+	add("plan_position", "The reader's position in the plan.", gauge, func(s *vfs.Stats) float64 { return float64(s.Plan.Position) })
+	add("plan_ready_ahead", "Upcoming samples ready, without a gap.", gauge, func(s *vfs.Stats) float64 { return float64(s.Plan.ReadyAhead) })
+	add("plan_prefetch_depth", "Samples kept decoded ahead of the reader.", gauge, func(s *vfs.Stats) float64 { return float64(s.Plan.PrefetchDepth) })
+	add("plan_off_plan_reads_total", "Sample accesses the plan did not expect.", counter, func(s *vfs.Stats) float64 { return float64(s.Plan.OffPlanReads) })
+	add("decode_in_flight", "Samples being decoded.", gauge, func(s *vfs.Stats) float64 { return float64(s.Decode.InFlight) })
+	add("decode_queued", "Samples waiting for a decoder.", gauge, func(s *vfs.Stats) float64 { return float64(s.Decode.Queued) })
+	add("decode_clips_total", "Samples decoded.", counter, func(s *vfs.Stats) float64 { return float64(s.Decode.Clips) })
+	add("decode_failed_total", "Samples whose decode failed.", counter, func(s *vfs.Stats) float64 { return float64(s.Decode.Failed) })
+	add("decode_frames_total", "Frames out of the decoders, needed or not.", counter, func(s *vfs.Stats) float64 { return float64(s.Decode.FramesDecoded) })
+	add("served_frames_total", "Frames in the samples served to readers.", counter, func(s *vfs.Stats) float64 { return float64(s.Decode.FramesServed) })
+	add("read_requests_total", "Read requests.", counter, func(s *vfs.Stats) float64 { return float64(s.Reads.Requests) })
+	add("read_bytes_total", "Bytes read.", counter, func(s *vfs.Stats) float64 { return float64(s.Reads.Bytes) })
+	add("read_wait_seconds_total", "Time readers waited for samples to be decoded.", counter, func(s *vfs.Stats) float64 { return s.Reads.WaitSeconds })
+	add("errors", "Errors on record (left-out videos, failed samples, refused plans; the last 100).", gauge, func(s *vfs.Stats) float64 { return float64(len(s.Errors)) })
+	c.latency = prometheus.NewDesc("vidfs_read_latency_seconds", "Read request latency quantiles since the mount started.", []string{"quantile"}, nil)
+	return c
+}
+
+// Describe sends the metrics' descriptions.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.metrics {
+		ch <- m.desc
+	}
+	ch <- c.latency
+}
+
+// Collect takes a snapshot and sends every metric.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.snapshot()
+	for _, m := range c.metrics {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(&s))
+	}
+	for q, key := range map[string]string{"0.5": "p50", "0.9": "p90", "0.99": "p99", "1": "max"} {
+		ch <- prometheus.MustNewConstMetric(c.latency, prometheus.GaugeValue, s.Reads.LatencyMs[key]/1000, q)
+	}
+}
