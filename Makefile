@@ -36,9 +36,12 @@ demo: build
 	scripts/setup.sh demo
 	scripts/demo.sh
 
+# Decode benchmarks (vidfs, PyAV, ffmpeg floor), then every loader side by side, fio, vidfs bench;
+# all figures go into docs/benchmarks.md and docs/benchmarks.png. About 12 minutes on 2 cores.
 bench: build
 	scripts/setup.sh bench
-	scripts/bench-decode.sh
+	scripts/bench-decode.sh 2
+	/usr/bin/python3 bench/run.py
 
 bench-decode: build
 	scripts/setup.sh bench

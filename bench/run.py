@@ -118,7 +118,7 @@ def scenario(source, index, ceiling_dir, step):
 
 def fio(path, bs, pattern, jobs, engine, runtime):
     env = dict(os.environ, FILE=path, BS=str(bs), JOBS=str(jobs), ENGINE=engine, RUNTIME=str(runtime))
-    out = subprocess.run(["fio", "--output-format=json", os.path.join(HERE, "fio", pattern + ".fio")],
+    out = subprocess.run(["fio", "--readonly", "--output-format=json", os.path.join(HERE, "fio", pattern + ".fio")],
                          env=env, check=True, capture_output=True, text=True).stdout
     job = json.loads(out[out.index("{"):])["jobs"][0]
     rd = job["read"]
@@ -163,24 +163,33 @@ def chart(flat, paced, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    labels = [NAMES[c].replace(" (ceiling)", "\n(ceiling)").replace(", ", ",\n") for c in CONTENDERS]
-    fig, ax = plt.subplots(2, 2, figsize=(13, 8))
-    x = range(len(CONTENDERS))
+    short = {"pyav": "PyAV", "opencv": "OpenCV", "vidfs": "vidfs\nno plan", "vidfs-plan": "vidfs\nwith plan",
+             "npy": "pre-decoded\n.npy (ceiling)"}
+    labels = [short[c] for c in CONTENDERS]
+    fig, ax = plt.subplots(2, 2, figsize=(12, 8))
+    x = list(range(len(CONTENDERS)))
     w = 0.38
 
-    def bars(a, key, title, scale=1, unit=""):
-        a.bar([i - w / 2 for i in x], [flat[c][key] * scale for c in CONTENDERS], w, label="flat out")
-        a.bar([i + w / 2 for i in x], [paced[c][key] * scale for c in CONTENDERS], w, label="paced training step")
-        a.set_title(title)
-        a.set_xticks(list(x))
+    def bars(a, key, title, scale=1, unit="", fmt="%.1f", only_paced=False):
+        series = [("paced training step", paced, 0 if only_paced else w / 2, "tab:orange")]
+        if not only_paced:
+            series.insert(0, ("flat out", flat, -w / 2, "tab:blue"))
+        for name, res, dx, color in series:
+            vals = [res[c][key] * scale for c in CONTENDERS]
+            b = a.bar([i + dx for i in x], vals, w, label=name, color=color)
+            a.bar_label(b, labels=[fmt % v for v in vals], fontsize=7)
+        a.set_title(title, fontsize=10)
+        a.set_xticks(x)
         a.set_xticklabels(labels, fontsize=8)
         a.set_ylabel(unit)
         a.legend(fontsize=8)
-    bars(ax[0][0], "clips_per_s", "clips/s delivered to the trainer (higher is better)", unit="clips/s")
-    bars(ax[0][1], "wait_fraction", "share of wall time the trainer waited for data", 100, "%")
-    bars(ax[1][0], "cpu_s_per_clip", "CPU seconds per clip, all processes", unit="s")
-    bars(ax[1][1], "peak_pss_mib", "peak memory, all processes (PSS)", unit="MiB")
-    fig.suptitle("vidfs make bench: T=16, stride 2, 224x224, batch 8, 2 DataLoader workers, 2 cores", fontsize=11)
+    bars(ax[0][0], "clips_per_s", "clips/s delivered to the trainer", unit="clips/s", fmt="%.0f")
+    ax[0][0].set_yscale("log")
+    bars(ax[0][1], "wait_fraction", "share of wall time the trainer waited for data (paced)", 100, "%", only_paced=True)
+    ax[0][1].axhline(5, color="grey", linestyle="--", linewidth=0.8)
+    bars(ax[1][0], "cpu_s_per_clip", "CPU seconds per clip, all processes", unit="s", fmt="%.3f")
+    bars(ax[1][1], "peak_pss_mib", "peak memory, all processes (PSS)", unit="MiB", fmt="%.0f")
+    fig.suptitle("make bench: T=16, stride 2, 224x224, batch 8, 2 DataLoader workers, 2 cores", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
 

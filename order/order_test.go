@@ -119,6 +119,18 @@ func TestTrackerPieces(t *testing.T) {
 	if pos, _ := tr.Position(); pos != 1 {
 		t.Errorf("position %d, want 1", pos)
 	}
+	// While a sample is being read in pieces it is due now, plan or no plan.
+	if tr.NextUse(7) != -1 {
+		t.Error("sample 7 due before any read")
+	}
+	tr.Observe(7, 0, 10, 100, time.Now())
+	if tr.NextUse(7) != 0 {
+		t.Errorf("NextUse of a sample being read = %d, want 0", tr.NextUse(7))
+	}
+	tr.Observe(7, 10, 90, 100, time.Now())
+	if tr.NextUse(7) != -1 {
+		t.Errorf("NextUse of a sample read through = %d, want -1", tr.NextUse(7))
+	}
 	// A new read of sample 1 once it was read through is the next occurrence.
 	read(tr, 2)
 	if !tr.Observe(1, 0, 50, 100, now) {

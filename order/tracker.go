@@ -171,10 +171,14 @@ func (t *Tracker) Upcoming(dst []int, max int) []int {
 }
 
 // NextUse returns how many plan entries from the position the sample is next due, or -1 when it
-// is not due within the horizon.
+// is not due within the horizon. A sample being read right now (an access in pieces not yet
+// through) is due now: 0.
 func (t *Tracker) NextUse(sample int) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if a, ok := t.open[sample]; ok && time.Since(a.last) < accessTimeout {
+		return 0
+	}
 	t.rebuild()
 	if p, ok := t.ahead[int32(sample)]; ok {
 		return p - t.pos

@@ -49,22 +49,18 @@ class Mount:
         return self._fd
 
     def read(self, i):
-        """Sample i, shape (T, H, W, 3), uint8."""
+        """Sample i, shape (T, H, W, 3), uint8, in a fresh writable array."""
         if not 0 <= i < len(self):
             raise IndexError(i)
         size, off = self.sample_bytes, self.header + i * self.sample_bytes
-        data = os.pread(self._file(), size, off)
-        if len(data) < size:  # vidfs may return short reads; finish the sample
-            parts = [data]
-            got = len(data)
-            while got < size:
-                more = os.pread(self._file(), size - got, off + got)
-                if not more:
-                    raise OSError("short read of sample %d" % i)
-                parts.append(more)
-                got += len(more)
-            data = b"".join(parts)
-        return np.frombuffer(data, dtype=np.uint8).reshape(self.shape)
+        buf = np.empty(size, dtype=np.uint8)
+        got = 0
+        while got < size:  # vidfs may return short reads; finish the sample
+            n = os.preadv(self._file(), [memoryview(buf)[got:]], off + got)
+            if n == 0:
+                raise OSError("short read of sample %d" % i)
+            got += n
+        return buf.reshape(self.shape)
 
     def array(self):
         """All samples as one memory-mapped array (N, T, H, W, 3)."""
@@ -112,25 +108,32 @@ class Dataset:
 
 
 class PlanSampler:
-    """Yields a shuffled order of all samples each epoch, after writing it to .vidfs/order, so
-    that vidfs decodes the samples just ahead of the DataLoader's workers."""
+    """Yields a shuffled order of all samples each epoch. Before yielding, it writes that order
+    to .vidfs/order followed by the next epoch's (orders depend only on seed and epoch), so that
+    vidfs decodes just ahead of the DataLoader's workers, across the end of the epoch too."""
 
     def __init__(self, mount, seed=0, shuffle=True):
         self.mount = mount if isinstance(mount, Mount) else Mount(mount)
         self.seed, self.shuffle, self.epoch = seed, shuffle, 0
+        self._write()  # vidfs starts decoding while the trainer sets up
 
     def set_epoch(self, epoch):
-        self.epoch = epoch
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self._write()
 
-    def order(self):
+    def _write(self):
+        self.mount.write_plan(self.order() + self.order(self.epoch + 1))
+
+    def order(self, epoch=None):
         order = list(range(len(self.mount)))
         if self.shuffle:
-            random.Random(self.seed * 100003 + self.epoch).shuffle(order)
+            random.Random(self.seed * 100003 + (self.epoch if epoch is None else epoch)).shuffle(order)
         return order
 
     def __iter__(self):
         order = self.order()
-        self.mount.write_plan(order)
+        self.mount.write_plan(order + self.order(self.epoch + 1))
         self.epoch += 1
         return iter(order)
 
