@@ -105,7 +105,7 @@ def main():
     torch.set_num_threads(1)
     data = loaders.make(a.contender, a.mnt, a.ceiling, a.source)
     mount = vidfs.Mount(a.mnt)
-    sampler = vidfs.PlanSampler(mount, seed=a.seed) if a.contender == "vidfs-plan" else Shuffled(len(data), a.seed)
+    sampler = vidfs.PlanSampler(mount, seed=a.seed, epochs=a.epochs) if a.contender == "vidfs-plan" else Shuffled(len(data), a.seed)
     loader = torch.utils.data.DataLoader(data, batch_size=a.batch, num_workers=a.workers, sampler=sampler)
 
     extra = [a.vidfs_pid] if a.vidfs_pid else []

@@ -57,7 +57,7 @@ func BenchmarkDecodeClip(b *testing.B) {
 			_, info := benchVideo(b, bc.gop)
 			clips := benchStarts(info, bc.stride)
 			o := decode.Output{Width: 224, Height: 224, Resize: decode.Crop}
-			pool := decode.NewPool(decode.PoolOptions{Concurrency: 1, Threads: 1})
+			pool := newPool(b, decode.PoolOptions{Concurrency: 1, Threads: 1})
 			defer pool.Close()
 			buf := make([]byte, 16*o.FrameBytes())
 			var cpu0 = cpuSeconds()

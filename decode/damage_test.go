@@ -127,7 +127,7 @@ func TestCorrupt(t *testing.T) {
 	for f := range damaged {
 		badGOP[info.KeyframeAtOrBefore(f)] = true
 	}
-	pool := decode.NewPool(decode.PoolOptions{Concurrency: 1})
+	pool := newPool(t, decode.PoolOptions{Concurrency: 1})
 	defer pool.Close()
 	o := stretchOutput(info)
 	buf := make([]byte, 4*o.FrameBytes())

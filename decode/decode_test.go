@@ -52,6 +52,15 @@ var goodVideos = []goodVideo{
 	{"short8.mp4", "h264", 320, 240, 8, 0, decode.TimingPTS, true},
 }
 
+func newPool(t testing.TB, opts decode.PoolOptions) *decode.Pool {
+	t.Helper()
+	p, err := decode.NewPool(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func probe(t testing.TB, name string) *decode.Info {
 	t.Helper()
 	info, err := decode.Probe(testvideo.Path(name))
@@ -178,7 +187,7 @@ func want(c decode.Clip, n int) []int {
 // goroutines through one pool (so seeks, decoder reuse and carrying on all happen), and checks
 // that each frame is exactly the one asked for.
 func TestDecodeClipExact(t *testing.T) {
-	pool := decode.NewPool(decode.PoolOptions{Concurrency: 3, Idle: 4})
+	pool := newPool(t, decode.PoolOptions{Concurrency: 3, Idle: 4})
 	defer pool.Close()
 	for _, v := range goodVideos {
 		t.Run(v.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ package decode
 
 static void vidfs_flush(void *cc) { avcodec_flush_buffers((AVCodecContext *)cc); }
 static void vidfs_set_skip_frame(void *cc, int d) { ((AVCodecContext *)cc)->skip_frame = (enum AVDiscard)d; }
+static int vidfs_copy_props(void *dst, void *src) { return av_frame_copy_props((AVFrame *)dst, (const AVFrame *)src); }
 static int64_t vidfs_best_effort_ts(void *f) { return ((AVFrame *)f)->best_effort_timestamp; }
 static int vidfs_frame_damaged(void *f) {
 	AVFrame *fr = (AVFrame *)f;
@@ -42,6 +43,12 @@ const (
 // skipFrames sets which frames the decoder may skip decoding altogether.
 func skipFrames(cc *astiav.CodecContext, level int) {
 	C.vidfs_set_skip_frame(cc.UnsafePointer(), C.int(level))
+}
+
+// copyFrameProps copies a frame's properties (timestamps, colour, flags) but not its data, as
+// after downloading a GPU frame.
+func copyFrameProps(dst, src *astiav.Frame) {
+	C.vidfs_copy_props(dst.UnsafePointer(), src.UnsafePointer())
 }
 
 // bestEffortTimestamp is the frame's timestamp as FFmpeg best guesses it (stream time base).

@@ -196,7 +196,7 @@ func TestNoGrowth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := decode.NewPool(decode.PoolOptions{Concurrency: 2})
+	pool := newPool(t, decode.PoolOptions{Concurrency: 2})
 	defer pool.Close()
 	o := decode.Output{Width: 224, Height: 224}
 	buf := make([]byte, 8*o.FrameBytes())

@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 )
@@ -18,6 +20,14 @@ type PoolOptions struct {
 	Idle int
 	// Threads is each decoder's thread count (default 1: parallelism comes from Concurrency).
 	Threads int
+	// HWAccel: decode on an NVIDIA GPU where possible (HWAuto), insist on one (HWCUDA), or not.
+	HWAccel HWAccel
+	// GPUDecoders bounds the decoders open on the GPU at once, and so its memory (default 8).
+	// Videos beyond it decode on the CPU.
+	GPUDecoders int
+	// Log receives the GPU's state at start and, once per video, why a video decodes on the CPU
+	// when a GPU is in use. Nil: no logging.
+	Log *slog.Logger
 }
 
 // Pool decodes clips for concurrent callers. It keeps open decoders (demuxer, decoder,
@@ -27,10 +37,14 @@ type Pool struct {
 	opts  PoolOptions
 	slots chan struct{} // one token per clip being decoded
 
-	mu     sync.Mutex
-	idle   *list.List // of *video, most recently used at the front
-	closed bool
-	stats  PoolStats
+	gpu *gpu // nil: CPU only
+
+	mu      sync.Mutex
+	idle    *list.List // of *video, most recently used at the front
+	closed  bool
+	stats   PoolStats
+	cpuOnly map[string]bool // videos NVDEC failed on: decode them on the CPU
+	logged  map[string]bool // videos whose CPU decoding was explained
 }
 
 // PoolStats counts a pool's work since it was made.
@@ -40,6 +54,10 @@ type PoolStats struct {
 	Frames int64 // frames that came out of the decoders (needed or not): decode work
 	Opens  int64 // decoders opened
 	Seeks  int64 // seeks (a clip that carries on from the last one needs none)
+	// ClipsGPU counts the clips whose frames NVDEC decoded; the rest of Clips, the CPU.
+	ClipsGPU int64
+	// GPUFallbacks counts videos moved to the CPU after NVDEC failed on them.
+	GPUFallbacks int64
 }
 
 // Stats returns the pool's counters.
@@ -49,8 +67,9 @@ func (p *Pool) Stats() PoolStats {
 	return p.stats
 }
 
-// NewPool returns a Pool; Close it to free its decoders.
-func NewPool(opts PoolOptions) *Pool {
+// NewPool returns a Pool; Close it to free its decoders. With HWCUDA it fails when there is no
+// usable NVIDIA GPU and driver; with HWAuto it logs why it decodes on the CPU instead.
+func NewPool(opts PoolOptions) (*Pool, error) {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = runtime.NumCPU()
 	}
@@ -60,7 +79,27 @@ func NewPool(opts PoolOptions) *Pool {
 	if opts.Threads <= 0 {
 		opts.Threads = 1
 	}
-	return &Pool{opts: opts, slots: make(chan struct{}, opts.Concurrency), idle: list.New()}
+	if opts.GPUDecoders <= 0 {
+		opts.GPUDecoders = 8
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	p := &Pool{opts: opts, slots: make(chan struct{}, opts.Concurrency), idle: list.New(),
+		cpuOnly: map[string]bool{}, logged: map[string]bool{}}
+	if opts.HWAccel != HWNone {
+		g, err := openGPU(opts.GPUDecoders)
+		switch {
+		case err != nil && opts.HWAccel == HWCUDA:
+			return nil, fmt.Errorf("--hwaccel cuda: %w", err)
+		case err != nil:
+			opts.Log.Info("decoding on the CPU", "reason", err)
+		default:
+			p.gpu = g
+			opts.Log.Info("decoding on the GPU with NVDEC where the codec allows", "gpu_decoders", opts.GPUDecoders)
+		}
+	}
+	return p, nil
 }
 
 // ErrPoolClosed is returned by DecodeClip after Close.
@@ -82,6 +121,19 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 		return err
 	}
 	err = v.decodeClip(ctx, c, o, dst)
+	if err != nil && v.g != nil && ctx.Err() == nil && !errors.Is(err, ErrTooFewFrames) && !errors.Is(err, ErrBadRequest) {
+		// NVDEC could not decode it: decode this video on the CPU from now on.
+		v.close()
+		p.mu.Lock()
+		p.cpuOnly[info.Path] = true
+		p.stats.GPUFallbacks++
+		p.mu.Unlock()
+		p.opts.Log.Warn("NVDEC failed on a video; decoding it on the CPU", "file", info.Path, "err", err)
+		if v, err = p.take(info, c.Start); err != nil {
+			return err
+		}
+		err = v.decodeClip(ctx, c, o, dst)
+	}
 	p.mu.Lock()
 	p.stats.Frames += int64(v.decoded)
 	p.stats.Seeks += int64(v.seeks)
@@ -89,6 +141,9 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 		p.stats.Failed++
 	} else {
 		p.stats.Clips++
+		if v.gpuFrames > 0 && v.cpuFrames == 0 {
+			p.stats.ClipsGPU++
+		}
 	}
 	p.mu.Unlock()
 	if err != nil && !errors.Is(err, ErrTooFewFrames) && !errors.Is(err, ErrBadRequest) {
@@ -130,8 +185,27 @@ func (p *Pool) take(info *Info, start int) (*video, error) {
 		return v, nil
 	}
 	p.stats.Opens++
+	failed := p.cpuOnly[info.Path]
 	p.mu.Unlock()
-	return openVideo(info, p.opts.Threads)
+	if p.gpu == nil {
+		return openVideo(info, p.opts.Threads, nil, "")
+	}
+	slot := p.gpu.take()
+	dec, onGPU, reason := chooseDecoder(info.Codec, hasCUDA, true, slot, failed, p.opts.GPUDecoders)
+	if slot && !onGPU {
+		p.gpu.release()
+	}
+	if !onGPU {
+		p.mu.Lock()
+		first := !p.logged[info.Path]
+		p.logged[info.Path] = true
+		p.mu.Unlock()
+		if first {
+			p.opts.Log.Info("decoding a video on the CPU", "file", info.Path, "reason", reason)
+		}
+		return openVideo(info, p.opts.Threads, nil, "")
+	}
+	return openVideo(info, 1, p.gpu, dec)
 }
 
 // put returns a decoder for reuse, closing the least recently used beyond the Idle bound.
@@ -157,13 +231,16 @@ func (p *Pool) Close() {
 		e.Value.(*video).close()
 	}
 	p.idle.Init()
+	if p.gpu != nil {
+		p.gpu.close() // decoders still busy hold their own reference to the device
+	}
 }
 
-// DecodeClip decodes one clip with a decoder opened for it alone and closed afterwards; see
-// Pool.DecodeClip for the layout of dst. threads is the decoder's thread count (0: automatic).
-// To decode many clips, use a Pool: it keeps decoders open between clips.
+// DecodeClip decodes one clip on the CPU with a decoder opened for it alone and closed
+// afterwards; see Pool.DecodeClip for the layout of dst. threads is the decoder's thread count
+// (0: automatic). To decode many clips, or on the GPU, use a Pool.
 func DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst []byte, threads int) error {
-	v, err := openVideo(info, threads)
+	v, err := openVideo(info, threads, nil, "")
 	if err != nil {
 		return err
 	}

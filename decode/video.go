@@ -46,6 +46,10 @@ type video struct {
 	frame   *astiav.Frame
 	conv    *converter
 	threads int
+	// On the GPU: g holds the CUDA device (and a slot of it, given back at close); frames come
+	// out in GPU memory, and those the clip needs are downloaded into sw.
+	g  *gpu
+	sw *astiav.Frame
 
 	// Position. lastOut is the presentation index of the last frame that came out of the decoder
 	// (or the frame before the keyframe just seeked to); valid when positioned.
@@ -62,22 +66,35 @@ type video struct {
 	draining bool // the demuxer is at its end and the decoder has been told so
 	skip     int  // the decoder's skip_frame level now
 
-	// Work done by the last decodeClip: frames out of the decoder, and seeks.
-	decoded, seeks int
+	// Work done by the last decodeClip: frames out of the decoder, seeks, and how many of the
+	// clip's frames the GPU and the CPU decoded.
+	decoded, seeks, gpuFrames, cpuFrames int
 }
 
-// openVideo opens the video described by info with a decoder of the given thread count.
-func openVideo(info *Info, threads int) (*video, error) {
+// openVideo opens the video described by info with a decoder of the given thread count: on the
+// CPU, or with g, on the GPU through the named decoder (which holds a slot of g, given back at
+// close, whatever happens).
+func openVideo(info *Info, threads int, g *gpu, gpuDecoder string) (*video, error) {
 	in, err := openInput(info.Path)
 	if err != nil {
+		if g != nil {
+			g.release()
+		}
 		return nil, err
 	}
-	v := &video{info: info, in: in, threads: threads, skip: discardDefault}
+	v := &video{info: info, in: in, threads: threads, skip: discardDefault, g: g}
 	if in.st.Index() != info.Stream || in.codec.Name() != info.Codec {
 		v.close()
 		return nil, newError(info.Path, -1, ErrCorrupt, "file changed since it was probed", nil)
 	}
-	if v.cc = astiav.AllocCodecContext(in.codec); v.cc == nil {
+	codec := in.codec
+	if g != nil {
+		if codec = astiav.FindDecoderByName(gpuDecoder); codec == nil {
+			v.close()
+			return nil, newError(info.Path, -1, ErrUnsupportedCodec, "no decoder "+gpuDecoder+" for NVDEC", nil)
+		}
+	}
+	if v.cc = astiav.AllocCodecContext(codec); v.cc == nil {
 		v.close()
 		return nil, newError(info.Path, -1, ErrCorrupt, "allocating decoder", nil)
 	}
@@ -87,9 +104,13 @@ func openVideo(info *Info, threads int) (*video, error) {
 	}
 	v.cc.SetTimeBase(in.st.TimeBase())
 	v.cc.SetThreadCount(threads)
-	if err := v.cc.Open(in.codec, nil); err != nil {
+	if g != nil {
+		useGPU(v.cc, g)
+		v.sw = astiav.AllocFrame()
+	}
+	if err := v.cc.Open(codec, nil); err != nil {
 		v.close()
-		return nil, newError(info.Path, -1, ErrUnsupportedCodec, "opening decoder "+in.codec.Name(), err)
+		return nil, newError(info.Path, -1, ErrUnsupportedCodec, "opening decoder "+codec.Name(), err)
 	}
 	v.pkt = astiav.AllocPacket()
 	v.frame = astiav.AllocFrame()
@@ -97,6 +118,13 @@ func openVideo(info *Info, threads int) (*video, error) {
 }
 
 func (v *video) close() {
+	if v.g != nil {
+		v.g.release()
+		v.g = nil
+	}
+	if v.sw != nil {
+		v.sw.Free()
+	}
 	if v.conv != nil {
 		v.conv.free()
 	}
@@ -107,6 +135,7 @@ func (v *video) close() {
 		v.pkt.Free()
 	}
 	if v.cc != nil {
+		v.cc.SetPixelFormatCallback(nil) // go-astiav keeps callbacks by context until told
 		v.cc.Free()
 	}
 	if v.in != nil {
@@ -127,7 +156,7 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) er
 	if need := len(idx) * o.FrameBytes(); len(dst) < need {
 		return newError(path, -1, ErrBadRequest, fmt.Sprintf("buffer of %d bytes, clip needs %d", len(dst), need), nil)
 	}
-	v.decoded, v.seeks = 0, 0
+	v.decoded, v.seeks, v.gpuFrames, v.cpuFrames = 0, 0, 0, 0
 
 	// Continue from where the last clip left off when no keyframe lies between, else seek to the
 	// keyframe at or before the first frame; on a lost position, try earlier keyframes, then the
@@ -394,19 +423,33 @@ func (v *video) setSkip(level int) {
 	}
 }
 
-// convert converts the frame in v.frame into dst, building the converter when needed.
+// convert converts the frame in v.frame into dst, building the converter when needed. A frame
+// in GPU memory is downloaded first.
 func (v *video) convert(o Output, dst []byte) error {
-	if v.conv == nil || v.conv.key != keyOf(v.frame, v.info.Rotation, o) {
+	f := v.frame
+	if f.PixelFormat() == astiav.PixelFormatCuda {
+		if err := f.TransferHardwareData(v.sw); err != nil {
+			f.Unref()
+			return fmt.Errorf("downloading a frame from the GPU: %w", err)
+		}
+		copyFrameProps(v.sw, f)
+		f.Unref()
+		f = v.sw
+		v.gpuFrames++
+	} else {
+		v.cpuFrames++
+	}
+	if v.conv == nil || v.conv.key != keyOf(f, v.info.Rotation, o) {
 		if v.conv != nil {
 			v.conv.free()
 			v.conv = nil
 		}
-		c, err := newConverter(v.frame, v.info.Rotation, o)
+		c, err := newConverter(f, v.info.Rotation, o)
 		if err != nil {
-			v.frame.Unref()
+			f.Unref()
 			return err
 		}
 		v.conv = c
 	}
-	return v.conv.convert(v.frame, dst)
+	return v.conv.convert(f, dst)
 }

@@ -36,6 +36,9 @@ type Config struct {
 	Prefetch int
 	// Workers is how many samples are decoded at once ahead of the reader (0: CPU count).
 	Workers int
+	// HWAccel and GPUDecoders choose NVDEC decoding (see decode.PoolOptions).
+	HWAccel     decode.HWAccel
+	GPUDecoders int
 	// Skipped lists videos left out of the layout, with the reason, for reports.
 	Skipped []Problem
 	Log     *slog.Logger
@@ -109,10 +112,14 @@ func New(cfg Config) (*FS, error) {
 	} else if cfg.Prefetch > depth {
 		cfg.Log.Warn("prefetch depth exceeds what the cache holds beside what readers use; lowered", "asked", cfg.Prefetch, "depth", depth)
 	}
+	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: 2 * workers, Idle: workers, Threads: 1,
+		HWAccel: cfg.HWAccel, GPUDecoders: cfg.GPUDecoders, Log: cfg.Log})
+	if err != nil {
+		return nil, err
+	}
 	f := &FS{
-		cfg: cfg, lay: lay, log: cfg.Log, start: time.Now(), depth: depth,
+		cfg: cfg, lay: lay, log: cfg.Log, start: time.Now(), depth: depth, pool: pool,
 		out:     decode.Output{Width: lay.Spec.Width, Height: lay.Spec.Height, Resize: cfg.Resize},
-		pool:    decode.NewPool(decode.PoolOptions{Concurrency: 2 * workers, Idle: workers, Threads: 1}),
 		tracker: order.NewTracker(256, depth+256),
 	}
 	f.problems = append(f.problems, cfg.Skipped...)
@@ -278,19 +285,21 @@ type PlanStats struct {
 
 // DecodeStats: frames_decoded / frames_served is the decode amplification.
 type DecodeStats struct {
-	Workers        int     `json:"workers"`
-	InFlight       int     `json:"in_flight"`
-	Queued         int     `json:"queued"`
-	Clips          int64   `json:"clips"`
-	Failed         int64   `json:"failed"`
-	Prefetched     int64   `json:"prefetched"`
-	OnDemand       int64   `json:"on_demand"`
-	ClipsPerSecond float64 `json:"clips_per_s"`
-	FramesDecoded  int64   `json:"frames_decoded"`
-	FramesServed   int64   `json:"frames_served"`
-	Amplification  float64 `json:"amplification"`
-	Seeks          int64   `json:"seeks"`
-	DecodersOpened int64   `json:"decoders_opened"`
+	Workers        int              `json:"workers"`
+	InFlight       int              `json:"in_flight"`
+	Queued         int              `json:"queued"`
+	Clips          int64            `json:"clips"`
+	Failed         int64            `json:"failed"`
+	Prefetched     int64            `json:"prefetched"`
+	OnDemand       int64            `json:"on_demand"`
+	ClipsPerSecond float64          `json:"clips_per_s"`
+	ByDecoder      map[string]int64 `json:"by_decoder"` // clips decoded by "nvdec" and by "cpu"
+	GPUFallbacks   int64            `json:"gpu_fallbacks"`
+	FramesDecoded  int64            `json:"frames_decoded"`
+	FramesServed   int64            `json:"frames_served"`
+	Amplification  float64          `json:"amplification"`
+	Seeks          int64            `json:"seeks"`
+	DecodersOpened int64            `json:"decoders_opened"`
 }
 
 // ReadStats: wait_s is the total time readers waited for samples to be decoded.
@@ -332,6 +341,7 @@ func (f *FS) Stats() Stats {
 			Clips: cs.Decoded, Failed: cs.Failed, Prefetched: cs.Prefetched, OnDemand: cs.Demand,
 			ClipsPerSecond: f.decodeRate.PerSecond(now),
 			FramesDecoded:  ps.Frames, FramesServed: f.served, Seeks: ps.Seeks, DecodersOpened: ps.Opens,
+			ByDecoder: map[string]int64{"nvdec": ps.ClipsGPU, "cpu": ps.Clips - ps.ClipsGPU}, GPUFallbacks: ps.GPUFallbacks,
 		},
 		Reads: ReadStats{
 			Requests: f.requests, Bytes: f.bytes, Accesses: f.accesses, WaitSeconds: f.waited.Seconds(),

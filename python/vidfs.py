@@ -110,11 +110,13 @@ class Dataset:
 class PlanSampler:
     """Yields a shuffled order of all samples each epoch. Before yielding, it writes that order
     to .vidfs/order followed by the next epoch's (orders depend only on seed and epoch), so that
-    vidfs decodes just ahead of the DataLoader's workers, across the end of the epoch too."""
+    vidfs decodes just ahead of the DataLoader's workers, across the end of the epoch too. Give
+    epochs (the number the training runs) so that the last epoch plans no next one, whose first
+    samples vidfs would otherwise decode in vain."""
 
-    def __init__(self, mount, seed=0, shuffle=True):
+    def __init__(self, mount, seed=0, shuffle=True, epochs=None):
         self.mount = mount if isinstance(mount, Mount) else Mount(mount)
-        self.seed, self.shuffle, self.epoch = seed, shuffle, 0
+        self.seed, self.shuffle, self.epoch, self.epochs = seed, shuffle, 0, epochs
         self._write()  # vidfs starts decoding while the trainer sets up
 
     def set_epoch(self, epoch):
@@ -122,8 +124,13 @@ class PlanSampler:
             self.epoch = epoch
             self._write()
 
+    def _plan(self):
+        """This epoch's order and, unless it is the last, the next one's."""
+        last = self.epochs is not None and self.epoch + 1 >= self.epochs
+        return self.order() + ([] if last else self.order(self.epoch + 1))
+
     def _write(self):
-        self.mount.write_plan(self.order() + self.order(self.epoch + 1))
+        self.mount.write_plan(self._plan())
 
     def order(self, epoch=None):
         order = list(range(len(self.mount)))
@@ -133,7 +140,7 @@ class PlanSampler:
 
     def __iter__(self):
         order = self.order()
-        self.mount.write_plan(order + self.order(self.epoch + 1))
+        self.mount.write_plan(self._plan())
         self.epoch += 1
         return iter(order)
 

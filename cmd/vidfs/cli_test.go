@@ -156,3 +156,31 @@ func TestParseBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestHWAccelFlag: --hwaccel cuda fails at once with a clear message where there is no usable
+// GPU (and decodes on it where there is); auto decodes wherever it can and says where.
+func TestHWAccelFlag(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "c.raw")
+	path := testvideo.Path("h264_gop16.mp4")
+	code, _, errs := vidfs(t, "clip", path, "--frames", "4", "--size", "32x32", "--hwaccel", "cuda", "-o", out)
+	_, noGPU := decode.NewPool(decode.PoolOptions{HWAccel: decode.HWCUDA})
+	switch {
+	case noGPU != nil && (code != 1 || !strings.Contains(errs, "--hwaccel cuda: no usable NVIDIA GPU")):
+		t.Errorf("clip --hwaccel cuda without a GPU: exit %d, %q", code, errs)
+	case noGPU == nil && (code != 0 || !strings.Contains(errs, "decoded on the GPU (NVDEC)")):
+		t.Errorf("clip --hwaccel cuda with a GPU: exit %d, %q", code, errs)
+	}
+	code, _, errs = vidfs(t, "clip", path, "--frames", "4", "--size", "32x32", "--hwaccel", "auto", "-o", out)
+	if code != 0 || !strings.Contains(errs, "decoded on the ") {
+		t.Errorf("clip --hwaccel auto: exit %d, %q", code, errs)
+	}
+	if code, _, errs := vidfs(t, "clip", path, "--hwaccel", "vaapi", "-o", out); code != 2 || !strings.Contains(errs, "want auto, cuda or none") {
+		t.Errorf("--hwaccel vaapi: exit %d, %q", code, errs)
+	}
+	if noGPU != nil {
+		code, _, errs := vidfs(t, "mount", t.TempDir(), t.TempDir(), "--hwaccel", "cuda", "--probe-cache", "")
+		if code != 1 || !strings.Contains(errs, "no usable NVIDIA GPU") {
+			t.Errorf("mount --hwaccel cuda without a GPU: exit %d, %q", code, errs)
+		}
+	}
+}

@@ -22,6 +22,7 @@ func clipCommand() *command {
 		resize                         = resizeValue{decode.Crop}
 		out                            string
 		padEnd                         bool
+		hw                             = hwValue{decode.HWAuto}
 	)
 	return &command{
 		summary: "decode one clip to a raw RGB24 or .npy file",
@@ -42,7 +43,8 @@ training transform), stretch (scale each side to fit), pad (fit the long side, b
 			fs.Var(&resize, "resize", "how frames are fitted: crop, stretch or pad")
 			fs.BoolVar(&padEnd, "pad-end", false, "repeat the last frame where the clip runs past the end of the video")
 			fs.StringVarP(&out, "output", "o", "", "output file (.npy: NumPy array; -: stdout); required")
-			fs.IntVar(&threads, "threads", 0, "decoder threads (0: automatic)")
+			fs.IntVar(&threads, "threads", 0, "decoder threads on the CPU (0: automatic)")
+			fs.Var(&hw, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto, cuda (require one) or none")
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			if len(args) != 1 {
@@ -59,19 +61,41 @@ training transform), stretch (scale each side to fit), pad (fit the long side, b
 			o := decode.Output{Width: size.w, Height: size.h, Resize: resize.r}
 			c := decode.Clip{Start: start, Frames: frames, Stride: stride, PadEnd: padEnd}
 			buf := make([]byte, frames*o.FrameBytes())
-			if err := decode.DecodeClip(ctx, info, c, o, buf, threads); err != nil {
+			where, err := decodeOne(ctx, e, info, c, o, buf, threads, hw.h)
+			if err != nil {
 				return err
 			}
 			if err := writeClip(e.stdout, out, buf, frames, o); err != nil {
 				return err
 			}
 			if out != "-" {
-				fmt.Fprintf(e.stderr, "wrote %s: %d frames from %d (stride %d) of %s, %s (%d bytes) in %.0f ms\n",
-					out, frames, start, stride, args[0], shapeString(frames, o), len(buf), time.Since(began).Seconds()*1000)
+				fmt.Fprintf(e.stderr, "wrote %s: %d frames from %d (stride %d) of %s, %s (%d bytes), decoded on the %s in %.0f ms\n",
+					out, frames, start, stride, args[0], shapeString(frames, o), len(buf), where, time.Since(began).Seconds()*1000)
 			}
 			return nil
 		},
 	}
+}
+
+// decodeOne decodes one clip on the CPU, or through a pool on the GPU when hw asks for it and
+// there is one; it says where.
+func decodeOne(ctx context.Context, e *env, info *decode.Info, c decode.Clip, o decode.Output, buf []byte, threads int, hw decode.HWAccel) (string, error) {
+	if hw == decode.HWNone {
+		return "CPU", decode.DecodeClip(ctx, info, c, o, buf, threads)
+	}
+	log, _ := newLogger(e.stderr, "warn")
+	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: 1, Threads: max(threads, 1), HWAccel: hw, Log: log})
+	if err != nil {
+		return "", err
+	}
+	defer pool.Close()
+	if err := pool.DecodeClip(ctx, info, c, o, buf); err != nil {
+		return "", err
+	}
+	if pool.Stats().ClipsGPU > 0 {
+		return "GPU (NVDEC)", nil
+	}
+	return "CPU", nil
 }
 
 func shapeString(frames int, o decode.Output) string {

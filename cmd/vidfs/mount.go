@@ -32,10 +32,13 @@ type mountOptions struct {
 	allowOther, debugFUSE               bool
 	logLevel                            string
 	metricsAddr                         string
+	hwaccel                             hwValue
+	gpuDecoders                         int
 }
 
 func mountCommand() *command {
-	o := &mountOptions{size: sizeValue{224, 224}, resize: resizeValue{decode.Crop}, cacheMem: bytesValue{defaultCacheMem()}}
+	o := &mountOptions{size: sizeValue{224, 224}, resize: resizeValue{decode.Crop}, cacheMem: bytesValue{defaultCacheMem()},
+		hwaccel: hwValue{decode.HWAuto}}
 	return &command{
 		summary: "mount a directory of videos as fixed-shape sample files",
 		usage:   "SRC MNT [flags]",
@@ -69,6 +72,8 @@ the samples that need it with EIO and a logged reason. SRC is only read. Probe t
 			fs.Var(&o.cacheMem, "cache-mem", "memory for decoded samples, e.g. 4GiB (default: a quarter of RAM, at most 8GiB)")
 			fs.IntVar(&o.prefetch, "prefetch", 0, "samples to keep decoded ahead of the reader (default: as many as fit in the cache)")
 			fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "samples decoded at once ahead of the reader")
+			fs.Var(&o.hwaccel, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto (if there is one), cuda (require one) or none")
+			fs.IntVar(&o.gpuDecoders, "gpu-decoders", 8, "decoders open on the GPU at once, which bounds its memory; more videos decode on the CPU")
 			fs.IntVar(&o.probeWorkers, "probe-workers", runtime.NumCPU(), "videos probed at once while mounting")
 			fs.StringVar(&o.probeCache, "probe-cache", defaultProbeCache(), "directory for cached probe tables (\"\" for none)")
 			fs.BoolVar(&o.allowOther, "allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
@@ -132,6 +137,11 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 		return fmt.Errorf("mount point %s lies inside the source %s: pick one outside it", mnt, src)
 	}
 
+	if o.hwaccel.h == decode.HWCUDA {
+		if err := decode.CheckGPU(); err != nil { // before minutes of probing
+			return fmt.Errorf("--hwaccel cuda: %w", err)
+		}
+	}
 	began := time.Now()
 	progress := newProgress(e.stderr)
 	videos, err := catalog.Scan(ctx, catalog.Options{Root: src, Workers: o.probeWorkers, CacheDir: o.probeCache, Progress: progress})
@@ -171,7 +181,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 		cfgInfos[i] = infos[v.Path]
 	}
 	f, err := vfs.New(vfs.Config{Source: src, Layout: lay, Infos: cfgInfos, Resize: o.resize.r, CacheBytes: o.cacheMem.n,
-		Prefetch: o.prefetch, Workers: o.workers, Skipped: skipped, Log: log})
+		Prefetch: o.prefetch, Workers: o.workers, Skipped: skipped, Log: log, HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders})
 	if err != nil {
 		return err
 	}

@@ -105,6 +105,8 @@ func printStats(w io.Writer, mnt string, lay vfs.Layout, st vfs.Stats) {
 		d.Workers, d.InFlight, d.Queued, d.Clips, d.Prefetched, d.OnDemand, d.Failed, d.ClipsPerSecond)
 	fmt.Fprintf(w, "           %.2f frames decoded per frame served (%d / %d); %d seeks, %d decoders opened\n",
 		d.Amplification, d.FramesDecoded, d.FramesServed, d.Seeks, d.DecodersOpened)
+	fmt.Fprintf(w, "           by decoder: NVDEC %d clips, CPU %d clips; %d videos moved to the CPU after NVDEC failed\n",
+		d.ByDecoder["nvdec"], d.ByDecoder["cpu"], d.GPUFallbacks)
 	fmt.Fprintf(w, "  reads    %d requests, %s, %d sample accesses; waited %.2f s for decoding\n", r.Requests, formatBytes(r.Bytes), r.Accesses, r.WaitSeconds)
 	fmt.Fprintf(w, "           latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.LatencyMs["p50"], r.LatencyMs["p90"], r.LatencyMs["p99"], r.LatencyMs["max"])
 	fmt.Fprintf(w, "  errors   %d\n", len(st.Errors))

@@ -34,6 +34,16 @@ func (r *resizeValue) Set(v string) (err error) {
 	return err
 }
 
+// hwValue is an --hwaccel flag.
+type hwValue struct{ h decode.HWAccel }
+
+func (h *hwValue) String() string { return h.h.String() }
+func (h *hwValue) Type() string   { return "auto|cuda|none" }
+func (h *hwValue) Set(v string) (err error) {
+	h.h, err = decode.ParseHWAccel(v)
+	return err
+}
+
 // bytesValue is a byte count with an optional unit: 512MiB, 4GiB, 2G (= GiB), 1000000.
 type bytesValue struct{ n int64 }
 

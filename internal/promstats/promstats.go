@@ -16,9 +16,10 @@ type metric struct {
 
 // Collector is a prometheus.Collector over a stats snapshot function.
 type Collector struct {
-	snapshot func() vfs.Stats
-	metrics  []metric
-	latency  *prometheus.Desc
+	snapshot  func() vfs.Stats
+	metrics   []metric
+	latency   *prometheus.Desc
+	byDecoder *prometheus.Desc
 }
 
 // New returns a collector that calls snapshot at each scrape.
@@ -52,6 +53,7 @@ func New(snapshot func() vfs.Stats) *Collector {
 	add("read_wait_seconds_total", "Time readers waited for samples to be decoded.", counter, func(s *vfs.Stats) float64 { return s.Reads.WaitSeconds })
 	add("errors", "Errors on record (left-out videos, failed samples, refused plans; the last 100).", gauge, func(s *vfs.Stats) float64 { return float64(len(s.Errors)) })
 	c.latency = prometheus.NewDesc("vidfs_read_latency_seconds", "Read request latency quantiles since the mount started.", []string{"quantile"}, nil)
+	c.byDecoder = prometheus.NewDesc("vidfs_decode_clips_by_decoder_total", "Samples decoded, by decoder: nvdec (the GPU) or cpu.", []string{"decoder"}, nil)
 	return c
 }
 
@@ -61,6 +63,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- m.desc
 	}
 	ch <- c.latency
+	ch <- c.byDecoder
 }
 
 // Collect takes a snapshot and sends every metric.
@@ -68,6 +71,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.snapshot()
 	for _, m := range c.metrics {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(&s))
+	}
+	for _, d := range []string{"nvdec", "cpu"} {
+		ch <- prometheus.MustNewConstMetric(c.byDecoder, prometheus.CounterValue, float64(s.Decode.ByDecoder[d]), d)
 	}
 	for q, key := range map[string]string{"0.5": "p50", "0.9": "p90", "0.99": "p99", "1": "max"} {
 		ch <- prometheus.MustNewConstMetric(c.latency, prometheus.GaugeValue, s.Reads.LatencyMs[key]/1000, q)
