@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/vidfs/vidfs/decode"
@@ -78,5 +80,75 @@ func TestNVDECRealFootage(t *testing.T) {
 		if p := psnr(got, ref); p < 35 || math.IsNaN(p) {
 			t.Errorf("%s: PSNR %.1f dB against the CPU", args, p)
 		}
+	}
+}
+
+// BenchmarkNVDEC: clips/s for T=16, 224x224 from 720p and 1080p H.264 and HEVC (Megamind scaled
+// up), NVDEC against the CPU's every core, and the hardware's ceiling: NVDEC decoding every frame
+// of the file and downloading it (what `ffmpeg -hwaccel cuda -i FILE -f null -` does), in
+// frames/s. Runs only where a GPU is; see docs/benchmarks.md.
+func BenchmarkNVDEC(b *testing.B) {
+	if _, err := decode.NewPool(decode.PoolOptions{HWAccel: decode.HWCUDA}); err != nil {
+		b.Skipf("NVDEC benchmark not run: %v", err)
+	}
+	for _, v := range []struct{ name, args string }{
+		{"h264-720p", "-vf scale=1280:720 -g 48"}, {"h264-1080p", "-vf scale=1920:1080 -g 48"},
+		{"hevc-720p", "-vf scale=1280:720 -g 48 -c:v libx265 -x265-params log-level=error"},
+		{"hevc-1080p", "-vf scale=1920:1080 -g 48 -c:v libx265 -x265-params log-level=error"},
+	} {
+		path := testvideo.Transcode(b, testvideo.Megamind, v.args)
+		info, err := decode.Probe(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		clips := benchStarts(info, 2)
+		o := decode.Output{Width: 224, Height: 224}
+		for _, mode := range []struct {
+			name string
+			opts decode.PoolOptions
+		}{
+			{"nvdec", decode.PoolOptions{Concurrency: 8, HWAccel: decode.HWCUDA}},
+			{"cpu-all-cores", decode.PoolOptions{Concurrency: runtime.NumCPU(), HWAccel: decode.HWNone}},
+		} {
+			b.Run(v.name+"/"+mode.name, func(b *testing.B) {
+				pool := newPool(b, mode.opts)
+				defer pool.Close()
+				b.ResetTimer()
+				for range b.N {
+					var wg sync.WaitGroup
+					work := make(chan decode.Clip)
+					for range mode.opts.Concurrency {
+						wg.Go(func() {
+							buf := make([]byte, 16*o.FrameBytes())
+							for c := range work {
+								if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+									b.Error(err)
+								}
+							}
+						})
+					}
+					for _, c := range clips {
+						work <- c
+					}
+					close(work)
+					wg.Wait()
+				}
+				b.ReportMetric(float64(b.N*len(clips))/b.Elapsed().Seconds(), "clips/s")
+				b.ReportMetric(float64(pool.Stats().ClipsGPU)/float64(b.N*len(clips)), "on-gpu")
+			})
+		}
+		b.Run(v.name+"/nvdec-ceiling", func(b *testing.B) {
+			pool := newPool(b, decode.PoolOptions{Concurrency: 1, HWAccel: decode.HWCUDA})
+			defer pool.Close()
+			tiny := decode.Output{Width: 16, Height: 16, Resize: decode.Stretch}
+			buf := make([]byte, info.Frames*tiny.FrameBytes())
+			b.ResetTimer()
+			for range b.N {
+				if err := pool.DecodeClip(context.Background(), info, decode.Clip{Start: 0, Frames: info.Frames, Stride: 1}, tiny, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*info.Frames)/b.Elapsed().Seconds(), "frames/s")
+		})
 	}
 }
