@@ -191,9 +191,19 @@ func sliceAt(data, dest []byte, off int64) []byte {
 	return data[off:min(int64(len(data)), off+int64(len(dest)))]
 }
 
+// readOnlyDir is a directory node of the samples/ tree: its attributes are fixed.
+type readOnlyDir struct{ gofs.Inode }
+
+var _ gofs.NodeGetattrer = (*readOnlyDir)(nil)
+
+func (d *readOnlyDir) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = syscall.S_IFDIR | 0o555
+	return 0
+}
+
 // samplesDir is samples/<path>: folders of the source and the folders of its videos.
 type samplesDir struct {
-	gofs.Inode
+	readOnlyDir
 	f    *FS
 	path string
 }
@@ -201,13 +211,7 @@ type samplesDir struct {
 var (
 	_ gofs.NodeLookuper  = (*samplesDir)(nil)
 	_ gofs.NodeReaddirer = (*samplesDir)(nil)
-	_ gofs.NodeGetattrer = (*samplesDir)(nil)
 )
-
-func (d *samplesDir) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o555
-	return 0
-}
 
 func (d *samplesDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	entries, _ := d.f.lay.Dir(d.path)
@@ -234,7 +238,7 @@ func (d *samplesDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno
 
 // videoDir is samples/<video path>/: its samples as <k>.raw and <k>.npy.
 type videoDir struct {
-	gofs.Inode
+	readOnlyDir
 	f     *FS
 	video int
 }
@@ -242,13 +246,7 @@ type videoDir struct {
 var (
 	_ gofs.NodeLookuper  = (*videoDir)(nil)
 	_ gofs.NodeReaddirer = (*videoDir)(nil)
-	_ gofs.NodeGetattrer = (*videoDir)(nil)
 )
-
-func (d *videoDir) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o555
-	return 0
-}
 
 func (d *videoDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	sample, npy, ok := d.f.lay.ParseSampleFile(d.video, name)

@@ -18,27 +18,27 @@ import (
 // readStats reads MNT/.vidfs/stats.
 func readStats(mnt string) (vfs.Stats, error) {
 	var st vfs.Stats
-	b, err := os.ReadFile(filepath.Join(mnt, ".vidfs", "stats"))
-	if err != nil {
-		return st, fmt.Errorf("%s is not a vidfs mount (or it stopped): %w", mnt, err)
-	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("%s/.vidfs/stats: %w", mnt, err)
-	}
-	return st, nil
+	err := readJSON(mnt, "stats", &st)
+	return st, err
 }
 
 // readLayout reads MNT/.vidfs/layout.json.
 func readLayout(mnt string) (vfs.Layout, error) {
 	var l vfs.Layout
-	b, err := os.ReadFile(filepath.Join(mnt, ".vidfs", "layout.json"))
+	err := readJSON(mnt, "layout.json", &l)
+	return l, err
+}
+
+// readJSON decodes MNT/.vidfs/NAME into v.
+func readJSON(mnt, name string, v any) error {
+	b, err := os.ReadFile(filepath.Join(mnt, ".vidfs", name))
 	if err != nil {
-		return l, fmt.Errorf("%s is not a vidfs mount (or it stopped): %w", mnt, err)
+		return fmt.Errorf("%s is not a vidfs mount (or it stopped): %w", mnt, err)
 	}
-	if err := json.Unmarshal(b, &l); err != nil {
-		return l, fmt.Errorf("%s/.vidfs/layout.json: %w", mnt, err)
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s/.vidfs/%s: %w", mnt, name, err)
 	}
-	return l, nil
+	return nil
 }
 
 func statsCommand() *command {
