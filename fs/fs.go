@@ -122,7 +122,11 @@ func New(cfg Config) (*FS, error) {
 		out:     decode.Output{Width: lay.Spec.Width, Height: lay.Spec.Height, Resize: cfg.Resize},
 		tracker: order.NewTracker(256, depth+256),
 	}
-	f.problems = append(f.problems, cfg.Skipped...)
+	f.problems = append(f.problems, cfg.Skipped[:min(len(cfg.Skipped), maxProblems)]...)
+	if n := len(cfg.Skipped) - maxProblems; n > 0 {
+		f.problems = append(f.problems, Problem{Time: time.Now(), File: cfg.Source, Sample: -1,
+			Reason: fmt.Sprintf("%d more videos left out (the mount's log names the first 20)", n)})
+	}
 	f.dirNumber = map[string]int{}
 	for i, d := range lay.Dirs() {
 		f.dirNumber[d] = i
