@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/asticode/go-astiav"
 
@@ -230,4 +229,3 @@ func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 func itoa(i int) string { return mustJSON(i) }
 
-var _ = time.Now
