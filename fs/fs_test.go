@@ -228,4 +228,3 @@ for i, name in zip(picks, names):
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 func itoa(i int) string { return mustJSON(i) }
-
