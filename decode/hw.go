@@ -95,12 +95,11 @@ func nvdecDecoder(sw string) string {
 	return sw
 }
 
-// chooseDecoder decides, when a video is opened, whether it decodes on the GPU, with which
-// decoder, and why. hwCapable says whether a decoder has a CUDA hwaccel in this build.
-func chooseDecoder(sw string, hwCapable func(decoder string) bool, haveGPU, slotFree, failedBefore bool, maxGPU int) (decoder string, onGPU bool, reason string) {
+// chooseDecoder decides, when a video is opened in a pool that has a GPU, whether it decodes on
+// the GPU, with which decoder, and why. hwCapable says whether a decoder has a CUDA hwaccel in
+// this build.
+func chooseDecoder(sw string, hwCapable func(decoder string) bool, slotFree, failedBefore bool, maxGPU int) (decoder string, onGPU bool, reason string) {
 	switch hw := nvdecDecoder(sw); {
-	case !haveGPU:
-		return sw, false, "no GPU"
 	case failedBefore:
 		return sw, false, "NVDEC failed on this video before"
 	case !hwCapable(hw):

@@ -22,20 +22,19 @@ func TestChooseDecoder(t *testing.T) {
 		return map[string]bool{"h264": true, "hevc": true, "vp9": true, "av1": true, "mpeg4": true}[d]
 	}
 	for _, tc := range []struct {
-		sw                          string
-		haveGPU, slot, failedBefore bool
-		dec                         string
-		onGPU                       bool
-		reason                      string
+		sw                 string
+		slot, failedBefore bool
+		dec                string
+		onGPU              bool
+		reason             string
 	}{
-		{"h264", true, true, false, "h264", true, "NVDEC"},
-		{"libdav1d", true, true, false, "av1", true, "NVDEC"}, // dav1d has no hwaccel; FFmpeg's own av1 does
-		{"hevc", false, true, false, "hevc", false, "no GPU"},
-		{"theora", true, true, false, "theora", false, "codec theora has no NVDEC decoder"},
-		{"h264", true, false, false, "h264", false, "all 8 GPU decoders are in use"},
-		{"vp9", true, true, true, "vp9", false, "NVDEC failed on this video before"},
+		{"h264", true, false, "h264", true, "NVDEC"},
+		{"libdav1d", true, false, "av1", true, "NVDEC"}, // dav1d has no hwaccel; FFmpeg's own av1 does
+		{"theora", true, false, "theora", false, "codec theora has no NVDEC decoder"},
+		{"h264", false, false, "h264", false, "all 8 GPU decoders are in use"},
+		{"vp9", true, true, "vp9", false, "NVDEC failed on this video before"},
 	} {
-		dec, onGPU, reason := chooseDecoder(tc.sw, capable, tc.haveGPU, tc.slot, tc.failedBefore, 8)
+		dec, onGPU, reason := chooseDecoder(tc.sw, capable, tc.slot, tc.failedBefore, 8)
 		if dec != tc.dec || onGPU != tc.onGPU || reason != tc.reason {
 			t.Errorf("%+v: got %s %v %q", tc, dec, onGPU, reason)
 		}

@@ -191,7 +191,7 @@ func (p *Pool) take(info *Info, start int) (*video, error) {
 		return openVideo(info, p.opts.Threads, nil, "")
 	}
 	slot := p.gpu.take()
-	dec, onGPU, reason := chooseDecoder(info.Codec, hasCUDA, true, slot, failed, p.opts.GPUDecoders)
+	dec, onGPU, reason := chooseDecoder(info.Codec, hasCUDA, slot, failed, p.opts.GPUDecoders)
 	if slot && !onGPU {
 		p.gpu.release()
 	}

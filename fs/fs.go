@@ -18,6 +18,7 @@ import (
 
 	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/catalog"
 	"github.com/vidfs/vidfs/internal/metrics"
 	"github.com/vidfs/vidfs/layout"
 	"github.com/vidfs/vidfs/order"
@@ -83,6 +84,32 @@ type FS struct {
 	waited   time.Duration
 	served   int64 // frames in samples delivered
 	problems []Problem
+}
+
+// FromCatalog arranges scanned videos under spec: the layout of the readable ones, their probe
+// tables in the layout's video order (for Config.Infos), and the unreadable ones, left out, as
+// problems (for Config.Skipped).
+func FromCatalog(spec layout.Spec, videos []catalog.Video) (*layout.Layout, []*decode.Info, []Problem, error) {
+	var lv []layout.Video
+	infos := map[string]*decode.Info{}
+	var skipped []Problem
+	for _, v := range videos {
+		if v.Err != nil {
+			skipped = append(skipped, Problem{Time: time.Now(), File: v.Rel, Sample: -1, Reason: v.Err.Error()})
+			continue
+		}
+		lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Info.Frames})
+		infos[v.Rel] = v.Info
+	}
+	lay, err := layout.New(spec, lv)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ordered := make([]*decode.Info, len(lay.Videos))
+	for i, v := range lay.Videos {
+		ordered[i] = infos[v.Path]
+	}
+	return lay, ordered, skipped, nil
 }
 
 // New builds a mount's state: decoders, cache and plan tracker. Close it when done.

@@ -70,24 +70,9 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lv []layout.Video
-	infos := map[string]*decode.Info{}
-	var skipped []Problem
-	for _, v := range videos {
-		if v.Err != nil {
-			skipped = append(skipped, Problem{File: v.Rel, Sample: -1, Reason: v.Err.Error()})
-			continue
-		}
-		lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Info.Frames})
-		infos[v.Rel] = v.Info
-	}
-	lay, err := layout.New(s.spec, lv)
+	lay, in, skipped, err := FromCatalog(s.spec, videos)
 	if err != nil {
 		t.Fatal(err)
-	}
-	in := make([]*decode.Info, len(lay.Videos))
-	for i, v := range lay.Videos {
-		in[i] = infos[v.Path]
 	}
 	if s.cacheBytes == 0 {
 		s.cacheBytes = 64 << 20

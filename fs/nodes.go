@@ -363,9 +363,10 @@ func (w *orderWriter) Flush(ctx context.Context) syscall.Errno {
 	}
 	w.dirty = false
 	var plan []int32
-	err := error(nil)
+	var err error
+	errno := syscall.EINVAL
 	if w.tooLarge != 0 {
-		err = fmt.Errorf("more than %d bytes written: no plan for %d samples is that long", order.MaxBytes(w.f.lay.Len()), w.f.lay.Len())
+		err, errno = fmt.Errorf("more than %d bytes written: no plan for %d samples is that long", order.MaxBytes(w.f.lay.Len()), w.f.lay.Len()), w.tooLarge
 	} else {
 		plan, err = order.Parse(w.buf, w.f.lay.Len())
 	}
@@ -373,10 +374,7 @@ func (w *orderWriter) Flush(ctx context.Context) syscall.Errno {
 		w.buf = nil
 		w.f.log.Error("order refused; the previous plan stays", "reason", err)
 		w.f.addProblem(Problem{Time: time.Now(), File: ".vidfs/order", Sample: -1, Reason: "order refused: " + err.Error()})
-		if w.tooLarge != 0 {
-			return w.tooLarge
-		}
-		return syscall.EINVAL
+		return errno
 	}
 	w.f.SetPlan(plan, w.appendPlan)
 	verb := "new plan"

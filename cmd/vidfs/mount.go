@@ -148,39 +148,24 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	if err != nil {
 		return err
 	}
-	var lv []layout.Video
-	infos := map[string]*decode.Info{}
-	var skipped []vfs.Problem
-	for _, v := range videos {
-		if v.Err != nil {
-			skipped = append(skipped, vfs.Problem{Time: time.Now(), File: v.Rel, Sample: -1, Reason: v.Err.Error()})
-			if len(skipped) <= 20 {
-				log.Warn("video left out", "file", v.Rel, "reason", v.Err)
-			}
-			continue
-		}
-		lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Info.Frames})
-		infos[v.Rel] = v.Info
+	lay, infos, skipped, err := vfs.FromCatalog(spec, videos)
+	if err != nil {
+		return err
+	}
+	for _, p := range skipped[:min(len(skipped), 20)] {
+		log.Warn("video left out", "file", p.File, "reason", p.Reason)
 	}
 	if len(skipped) > 20 {
 		log.Warn("more videos left out; .vidfs/stats lists them", "count", len(skipped))
 	}
-	lay, err := layout.New(spec, lv)
-	if err != nil {
-		return err
-	}
 	if lay.Len() == 0 {
-		return fmt.Errorf("%s: no samples (%d videos found, %d readable, none with %d frames)", src, len(videos), len(lv), spec.Span())
+		return fmt.Errorf("%s: no samples (%d videos found, %d readable, none with %d frames)", src, len(videos), len(lay.Videos), spec.Span())
 	}
 	if S := spec.SampleBytes(); S%4096 != 0 {
 		log.Warn("sample size is not a multiple of 4 KiB: memory-mapped readers of clips.npy will also touch (and make vidfs decode) neighbouring samples; pread readers are unaffected",
 			"sample_bytes", S)
 	}
-	cfgInfos := make([]*decode.Info, len(lay.Videos))
-	for i, v := range lay.Videos {
-		cfgInfos[i] = infos[v.Path]
-	}
-	f, err := vfs.New(vfs.Config{Source: src, Layout: lay, Infos: cfgInfos, Resize: o.resize.r, CacheBytes: o.cacheMem.n,
+	f, err := vfs.New(vfs.Config{Source: src, Layout: lay, Infos: infos, Resize: o.resize.r, CacheBytes: o.cacheMem.n,
 		Prefetch: o.prefetch, Workers: o.workers, Skipped: skipped, Log: log, HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders})
 	if err != nil {
 		return err
@@ -200,7 +185,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	}
 	st := f.Stats()
 	log.Info("mounted", "at", mnt, "samples", lay.Len(), "shape", fmt.Sprintf("(%d, %d, %d, 3)", spec.Frames, spec.Height, spec.Width),
-		"videos", len(lv), "left_out", len(skipped), "classes", len(lay.Classes),
+		"videos", len(lay.Videos), "left_out", len(skipped), "classes", len(lay.Classes),
 		"cache", formatBytes(st.Cache.CapacityBytes), "cache_samples", st.Cache.CapacitySamples,
 		"prefetch", st.Plan.PrefetchDepth, "workers", st.Decode.Workers, "ready_in", time.Since(began).Round(time.Millisecond))
 
