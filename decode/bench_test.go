@@ -78,9 +78,12 @@ func BenchmarkDecodeClip(b *testing.B) {
 	}
 }
 
-// BenchmarkPyAV: the same clips through bench/pyav_clips.py.
+// BenchmarkPyAV: the same clips through bench/pyav_clips.py. It also reports, from
+// bench/decode_floor.py, how many frames per clip an exact decoder must decode at least
+// (floor-frames/clip) and how many lie between the keyframe and the clip's end (all-frames/clip).
 func BenchmarkPyAV(b *testing.B) {
 	script, _ := filepath.Abs(filepath.Join("..", "bench", "pyav_clips.py"))
+	floorScript, _ := filepath.Abs(filepath.Join("..", "bench", "decode_floor.py"))
 	for _, bc := range benchCases {
 		b.Run(bc.name, func(b *testing.B) {
 			path, info := benchVideo(b, bc.gop)
@@ -104,20 +107,42 @@ func BenchmarkPyAV(b *testing.B) {
 			if err := os.WriteFile(f, data, 0o644); err != nil {
 				b.Fatal(err)
 			}
-			var total, secs float64
+			var total, secs, cpu float64
 			for range b.N {
 				out, err := exec.Command("/usr/bin/python3", script, f).Output()
 				if err != nil {
 					b.Fatalf("%s (needs Debian's python3-av): %v", script, err)
 				}
-				var r struct{ Clips, Seconds float64 }
+				var r struct {
+					Clips      float64
+					Seconds    float64
+					CPUSeconds float64 `json:"cpu_seconds"`
+				}
 				if err := json.Unmarshal(out, &r); err != nil {
 					b.Fatalf("%s printed %q: %v", script, out, err)
 				}
 				total += r.Clips
 				secs += r.Seconds
+				cpu += r.CPUSeconds
 			}
 			b.ReportMetric(total/secs, "clips/s")
+			b.ReportMetric(total/cpu, "clips/cpu-s")
+
+			// What the clips cost in frames: the floor for an exact decoder, and every frame
+			// from the keyframe on (decoding without skipping, as PyAV does).
+			out, err := exec.Command("/usr/bin/python3", floorScript, f).Output()
+			if err != nil {
+				b.Fatalf("%s: %v", floorScript, err)
+			}
+			var fl struct {
+				Floor float64 `json:"floor_frames_per_clip"`
+				All   float64 `json:"all_frames_per_clip"`
+			}
+			if err := json.Unmarshal(out, &fl); err != nil {
+				b.Fatalf("%s printed %q: %v", floorScript, out, err)
+			}
+			b.ReportMetric(fl.Floor, "floor-frames/clip")
+			b.ReportMetric(fl.All, "all-frames/clip")
 		})
 	}
 }

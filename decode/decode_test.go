@@ -294,3 +294,26 @@ func TestCancel(t *testing.T) {
 		t.Errorf("cancelled decode: got %v, want context.Canceled", err)
 	}
 }
+
+// TestSequentialClips: reading a video's clips in order carries on from clip to clip. The first
+// clip drains the decoder at its end (it might be random access), so the second seeks again;
+// after that no clip seeks, and every frame is the one asked for.
+func TestSequentialClips(t *testing.T) {
+	info := probe(t, "h264_gop16.mp4")
+	o := stretchOutput(info)
+	pool := newPool(t, decode.PoolOptions{Concurrency: 1})
+	defer pool.Close()
+	for s := 0; s+8 <= info.Frames; s += 8 {
+		c := decode.Clip{Start: s, Frames: 8, Stride: 1}
+		buf := make([]byte, c.Frames*o.FrameBytes())
+		if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+			t.Fatalf("clip %+v: %v", c, err)
+		}
+		if got, w := readClip(t, info, o, buf, c.Frames), want(c, info.Frames); fmt.Sprint(got) != fmt.Sprint(w) {
+			t.Errorf("clip %+v: got frames %v, want %v", c, got, w)
+		}
+	}
+	if st := pool.Stats(); st.Seeks > 2 {
+		t.Errorf("%d clips read in order took %d seeks, want at most 2", st.Clips, st.Seeks)
+	}
+}

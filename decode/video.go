@@ -66,6 +66,17 @@ type video struct {
 	draining bool // the demuxer is at its end and the decoder has been told so
 	skip     int  // the decoder's skip_frame level now
 
+	// Early draining. need holds the clip's distinct frame indices, sent which of them went to the
+	// decoder and unsent how many did not. With drainEarly set, once all have gone the decoder is
+	// drained instead of fed more packets: frames held back for reordering come out without
+	// decoding the frames after the clip, at the price of a seek before the next clip (drained).
+	need       []int
+	sent       []bool
+	unsent     int
+	drainEarly bool
+	drained    bool
+	prevLast   int // the last frame of the previous clip asked of this decoder; -1 before any
+
 	// Work done by the last decodeClip: frames out of the decoder, seeks, and how many of the
 	// clip's frames the GPU and the CPU decoded.
 	decoded, seeks, gpuFrames, cpuFrames int
@@ -82,7 +93,7 @@ func openVideo(info *Info, threads int, g *gpu, gpuDecoder string) (*video, erro
 		}
 		return nil, err
 	}
-	v := &video{info: info, in: in, threads: threads, skip: discardDefault, g: g}
+	v := &video{info: info, in: in, threads: threads, skip: discardDefault, g: g, prevLast: -1}
 	if in.st.Index() != info.Stream || in.codec.Name() != info.Codec {
 		v.close()
 		return nil, newError(info.Path, -1, ErrCorrupt, "file changed since it was probed", nil)
@@ -163,6 +174,8 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) er
 	// start of the file.
 	kf := v.info.KeyframeAtOrBefore(idx[0])
 	continuing := v.positioned && v.lastOut < idx[0] && v.info.Keyframes[kf].Frame <= v.lastOut+1
+	drain := v.drainPays(idx)
+	v.prevLast = idx[len(idx)-1]
 	for attempt := 0; ; attempt++ {
 		v.resumed = continuing
 		if !continuing {
@@ -170,9 +183,13 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) er
 				return err
 			}
 		}
+		v.track(idx, drain)
 		err := v.fill(ctx, idx, o, dst)
 		if !errors.Is(err, errRetry) {
 			v.setSkip(discardDefault)
+			if v.drained {
+				v.positioned = false // the decoder is at its end: the next clip seeks
+			}
 			return err
 		}
 		if attempt >= 3 {
@@ -183,6 +200,31 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) er
 		}
 		continuing = false
 	}
+}
+
+// shortGOP is the longest group of pictures (keyframe to keyframe) in which draining the decoder
+// at the end of a clip pays; see drainPays.
+const shortGOP = 32
+
+// drainPays tells whether to drain the decoder once all of clip idx's frames are in it, instead
+// of feeding it the packets after them. Draining saves decoding the frames a reordering decoder
+// holds back (one or two per clip for H.264 with B-frames), but leaves it unable to carry on: a
+// later clip starting before the next keyframe must seek and decode again from the keyframe
+// before it. So drain only where the clip ends in a short group of pictures, so that such a clip
+// is unlikely and costs at most shortGOP frames more, and only when this clip did not itself
+// follow on from the last one, which would mean someone reads the video in order.
+func (v *video) drainPays(idx []int) bool {
+	first, last := idx[0], idx[len(idx)-1]
+	kfs := v.info.Keyframes
+	if v.prevLast >= 0 && first > v.prevLast && kfs[v.info.KeyframeAtOrBefore(first)].Frame <= v.prevLast+1 {
+		return false
+	}
+	k := v.info.KeyframeAtOrBefore(last)
+	next := v.info.Frames
+	if k+1 < len(kfs) {
+		next = kfs[k+1].Frame
+	}
+	return next-kfs[k].Frame <= shortGOP
 }
 
 // seek positions the decoder just before keyframe kf. After two failed attempts it reopens the
@@ -237,10 +279,33 @@ func (v *video) rewind() error {
 	return nil
 }
 
+// track starts counting which of the clip's frames idx (ascending) have gone to the decoder, and
+// arms early draining if drain is set and packets can be told apart by timestamp.
+func (v *video) track(idx []int, drain bool) {
+	v.need, v.sent = v.need[:0], v.sent[:0]
+	for _, i := range idx {
+		if len(v.need) == 0 || v.need[len(v.need)-1] != i {
+			v.need = append(v.need, i)
+			v.sent = append(v.sent, false)
+		}
+	}
+	v.unsent = len(v.need)
+	v.drainEarly = drain && v.info.Timing == TimingPTS
+}
+
+// sending notes that the packet in v.pkt goes to the decoder.
+func (v *video) sending() {
+	i := v.info.frameOf(v.pkt.Pts(), -1)
+	if j := sort.SearchInts(v.need, i); i >= 0 && j < len(v.need) && v.need[j] == i && !v.sent[j] {
+		v.sent[j] = true
+		v.unsent--
+	}
+}
+
 // reset empties the decoder for decoding from a new position.
 func (v *video) reset() {
 	flushDecoder(v.cc)
-	v.pending, v.draining, v.sinceSeek, v.clean = false, false, 0, false
+	v.pending, v.draining, v.drained, v.sinceSeek, v.clean = false, false, false, 0, false
 	v.positioned = true
 	clear(v.badGOPs)
 }
@@ -361,6 +426,14 @@ func (v *video) next(rest []int) (int, bool, error) {
 		if v.draining {
 			return -1, false, astiav.ErrEof
 		}
+		if !v.pending && v.drainEarly && v.unsent == 0 {
+			// Every frame the clip needs is in the decoder: drain it rather than decode more.
+			v.draining, v.drained = true, true
+			if err := v.cc.SendPacket(nil); err != nil && !errors.Is(err, astiav.ErrEof) {
+				return -1, false, err
+			}
+			continue
+		}
 		if !v.pending {
 			if err := v.readPacket(); err != nil {
 				// The end of the file, or a read error (truncation): decode what was read.
@@ -372,6 +445,7 @@ func (v *video) next(rest []int) (int, bool, error) {
 			}
 		}
 		v.pending = false
+		v.sending()
 		v.chooseSkip(rest)
 		if err := v.cc.SendPacket(v.pkt); err != nil && !errors.Is(err, astiav.ErrEagain) {
 			// Invalid data in this packet: its frame will be missing or damaged, and so may the

@@ -18,13 +18,15 @@ med() { # NAME UNIT
 }
 cpu=$(awk -F': ' '/^cpu:/ {print $2; exit}' "$raw")
 table=$(
-  echo "| clips: T=16, 224x224 crop, random starts, one core | vidfs clips/s | PyAV clips/s | vidfs / PyAV | vidfs decoded frames per clip |"
-  echo "|---|---:|---:|---:|---:|"
+  echo "| clips: T=16, 224x224 crop, random starts | vidfs clips/s | PyAV clips/s | vidfs / PyAV | vidfs clips per CPU-s | PyAV clips per CPU-s | vidfs / PyAV per CPU-s | vidfs decoded frames per clip |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
   for c in gop16/stride1 gop16/stride4 gop250/stride1 gop250/stride4; do
     v=$(med "BenchmarkDecodeClip/$c" clips/s); p=$(med "BenchmarkPyAV/$c" clips/s)
+    vc=$(med "BenchmarkDecodeClip/$c" clips/cpu-s); pc=$(med "BenchmarkPyAV/$c" clips/cpu-s)
     f=$(med "BenchmarkDecodeClip/$c" decoded-frames/clip)
     label=$(echo "$c" | sed 's|gop\([0-9]*\)/stride\([0-9]*\)|GOP \1, stride \2|')
-    printf "| Megamind H.264 720x528, %s | %.1f | %.1f | **%.2fx** | %.1f |\n" "$label" "$v" "$p" "$(echo "$v / $p" | bc -l)" "$f"
+    printf "| Megamind H.264 720x528, %s | %.1f | %.1f | **%.2fx** | %.1f | %.1f | **%.2fx** | %.1f |\n" "$label" \
+      "$v" "$p" "$(echo "$v / $p" | bc -l)" "$vc" "$pc" "$(echo "$vc / $pc" | bc -l)" "$f"
   done
   echo
   echo "Floor, \`ffmpeg -threads 1 -i FILE -f null -\` (Debian's FFmpeg 5.1) decoding the whole file:" \

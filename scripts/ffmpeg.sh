@@ -25,9 +25,13 @@ if [ "${VIDFS_FFMPEG_SYSTEM:-1}" = 1 ] && pkg-config --exists 'libavcodec >= 61'
 fi
 
 # Build options. Changing them changes the cache key.
+# Position-dependent code: Go links cgo programs as non-PIE executables by default, and on x86-64
+# FFmpeg's PIC build takes a slower path in its CABAC assembly (H.264/HEVC entropy decoding);
+# clips decoded 2-3 % faster without it (BenchmarkDecodeClip, gop16/stride4). So
+# `go build -buildmode=pie` cannot link against this build.
 BRANCH=7.1
 CONFIGURE_OPTS=(
-  --disable-shared --enable-static --enable-pic
+  --disable-shared --enable-static --disable-pic --extra-cflags=-fno-pie --extra-ldflags=-no-pie
   --disable-programs --disable-doc --disable-debug
   --disable-encoders --disable-muxers --disable-devices --disable-network
   --disable-protocols --enable-protocol=file,pipe
