@@ -29,14 +29,25 @@ def decode_clip(path, pts, width, height):
         return frames
 
 
-def main():
-    spec = json.load(open(sys.argv[1]))
+def decode_clips(spec, clips):
     start, cpu = time.perf_counter(), time.process_time()
-    for pts in spec["clips"]:
+    for pts in clips:
         decode_clip(spec["path"], pts, spec["width"], spec["height"])
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
-    n = len(spec["clips"])
-    print(json.dumps({"clips": n, "seconds": seconds, "cpu_seconds": cpu_seconds, "clips_per_s": n / seconds}))
+    return {"clips": len(clips), "seconds": seconds, "cpu_seconds": cpu_seconds}
+
+
+def main():
+    serve = sys.argv[1] == "--serve"
+    spec = json.load(open(sys.argv[2] if serve else sys.argv[1]))
+    if not serve:
+        r = decode_clips(spec, spec["clips"])
+        r["clips_per_s"] = r["clips"] / r["seconds"]
+        print(json.dumps(r))
+        return
+    for line in sys.stdin:
+        first, end = map(int, line.split())
+        print(json.dumps(decode_clips(spec, spec["clips"][first:end])), flush=True)
 
 
 if __name__ == "__main__":

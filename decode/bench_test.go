@@ -1,14 +1,17 @@
 package decode_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,24 +59,16 @@ func BenchmarkDecodeClip(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			_, info := benchVideo(b, bc.gop)
 			clips := benchStarts(info, bc.stride)
-			o := decode.Output{Width: 224, Height: 224, Resize: decode.Crop}
 			pool := newPool(b, decode.PoolOptions{Concurrency: 1, Threads: 1})
 			defer pool.Close()
-			buf := make([]byte, 16*o.FrameBytes())
-			var cpu0 = cpuSeconds()
+			var r passResult
 			b.ResetTimer()
 			for range b.N {
-				for _, c := range clips {
-					if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
-						b.Fatal(err)
-					}
-				}
+				r.add(vidfsPass(b, pool, info, clips))
 			}
-			secs := b.Elapsed().Seconds()
-			n := float64(b.N * len(clips))
-			b.ReportMetric(n/secs, "clips/s")
-			b.ReportMetric(n/(cpuSeconds()-cpu0), "clips/cpu-s")
-			b.ReportMetric(float64(pool.Stats().Frames)/n, "decoded-frames/clip")
+			b.ReportMetric(r.clips/r.secs, "clips/s")
+			b.ReportMetric(r.clips/r.cpu, "clips/cpu-s")
+			b.ReportMetric(float64(pool.Stats().Frames)/r.clips, "decoded-frames/clip")
 		})
 	}
 }
@@ -82,69 +77,190 @@ func BenchmarkDecodeClip(b *testing.B) {
 // bench/decode_floor.py, how many frames per clip an exact decoder must decode at least
 // (floor-frames/clip) and how many lie between the keyframe and the clip's end (all-frames/clip).
 func BenchmarkPyAV(b *testing.B) {
-	script, _ := filepath.Abs(filepath.Join("..", "bench", "pyav_clips.py"))
-	floorScript, _ := filepath.Abs(filepath.Join("..", "bench", "decode_floor.py"))
 	for _, bc := range benchCases {
 		b.Run(bc.name, func(b *testing.B) {
 			path, info := benchVideo(b, bc.gop)
-			var spec struct {
-				Path  string    `json:"path"`
-				W     int       `json:"width"`
-				H     int       `json:"height"`
-				Clips [][]int64 `json:"clips"`
-			}
-			spec.Path, spec.W, spec.H = path, 224, 224
-			for _, c := range benchStarts(info, bc.stride) {
-				idx, _ := c.Indices(info.Frames)
-				pts := make([]int64, len(idx))
-				for k, i := range idx {
-					pts[k] = info.PTS[i]
-				}
-				spec.Clips = append(spec.Clips, pts)
-			}
-			f := filepath.Join(b.TempDir(), "spec.json")
-			data, _ := json.Marshal(spec)
-			if err := os.WriteFile(f, data, 0o644); err != nil {
-				b.Fatal(err)
-			}
-			var total, secs, cpu float64
+			spec := writeSpec(b, path, info, benchStarts(info, bc.stride))
+			var r passResult
 			for range b.N {
-				out, err := exec.Command("/usr/bin/python3", script, f).Output()
-				if err != nil {
-					b.Fatalf("%s (needs Debian's python3-av): %v", script, err)
-				}
-				var r struct {
-					Clips      float64
-					Seconds    float64
-					CPUSeconds float64 `json:"cpu_seconds"`
-				}
-				if err := json.Unmarshal(out, &r); err != nil {
-					b.Fatalf("%s printed %q: %v", script, out, err)
-				}
-				total += r.Clips
-				secs += r.Seconds
-				cpu += r.CPUSeconds
+				r.add(pyavPass(b, spec))
 			}
-			b.ReportMetric(total/secs, "clips/s")
-			b.ReportMetric(total/cpu, "clips/cpu-s")
-
-			// What the clips cost in frames: the floor for an exact decoder, and every frame
-			// from the keyframe on (decoding without skipping, as PyAV does).
-			out, err := exec.Command("/usr/bin/python3", floorScript, f).Output()
-			if err != nil {
-				b.Fatalf("%s: %v", floorScript, err)
-			}
-			var fl struct {
-				Floor float64 `json:"floor_frames_per_clip"`
-				All   float64 `json:"all_frames_per_clip"`
-			}
-			if err := json.Unmarshal(out, &fl); err != nil {
-				b.Fatalf("%s printed %q: %v", floorScript, out, err)
-			}
-			b.ReportMetric(fl.Floor, "floor-frames/clip")
-			b.ReportMetric(fl.All, "all-frames/clip")
+			b.ReportMetric(r.clips/r.secs, "clips/s")
+			b.ReportMetric(r.clips/r.cpu, "clips/cpu-s")
+			floor, all := decodeFloor(b, spec)
+			b.ReportMetric(floor, "floor-frames/clip")
+			b.ReportMetric(all, "all-frames/clip")
 		})
 	}
+}
+
+// BenchmarkVersusPyAV: vidfs and PyAV on the same clips, taking turns ten clips at a time (PyAV
+// in a bench/pyav_clips.py --serve process), so that both see the same machine: these machines
+// are noisy over seconds. Reports vidfs/PyAV in wall time (x-wall) and in CPU time (x-cpu),
+// beside each one's clips/s. scripts/bench-decode.sh writes its medians into docs/benchmarks.md.
+func BenchmarkVersusPyAV(b *testing.B) {
+	for _, bc := range benchCases {
+		b.Run(bc.name, func(b *testing.B) {
+			path, info := benchVideo(b, bc.gop)
+			clips := benchStarts(info, bc.stride)
+			spec := writeSpec(b, path, info, clips)
+			pool := newPool(b, decode.PoolOptions{Concurrency: 1, Threads: 1})
+			defer pool.Close()
+			py := startPyAV(b, spec)
+			defer py.close()
+			var v, p passResult
+			b.ResetTimer()
+			for range b.N {
+				for k := 0; k < len(clips); k += 10 {
+					end := min(k+10, len(clips))
+					if k/10%2 == 0 { // alternate who goes first
+						v.add(vidfsPass(b, pool, info, clips[k:end]))
+						p.add(py.decode(b, k, end))
+					} else {
+						p.add(py.decode(b, k, end))
+						v.add(vidfsPass(b, pool, info, clips[k:end]))
+					}
+				}
+			}
+			b.ReportMetric(v.clips/v.secs, "vidfs-clips/s")
+			b.ReportMetric(p.clips/p.secs, "pyav-clips/s")
+			b.ReportMetric((v.clips/v.secs)/(p.clips/p.secs), "x-wall")
+			b.ReportMetric((v.clips/v.cpu)/(p.clips/p.cpu), "x-cpu")
+			b.ReportMetric(float64(pool.Stats().Frames)/v.clips, "vidfs-frames/clip")
+			floor, all := decodeFloor(b, spec)
+			b.ReportMetric(floor, "floor-frames/clip")
+			b.ReportMetric(all, "all-frames/clip")
+		})
+	}
+}
+
+// pyavServer is a bench/pyav_clips.py --serve process.
+type pyavServer struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+func startPyAV(b *testing.B, spec string) *pyavServer {
+	script, _ := filepath.Abs(filepath.Join("..", "bench", "pyav_clips.py"))
+	cmd := exec.Command("/usr/bin/python3", script, "--serve", spec)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("%s (needs Debian's python3-av): %v", script, err)
+	}
+	return &pyavServer{cmd, in, bufio.NewScanner(out)}
+}
+
+// decode has PyAV decode clips first..end-1 of the spec.
+func (s *pyavServer) decode(b *testing.B, first, end int) passResult {
+	if _, err := fmt.Fprintf(s.in, "%d %d\n", first, end); err != nil {
+		b.Fatal(err)
+	}
+	if !s.out.Scan() {
+		b.Fatalf("pyav_clips.py --serve stopped: %v", s.out.Err())
+	}
+	return parsePass(b, s.out.Bytes())
+}
+
+func (s *pyavServer) close() {
+	s.in.Close()
+	s.cmd.Wait()
+}
+
+// passResult adds up passes over a clip list: clips, wall seconds, CPU seconds.
+type passResult struct{ clips, secs, cpu float64 }
+
+func (r *passResult) add(o passResult) {
+	r.clips += o.clips
+	r.secs += o.secs
+	r.cpu += o.cpu
+}
+
+// vidfsPass decodes every clip once through pool, 224x224 crop.
+func vidfsPass(b *testing.B, pool *decode.Pool, info *decode.Info, clips []decode.Clip) passResult {
+	o := decode.Output{Width: 224, Height: 224, Resize: decode.Crop}
+	buf := make([]byte, 16*o.FrameBytes())
+	start, cpu0 := time.Now(), cpuSeconds()
+	for _, c := range clips {
+		if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return passResult{float64(len(clips)), time.Since(start).Seconds(), cpuSeconds() - cpu0}
+}
+
+// writeSpec writes the clips as bench/pyav_clips.py's JSON spec (the frames' timestamps).
+func writeSpec(b *testing.B, path string, info *decode.Info, clips []decode.Clip) string {
+	var spec struct {
+		Path  string    `json:"path"`
+		W     int       `json:"width"`
+		H     int       `json:"height"`
+		Clips [][]int64 `json:"clips"`
+	}
+	spec.Path, spec.W, spec.H = path, 224, 224
+	for _, c := range clips {
+		idx, _ := c.Indices(info.Frames)
+		pts := make([]int64, len(idx))
+		for k, i := range idx {
+			pts[k] = info.PTS[i]
+		}
+		spec.Clips = append(spec.Clips, pts)
+	}
+	f := filepath.Join(b.TempDir(), "spec.json")
+	data, _ := json.Marshal(spec)
+	if err := os.WriteFile(f, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+// pyavPass decodes the spec's clips once with PyAV (Debian's python3-av).
+func pyavPass(b *testing.B, spec string) passResult {
+	script, _ := filepath.Abs(filepath.Join("..", "bench", "pyav_clips.py"))
+	out, err := exec.Command("/usr/bin/python3", script, spec).Output()
+	if err != nil {
+		b.Fatalf("%s (needs Debian's python3-av): %v", script, err)
+	}
+	return parsePass(b, out)
+}
+
+// parsePass reads pyav_clips.py's JSON result.
+func parsePass(b *testing.B, out []byte) passResult {
+	var r struct {
+		Clips      float64
+		Seconds    float64
+		CPUSeconds float64 `json:"cpu_seconds"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		b.Fatalf("pyav_clips.py printed %q: %v", out, err)
+	}
+	return passResult{r.Clips, r.Seconds, r.CPUSeconds}
+}
+
+// decodeFloor returns, from bench/decode_floor.py, the frames per clip an exact decoder must
+// decode, and the frames from the keyframe to the clip's last frame (decoding without skipping).
+func decodeFloor(b *testing.B, spec string) (floor, all float64) {
+	script, _ := filepath.Abs(filepath.Join("..", "bench", "decode_floor.py"))
+	out, err := exec.Command("/usr/bin/python3", script, spec).Output()
+	if err != nil {
+		b.Fatalf("%s: %v", script, err)
+	}
+	var fl struct {
+		Floor float64 `json:"floor_frames_per_clip"`
+		All   float64 `json:"all_frames_per_clip"`
+	}
+	if err := json.Unmarshal(out, &fl); err != nil {
+		b.Fatalf("%s printed %q: %v", script, out, err)
+	}
+	return fl.Floor, fl.All
 }
 
 // BenchmarkFFmpegFloor: Debian's ffmpeg CLI decoding the whole file on one thread, no scaling.
@@ -166,19 +282,11 @@ func BenchmarkFFmpegFloor(b *testing.B) {
 	}
 }
 
-var cpuRe = regexp.MustCompile(`\S+`)
-
 // cpuSeconds is this process's user+system CPU time.
 func cpuSeconds() float64 {
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
-	f := cpuRe.FindAllString(string(b), -1)
-	if len(f) < 15 {
-		return 0
-	}
-	u, _ := strconv.ParseFloat(f[13], 64)
-	s, _ := strconv.ParseFloat(f[14], 64)
-	return (u + s) / 100 // clock ticks; 100 per second on Linux
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
