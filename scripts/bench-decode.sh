@@ -2,15 +2,24 @@
 # Runs decode's benchmarks (vidfs's decoder and PyAV on the same clips, one pass after the other;
 # the ffmpeg CLI floor) in one `go test -bench` run and writes their table into
 # docs/benchmarks.md, between the <!-- decode:begin --> and <!-- decode:end --> markers.
-# Usage: scripts/bench-decode.sh [COUNT]   (COUNT runs of each; medians are written)
+# Usage: scripts/bench-decode.sh [COUNT]      COUNT runs of each (default 3); medians are written
+#        scripts/bench-decode.sh --from FILE  write the section from a saved run's output instead
 set -euo pipefail
 cd "$(dirname "$0")/.."
-count=${1:-3}
-raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT
-cmd="go test -run '^\$' -bench 'VersusPyAV|FFmpegFloor' -benchtime 1x -count $count ./decode/"
-echo "running: $cmd" >&2
-scripts/with-ffmpeg go test -run '^$' -bench 'VersusPyAV|FFmpegFloor' -benchtime 1x -count "$count" ./decode/ | tee "$raw" >&2
+if [ "${1:-}" = --from ]; then
+  raw=${2:?usage: scripts/bench-decode.sh --from FILE}
+  count=$(grep -c '^BenchmarkVersusPyAV/gop16/stride1-' "$raw" || true)
+  cmd="go test -run '^\$' -bench 'VersusPyAV|FFmpegFloor' -benchtime 1x -count $count ./decode/"
+  when=$(date -u -r "$raw" +%Y-%m-%d)
+else
+  count=${1:-3}
+  raw=$(mktemp)
+  trap 'rm -f "$raw"' EXIT
+  cmd="go test -run '^\$' -bench 'VersusPyAV|FFmpegFloor' -benchtime 1x -count $count ./decode/"
+  echo "running: $cmd" >&2
+  scripts/with-ffmpeg go test -run '^$' -bench 'VersusPyAV|FFmpegFloor' -benchtime 1x -count "$count" ./decode/ | tee "$raw" >&2
+  when=$(date -u +%Y-%m-%d)
+fi
 
 # a metric's values over the runs of one benchmark, sorted
 vals() { # NAME UNIT
@@ -35,6 +44,21 @@ table=$(
       "$(med "$b" vidfs-clips/s)" "$(med "$b" pyav-clips/s)" "$(med "$b" x-wall)" "$(med "$b" x-cpu)" "$(range "$b" x-cpu)"
   done
   echo
+  below=""; runs=0; low=0
+  for c in gop16/stride1 gop16/stride4 gop250/stride1 gop250/stride4; do
+    b="BenchmarkVersusPyAV/$c"
+    label=$(echo "$c" | sed 's|gop\([0-9]*\)/stride\([0-9]*\)|GOP \1, stride \2|')
+    [ "$(echo "$(med "$b" x-cpu) >= 1.5" | bc -l)" = 1 ] || below="$below${below:+, }$label"
+    runs=$((runs + $(vals "$b" x-cpu | wc -l)))
+    low=$((low + $(vals "$b" x-cpu | awk '$1 < 1.5' | wc -l)))
+  done
+  if [ -z "$below" ]; then
+    echo "Target, at least 1.5x PyAV per core (median CPU-time ratio): **met** for all four kinds of clip;"
+  else
+    echo "Target, at least 1.5x PyAV per core (median CPU-time ratio): **not met** for $below;"
+  fi
+  echo "$low of the $runs runs were below 1.5x."
+  echo
   echo "Frames decoded per clip: vidfs's count (frames out of its decoder), the least an exact decoder"
   echo "must decode (every reference frame from the keyframe to the clip's last frame, plus the clip's"
   echo "own frames; \`bench/decode_floor.py\`), and every frame from the keyframe to the clip's last"
@@ -57,7 +81,7 @@ section=$(cat <<MD
 <!-- decode:begin -->
 ## Decoding clips (issue 2)
 
-Measured $(date -u +%Y-%m-%d) on ${cpu:-this machine}, $(nproc) cores, by \`make bench-decode\`
+Measured $when on ${cpu:-this machine}, $(nproc) cores, by \`make bench-decode\`
 (\`scripts/bench-decode.sh\`: \`$cmd\`, median of $count runs). In each run vidfs and PyAV
 decode the same clips one right after the other, and the ratios are taken run by run.
 Each clip is 16 frames at stride 1 or 4 from a random start (the same 100 starts for both),
