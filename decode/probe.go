@@ -109,6 +109,12 @@ func (in *Info) KeyframeAtOrBefore(frame int) int {
 	return max(k-1, 0)
 }
 
+// carriesOn tells whether decoding can go on from frame from to frame first without a seek:
+// first comes after from and no keyframe lies between them.
+func (in *Info) carriesOn(from, first int) bool {
+	return from < first && in.Keyframes[in.KeyframeAtOrBefore(first)].Frame <= from+1
+}
+
 // frameOf returns the presentation index of the frame with timestamp ts, the first one after
 // frame `after` when timestamps repeat, or -1.
 func (in *Info) frameOf(ts int64, after int) int {

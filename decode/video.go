@@ -174,7 +174,7 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) er
 	// keyframe at or before the first frame; on a lost position, try earlier keyframes, then the
 	// start of the file.
 	kf := v.info.KeyframeAtOrBefore(idx[0])
-	continuing := v.positioned && v.lastOut < idx[0] && v.info.Keyframes[kf].Frame <= v.lastOut+1
+	continuing := v.positioned && v.info.carriesOn(v.lastOut, idx[0])
 	drain := v.drainPays(idx)
 	v.prevLast = idx[len(idx)-1]
 	for attempt := 0; ; attempt++ {
@@ -217,7 +217,7 @@ const shortGOP = 32
 func (v *video) drainPays(idx []int) bool {
 	first, last := idx[0], idx[len(idx)-1]
 	kfs := v.info.Keyframes
-	if v.prevLast >= 0 && first > v.prevLast && kfs[v.info.KeyframeAtOrBefore(first)].Frame <= v.prevLast+1 {
+	if v.prevLast >= 0 && v.info.carriesOn(v.prevLast, first) {
 		return false
 	}
 	k := v.info.KeyframeAtOrBefore(last)
