@@ -2,9 +2,13 @@
 """Decodes clips the way a PyTorch Dataset usually does with PyAV, one thread, and times it.
 
 For each clip: open the file, seek to the keyframe before the first frame, decode forward and
-keep the clip's frames (matched by timestamp), converted with to_ndarray(width, height). Reads a
-JSON spec {"path", "width", "height", "clips": [[pts, ...], ...]} and prints
-{"clips", "seconds", "cpu_seconds", "clips_per_s"} as JSON (cpu_seconds: this process's CPU time). Used by decode's BenchmarkPyAV.
+keep the clip's frames (matched by timestamp), converted with to_ndarray(width, height).
+
+Usage: pyav_clips.py SPEC, where SPEC is a JSON file {"path", "width", "height",
+"clips": [[pts, ...], ...]}. For each line "FIRST END" read from stdin it decodes clips
+FIRST..END-1 and prints {"clips", "seconds", "cpu_seconds"} (cpu_seconds: this process's CPU
+time), until stdin ends; so a benchmark can take turns with it. Used by decode's
+BenchmarkVersusPyAV; by hand: echo 0 100 | bench/pyav_clips.py SPEC
 """
 import json
 import sys
@@ -38,13 +42,7 @@ def decode_clips(spec, clips):
 
 
 def main():
-    serve = sys.argv[1] == "--serve"
-    spec = json.load(open(sys.argv[2] if serve else sys.argv[1]))
-    if not serve:
-        r = decode_clips(spec, spec["clips"])
-        r["clips_per_s"] = r["clips"] / r["seconds"]
-        print(json.dumps(r))
-        return
+    spec = json.load(open(sys.argv[1]))
     for line in sys.stdin:
         first, end = map(int, line.split())
         print(json.dumps(decode_clips(spec, spec["clips"][first:end])), flush=True)

@@ -73,29 +73,8 @@ func BenchmarkDecodeClip(b *testing.B) {
 	}
 }
 
-// BenchmarkPyAV: the same clips through bench/pyav_clips.py. It also reports, from
-// bench/decode_floor.py, how many frames per clip an exact decoder must decode at least
-// (floor-frames/clip) and how many lie between the keyframe and the clip's end (all-frames/clip).
-func BenchmarkPyAV(b *testing.B) {
-	for _, bc := range benchCases {
-		b.Run(bc.name, func(b *testing.B) {
-			path, info := benchVideo(b, bc.gop)
-			spec := writeSpec(b, path, info, benchStarts(info, bc.stride))
-			var r passResult
-			for range b.N {
-				r.add(pyavPass(b, spec))
-			}
-			b.ReportMetric(r.clips/r.secs, "clips/s")
-			b.ReportMetric(r.clips/r.cpu, "clips/cpu-s")
-			floor, all := decodeFloor(b, spec)
-			b.ReportMetric(floor, "floor-frames/clip")
-			b.ReportMetric(all, "all-frames/clip")
-		})
-	}
-}
-
 // BenchmarkVersusPyAV: vidfs and PyAV on the same clips, taking turns ten clips at a time (PyAV
-// in a bench/pyav_clips.py --serve process), so that both see the same machine: these machines
+// in a bench/pyav_clips.py process), so that both see the same machine: these machines
 // are noisy over seconds. Reports vidfs/PyAV in wall time (x-wall) and in CPU time (x-cpu),
 // beside each one's clips/s. scripts/bench-decode.sh writes its medians into docs/benchmarks.md.
 func BenchmarkVersusPyAV(b *testing.B) {
@@ -134,7 +113,13 @@ func BenchmarkVersusPyAV(b *testing.B) {
 	}
 }
 
-// pyavServer is a bench/pyav_clips.py --serve process.
+// benchScript returns the path of a script in bench/.
+func benchScript(name string) string {
+	p, _ := filepath.Abs(filepath.Join("..", "bench", name))
+	return p
+}
+
+// pyavServer is a bench/pyav_clips.py process, decoding clips on request.
 type pyavServer struct {
 	cmd *exec.Cmd
 	in  io.WriteCloser
@@ -142,8 +127,8 @@ type pyavServer struct {
 }
 
 func startPyAV(b *testing.B, spec string) *pyavServer {
-	script, _ := filepath.Abs(filepath.Join("..", "bench", "pyav_clips.py"))
-	cmd := exec.Command("/usr/bin/python3", script, "--serve", spec)
+	script := benchScript("pyav_clips.py")
+	cmd := exec.Command("/usr/bin/python3", script, spec)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -165,9 +150,17 @@ func (s *pyavServer) decode(b *testing.B, first, end int) passResult {
 		b.Fatal(err)
 	}
 	if !s.out.Scan() {
-		b.Fatalf("pyav_clips.py --serve stopped: %v", s.out.Err())
+		b.Fatalf("pyav_clips.py stopped: %v", s.out.Err())
 	}
-	return parsePass(b, s.out.Bytes())
+	var r struct {
+		Clips      float64
+		Seconds    float64
+		CPUSeconds float64 `json:"cpu_seconds"`
+	}
+	if err := json.Unmarshal(s.out.Bytes(), &r); err != nil {
+		b.Fatalf("pyav_clips.py printed %q: %v", s.out.Bytes(), err)
+	}
+	return passResult{r.Clips, r.Seconds, r.CPUSeconds}
 }
 
 func (s *pyavServer) close() {
@@ -222,33 +215,10 @@ func writeSpec(b *testing.B, path string, info *decode.Info, clips []decode.Clip
 	return f
 }
 
-// pyavPass decodes the spec's clips once with PyAV (Debian's python3-av).
-func pyavPass(b *testing.B, spec string) passResult {
-	script, _ := filepath.Abs(filepath.Join("..", "bench", "pyav_clips.py"))
-	out, err := exec.Command("/usr/bin/python3", script, spec).Output()
-	if err != nil {
-		b.Fatalf("%s (needs Debian's python3-av): %v", script, err)
-	}
-	return parsePass(b, out)
-}
-
-// parsePass reads pyav_clips.py's JSON result.
-func parsePass(b *testing.B, out []byte) passResult {
-	var r struct {
-		Clips      float64
-		Seconds    float64
-		CPUSeconds float64 `json:"cpu_seconds"`
-	}
-	if err := json.Unmarshal(out, &r); err != nil {
-		b.Fatalf("pyav_clips.py printed %q: %v", out, err)
-	}
-	return passResult{r.Clips, r.Seconds, r.CPUSeconds}
-}
-
 // decodeFloor returns, from bench/decode_floor.py, the frames per clip an exact decoder must
 // decode, and the frames from the keyframe to the clip's last frame (decoding without skipping).
 func decodeFloor(b *testing.B, spec string) (floor, all float64) {
-	script, _ := filepath.Abs(filepath.Join("..", "bench", "decode_floor.py"))
+	script := benchScript("decode_floor.py")
 	out, err := exec.Command("/usr/bin/python3", script, spec).Output()
 	if err != nil {
 		b.Fatalf("%s: %v", script, err)

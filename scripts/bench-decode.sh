@@ -30,6 +30,8 @@ med() { # NAME UNIT
   vals "$1" "$2" | awk '{ v[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2] + v[NR/2+1]) / 2 }'
 }
 # lowest and highest value of a metric, as "LOW-HIGH"
+# "gop16/stride4" as "GOP 16, stride 4"
+label() { echo "$1" | sed 's|gop\([0-9]*\)/stride\([0-9]*\)|GOP \1, stride \2|'; }
 range() { # NAME UNIT
   vals "$1" "$2" | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.2f-%.2f", lo, hi }'
 }
@@ -39,7 +41,7 @@ table=$(
   echo "|---|---:|---:|---:|---:|"
   for c in gop16/stride1 gop16/stride4 gop250/stride1 gop250/stride4; do
     b="BenchmarkVersusPyAV/$c"
-    label=$(echo "$c" | sed 's|gop\([0-9]*\)/stride\([0-9]*\)|GOP \1, stride \2|')
+    label=$(label "$c")
     printf "| Megamind H.264 720x528, %s | %.1f | %.1f | **%.2fx** | **%.2fx** (%s) |\n" "$label" \
       "$(med "$b" vidfs-clips/s)" "$(med "$b" pyav-clips/s)" "$(med "$b" x-wall)" "$(med "$b" x-cpu)" "$(range "$b" x-cpu)"
   done
@@ -47,7 +49,7 @@ table=$(
   below=""; runs=0; low=0
   for c in gop16/stride1 gop16/stride4 gop250/stride1 gop250/stride4; do
     b="BenchmarkVersusPyAV/$c"
-    label=$(echo "$c" | sed 's|gop\([0-9]*\)/stride\([0-9]*\)|GOP \1, stride \2|')
+    label=$(label "$c")
     [ "$(echo "$(med "$b" x-cpu) >= 1.5" | bc -l)" = 1 ] || below="$below${below:+, }$label"
     runs=$((runs + $(vals "$b" x-cpu | wc -l)))
     low=$((low + $(vals "$b" x-cpu | awk '$1 < 1.5' | wc -l)))
@@ -67,7 +69,7 @@ table=$(
   echo "| clips | vidfs | exact floor | keyframe to last frame |"
   echo "|---|---:|---:|---:|"
   for c in gop16/stride1 gop16/stride4 gop250/stride1 gop250/stride4; do
-    label=$(echo "$c" | sed 's|gop\([0-9]*\)/stride\([0-9]*\)|GOP \1, stride \2|')
+    label=$(label "$c")
     b="BenchmarkVersusPyAV/$c"
     printf "| %s | %.1f | %.1f | %.1f |\n" "$label" "$(med "$b" vidfs-frames/clip)" \
       "$(med "$b" floor-frames/clip)" "$(med "$b" all-frames/clip)"
