@@ -8,18 +8,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/asticode/go-astiav"
-
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/testvideo"
 )
 
 func TestMain(m *testing.M) {
-	// FFmpeg's own messages about the damaged test files would bury the test output; the typed
-	// errors carry what matters. VIDFS_FFMPEG_LOG=1 shows them.
-	if os.Getenv("VIDFS_FFMPEG_LOG") == "" {
-		astiav.SetLogLevel(astiav.LogLevelFatal)
-	}
+	testvideo.QuietFFmpeg()
 	os.Exit(m.Run())
 }
 

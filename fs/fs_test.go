@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asticode/go-astiav"
-
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/catalog"
 	"github.com/vidfs/vidfs/internal/testvideo"
@@ -21,9 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("VIDFS_FFMPEG_LOG") == "" {
-		astiav.SetLogLevel(astiav.LogLevelFatal)
-	}
+	testvideo.QuietFFmpeg()
 	os.Exit(m.Run())
 }
 

@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/asticode/go-astiav"
 )
 
 // Dir is the directory holding the generated test videos (testdata/videos).
@@ -22,6 +24,14 @@ func Dir() string {
 
 // Path is the path of the named test video.
 func Path(name string) string { return filepath.Join(Dir(), name) }
+
+// QuietFFmpeg silences FFmpeg's own messages, unless VIDFS_FFMPEG_LOG is set: those about the
+// damaged test videos would bury the test output, and the typed errors carry what matters.
+func QuietFFmpeg() {
+	if os.Getenv("VIDFS_FFMPEG_LOG") == "" {
+		astiav.SetLogLevel(astiav.LogLevelFatal)
+	}
+}
 
 // Rect is a rectangle in pixels.
 type Rect struct{ X, Y, W, H int }
