@@ -294,9 +294,8 @@ func (v *video) track(idx []int, drain bool) {
 	v.drainEarly = drain && v.info.Timing == TimingPTS
 }
 
-// sending notes that the packet in v.pkt goes to the decoder.
-func (v *video) sending() {
-	i := v.info.frameOf(v.pkt.Pts(), -1)
+// sending notes that the packet in v.pkt, holding frame i (-1: not known), goes to the decoder.
+func (v *video) sending(i int) {
 	if j := sort.SearchInts(v.need, i); i >= 0 && j < len(v.need) && v.need[j] == i && !v.sent[j] {
 		v.sent[j] = true
 		v.unsent--
@@ -451,12 +450,12 @@ func (v *video) next(rest []int) (int, bool, error) {
 			}
 		}
 		v.pending = false
-		v.sending()
-		v.chooseSkip(rest)
+		i := v.info.frameOf(v.pkt.Pts(), -1) // the packet's frame, by timestamp
+		v.sending(i)
+		v.chooseSkip(i, rest)
 		if err := v.cc.SendPacket(v.pkt); err != nil && !errors.Is(err, astiav.ErrEagain) {
 			// Invalid data in this packet: its frame will be missing or damaged, and so may the
 			// frames predicted from it.
-			i := v.info.frameOf(v.pkt.Pts(), -1)
 			if i < 0 || v.info.Timing != TimingPTS {
 				i = v.lastOut + 1
 			}
@@ -481,16 +480,14 @@ func (v *video) identify() int {
 	return v.info.frameOf(ts, v.lastOut)
 }
 
-// chooseSkip lets the decoder skip the packet in v.pkt when its frame is not needed and no other
-// frame refers to it. Only done where a decoded frame is known by its timestamp and the decoder
-// runs on one thread, so the setting applies to exactly this packet.
-func (v *video) chooseSkip(rest []int) {
+// chooseSkip lets the decoder skip the packet in v.pkt (frame i) when that frame is not needed and
+// no other frame refers to it. Only done where a decoded frame is known by its timestamp and the
+// decoder runs on one thread, so the setting applies to exactly this packet.
+func (v *video) chooseSkip(i int, rest []int) {
 	level := discardDefault
-	if v.info.Timing == TimingPTS && v.threads == 1 {
-		if i := v.info.frameOf(v.pkt.Pts(), -1); i >= 0 {
-			if j := sort.SearchInts(rest, i); j == len(rest) || rest[j] != i {
-				level = discardNonRef
-			}
+	if v.info.Timing == TimingPTS && v.threads == 1 && i >= 0 {
+		if j := sort.SearchInts(rest, i); j == len(rest) || rest[j] != i {
+			level = discardNonRef
 		}
 	}
 	v.setSkip(level)
