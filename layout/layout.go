@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/vidfs/vidfs/internal/npy"
 )
 
 // Spec says how videos are cut into samples and what a sample holds.
@@ -168,7 +170,7 @@ func New(spec Spec, videos []Video) (*Layout, error) {
 	}
 	// The data of clips.npy starts on a 4 KiB boundary, so samples whose size is a multiple of
 	// 4 KiB (most shapes) lie on page boundaries, as memory maps and direct I/O like.
-	l.npyHeader = npyHeaderPadded(4096, len(l.Samples), spec.Frames, spec.Height, spec.Width, 3)
+	l.npyHeader = npy.Header{Descr: "|u1", Shape: []int{len(l.Samples), spec.Frames, spec.Height, spec.Width, 3}}.Encode(4096)
 	return l, nil
 }
 
@@ -255,9 +257,10 @@ func (l *Layout) ParseSampleFile(v int, name string) (sample int, npy bool, ok b
 // NpyHeader is the header of clips.npy, (N, T, H, W, 3) uint8, 4096 bytes long.
 func (l *Layout) NpyHeader() []byte { return l.npyHeader }
 
-// SampleNpyHeader is the header of a per-sample .npy file, (T, H, W, 3) uint8.
-func (l *Layout) SampleNpyHeader() []byte {
-	return NpyHeader(l.Spec.Frames, l.Spec.Height, l.Spec.Width, 3)
+// NpyHeader is the header of a .npy file holding one sample, (T, H, W, 3) uint8, padded to a
+// multiple of align bytes.
+func (s Spec) NpyHeader(align int) []byte {
+	return npy.Header{Descr: "|u1", Shape: []int{s.Frames, s.Height, s.Width, 3}}.Encode(align)
 }
 
 // RawSize is the size of clips.raw: every sample, back to back.
@@ -294,20 +297,4 @@ func (l *Layout) Pieces(hdr int64, first, count int, off, n int64) []Piece {
 		off += m
 	}
 	return ps
-}
-
-// npyHeaderPadded is NpyHeader padded with spaces to exactly size bytes.
-func npyHeaderPadded(size int, shape ...int) []byte {
-	h := NpyHeader(shape...)
-	if len(h) >= size {
-		return h
-	}
-	p := make([]byte, size)
-	copy(p, h[:len(h)-1])
-	for i := len(h) - 1; i < size-1; i++ {
-		p[i] = ' '
-	}
-	p[size-1] = '\n'
-	p[8], p[9] = byte((size-10)&0xff), byte((size-10)>>8)
-	return p
 }

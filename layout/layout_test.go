@@ -132,8 +132,7 @@ func TestNpyHeaders(t *testing.T) {
 		shape string
 	}{
 		{l.NpyHeader(), 4096, "(11, 4, 8, 6, 3)"},
-		{l.SampleNpyHeader(), 64 * ((10 + len("{'descr': '|u1', 'fortran_order': False, 'shape': (4, 8, 6, 3), }") + 1 + 63) / 64), "(4, 8, 6, 3)"},
-		{NpyHeader(7), 128, "(7,)"}, // 69 bytes of header round up to 128
+		{l.Spec.NpyHeader(64), 64 * ((10 + len("{'descr': '|u1', 'fortran_order': False, 'shape': (4, 8, 6, 3), }") + 1 + 63) / 64), "(4, 8, 6, 3)"},
 	} {
 		h := tc.h
 		if len(h) != tc.size || string(h[:8]) != "\x93NUMPY\x01\x00" || int(binary.LittleEndian.Uint16(h[8:]))+10 != len(h) || h[len(h)-1] != '\n' {

@@ -7,21 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vidfs/vidfs/internal/npy"
 )
 
-func npy(descr string, vals []int64, size int) []byte {
-	dict := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (%d,), }", descr, len(vals))
-	total := (10 + len(dict) + 1 + 63) / 64 * 64
-	h := make([]byte, total)
-	copy(h, "\x93NUMPY\x01\x00")
-	binary.LittleEndian.PutUint16(h[8:], uint16(total-10))
-	copy(h[10:], dict)
-	for i := 10 + len(dict); i < total-1; i++ {
-		h[i] = ' '
-	}
-	h[total-1] = '\n'
+// npyFile is a .npy file of vals stored as integers of size bytes, as np.save writes one.
+func npyFile(descr string, vals []int64, size int) []byte {
 	var b bytes.Buffer
-	b.Write(h)
+	b.Write(npy.Header{Descr: descr, Shape: []int{len(vals)}}.Encode(64))
 	for _, v := range vals {
 		switch size {
 		case 4:
@@ -41,9 +34,9 @@ func TestParse(t *testing.T) {
 		{[]byte("3 1 2\n0"), "[3 1 2 0]"},
 		{[]byte("  \n"), "[]"},
 		{[]byte("4\t4\r\n4"), "[4 4 4]"},
-		{npy("<i8", []int64{2, 0, 4}, 8), "[2 0 4]"},
-		{npy("<i4", []int64{1, 3}, 4), "[1 3]"},
-		{npy("<i4", nil, 4), "[]"},
+		{npyFile("<i8", []int64{2, 0, 4}, 8), "[2 0 4]"},
+		{npyFile("<i4", []int64{1, 3}, 4), "[1 3]"},
+		{npyFile("<i4", nil, 4), "[]"},
 	} {
 		got, err := Parse(tc.in, 5)
 		if err != nil || fmt.Sprint(got) != tc.want {
@@ -59,9 +52,9 @@ func TestParse(t *testing.T) {
 		{[]byte("-1"), "out of range"},
 		{[]byte("1,2,3"), "not an integer"},
 		{[]byte(strings.Repeat("1 ", 1<<20+1)), "more than 1048576"},
-		{npy("<i8", []int64{1, 7}, 8), "entry 1, 7: out of range"},
-		{npy("<f8", []int64{1}, 8), "want a 1-D array of integers"},
-		{npy("<i8", []int64{1, 2}, 8)[:140], "bytes of data for 2 entries"},
+		{npyFile("<i8", []int64{1, 7}, 8), "entry 1, 7: out of range"},
+		{npyFile("<f8", []int64{1}, 8), "want a 1-D array of integers, got dtype <f8"},
+		{npyFile("<i8", []int64{1, 2}, 8)[:140], "bytes of data for 2 entries"},
 		{[]byte("\x93NUMPY\x01\x00\xff\xff{"), "header runs past the end"},
 	} {
 		got, err := Parse(tc.in, 5)
@@ -71,8 +64,15 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// read observes a whole-sample read of sample s (of 100 bytes).
-func read(tr *Tracker, s int) bool { return tr.Observe(s, 0, 100, 100, time.Now()) }
+// read observes a whole-sample read of sample s (of 100 bytes), through.
+func read(tr *Tracker, s int) bool { return piece(tr, s, 100, time.Now()) }
+
+// piece observes a read of n bytes of sample s (of 100 bytes) at now, through.
+func piece(tr *Tracker, s int, n int64, now time.Time) bool {
+	access := tr.Observe(s, n, 100, now)
+	tr.Done(s)
+	return access
+}
 
 func TestTrackerInOrder(t *testing.T) {
 	tr := NewTracker(4, 8)
@@ -113,7 +113,7 @@ func TestTrackerPieces(t *testing.T) {
 	tr.Replace([]int32{1, 2, 1})
 	now := time.Now()
 	// Sample 1 read in three pieces, in any order, is one access.
-	if !tr.Observe(1, 0, 40, 100, now) || tr.Observe(1, 80, 20, 100, now) || tr.Observe(1, 40, 40, 100, now) {
+	if !piece(tr, 1, 40, now) || piece(tr, 1, 20, now) || piece(tr, 1, 40, now) {
 		t.Error("pieces of one sample counted as several accesses")
 	}
 	if pos, _ := tr.Position(); pos != 1 {
@@ -123,17 +123,17 @@ func TestTrackerPieces(t *testing.T) {
 	if tr.NextUse(7) != -1 {
 		t.Error("sample 7 due before any read")
 	}
-	tr.Observe(7, 0, 10, 100, time.Now())
+	piece(tr, 7, 10, time.Now())
 	if tr.NextUse(7) != 0 {
 		t.Errorf("NextUse of a sample being read = %d, want 0", tr.NextUse(7))
 	}
-	tr.Observe(7, 10, 90, 100, time.Now())
+	piece(tr, 7, 90, time.Now())
 	if tr.NextUse(7) != -1 {
 		t.Errorf("NextUse of a sample read through = %d, want -1", tr.NextUse(7))
 	}
 	// A new read of sample 1 once it was read through is the next occurrence.
 	read(tr, 2)
-	if !tr.Observe(1, 0, 50, 100, now) {
+	if !piece(tr, 1, 50, now) {
 		t.Error("second reading of sample 1 not a new access")
 	}
 	if pos, _ := tr.Position(); pos != 3 {
@@ -141,12 +141,29 @@ func TestTrackerPieces(t *testing.T) {
 	}
 	// A partial read that stops: after the timeout the sample's next read is new.
 	tr.Replace([]int32{4, 4})
-	tr.Observe(4, 0, 10, 100, now)
-	if !tr.Observe(4, 0, 10, 100, now.Add(3*time.Second)) {
+	piece(tr, 4, 10, now)
+	if !piece(tr, 4, 10, now.Add(3*time.Second)) {
 		t.Error("read after the timeout not a new access")
 	}
 	if pos, _ := tr.Position(); pos != 2 {
 		t.Errorf("position %d, want 2", pos)
+	}
+}
+
+// TestTrackerReading: a sample is due now from the read that consumes its plan entry until the
+// reader has it, so that nothing evicts it in between.
+func TestTrackerReading(t *testing.T) {
+	tr := NewTracker(4, 8)
+	tr.Replace([]int32{5, 6})
+	if !tr.Observe(5, 100, 100, time.Now()) {
+		t.Fatal("first read not an access")
+	}
+	if pos, _ := tr.Position(); pos != 1 || tr.NextUse(5) != 0 {
+		t.Errorf("position %d, NextUse(5) = %d while being read; want 1 and 0", pos, tr.NextUse(5))
+	}
+	tr.Done(5)
+	if tr.NextUse(5) != -1 {
+		t.Errorf("NextUse(5) = %d once read, want -1", tr.NextUse(5))
 	}
 }
 

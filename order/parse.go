@@ -6,8 +6,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"regexp"
 	"strconv"
+	"strings"
+
+	"github.com/vidfs/vidfs/internal/npy"
 )
 
 // MaxLen is the longest plan accepted for n samples: 64 epochs, and never fewer than a million
@@ -22,7 +24,7 @@ func MaxBytes(n int) int64 { return int64(MaxLen(n))*21 + 4096 }
 // plan may hold at most MaxLen(n) entries; otherwise the whole plan is refused with an error
 // that says why. An empty input is an empty plan.
 func Parse(data []byte, n int) ([]int32, error) {
-	if bytes.HasPrefix(data, []byte("\x93NUMPY")) {
+	if npy.IsNpy(data) {
 		return parseNpy(data, n)
 	}
 	return parseText(data, n)
@@ -47,35 +49,24 @@ func parseText(data []byte, n int) ([]int32, error) {
 	return plan, nil
 }
 
-var npyDict = regexp.MustCompile(`^\{'descr': '([<>|=])([iu])([1248])', 'fortran_order': False, 'shape': \((\d+),\), \}\s*$`)
-
 func parseNpy(data []byte, n int) ([]int32, error) {
-	if len(data) < 10 || data[6] != 1 && data[6] != 2 {
-		return nil, fmt.Errorf(".npy: unsupported format version")
+	h, off, err := npy.Decode(data)
+	if err != nil {
+		return nil, err
 	}
-	hlen, start := int(binary.LittleEndian.Uint16(data[8:10])), 10
-	if data[6] == 2 {
-		if len(data) < 12 {
-			return nil, fmt.Errorf(".npy: short header")
-		}
-		hlen, start = int(binary.LittleEndian.Uint32(data[8:12])), 12
+	d := h.Descr
+	if len(d) != 3 || !strings.ContainsRune("<>|=", rune(d[0])) || !strings.ContainsRune("iu", rune(d[1])) || !strings.ContainsRune("1248", rune(d[2])) ||
+		h.Fortran || len(h.Shape) != 1 {
+		return nil, fmt.Errorf(".npy: want a 1-D array of integers, got dtype %s, shape %v", d, h.Shape)
 	}
-	if start+hlen > len(data) {
-		return nil, fmt.Errorf(".npy: header runs past the end of the file")
-	}
-	m := npyDict.FindSubmatch(data[start : start+hlen])
-	if m == nil {
-		return nil, fmt.Errorf(".npy: want a 1-D array of integers, got %s", truncate(bytes.TrimSpace(data[start:start+hlen])))
-	}
-	order, kind, size := m[1][0], m[2][0], int(m[3][0]-'0')
-	count, err := strconv.Atoi(string(m[4]))
-	if err != nil || count > MaxLen(n) {
-		return nil, fmt.Errorf(".npy: %s entries: more than %d (64 epochs of %d samples)", m[4], MaxLen(n), n)
-	}
-	if order == '>' && size > 1 {
+	kind, size, count := d[1], int(d[2]-'0'), h.Shape[0]
+	if d[0] == '>' && size > 1 {
 		return nil, fmt.Errorf(".npy: big-endian integers are not supported")
 	}
-	body := data[start+hlen:]
+	if count > MaxLen(n) {
+		return nil, fmt.Errorf(".npy: %d entries: more than %d (64 epochs of %d samples)", count, MaxLen(n), n)
+	}
+	body := data[off:]
 	if len(body) != count*size {
 		return nil, fmt.Errorf(".npy: %d bytes of data for %d entries of %d bytes", len(body), count, size)
 	}

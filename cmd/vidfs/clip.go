@@ -116,7 +116,7 @@ func writeClip(stdout io.Writer, path string, buf []byte, frames int, o decode.O
 	}
 	bw := bufio.NewWriter(w)
 	if strings.HasSuffix(strings.ToLower(path), ".npy") {
-		bw.Write(layout.NpyHeader(frames, o.Height, o.Width, 3))
+		bw.Write(layout.Spec{Frames: frames, Height: o.Height, Width: o.Width}.NpyHeader(64))
 	}
 	bw.Write(buf)
 	if err := bw.Flush(); err != nil {
