@@ -141,7 +141,7 @@ func writePlan(mnt string, order []int) error {
 }
 
 func runBench(ctx context.Context, mnt, pattern string, jobs int, duration time.Duration, seed uint64) (*benchResult, error) {
-	lay, err := readLayout(mnt)
+	lay, err := readDataset(mnt)
 	if err != nil {
 		return nil, err
 	}

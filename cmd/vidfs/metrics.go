@@ -19,7 +19,7 @@ import (
 // serveMetrics serves the mount's stats as Prometheus metrics on addr, until stop is called.
 func serveMetrics(addr string, f *vfs.FS, log *slog.Logger) (stop func(), err error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(promstats.New(f.Stats))
+	reg.MustRegister(promstats.New(f.Stats, f.ReadLatency))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)

@@ -15,14 +15,14 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	vfs "github.com/vidfs/vidfs/fs"
+	"github.com/vidfs/vidfs/internal/wire"
 )
 
 // TestBenchAndStats: vidfs bench reads every sample in each pattern without errors, and vidfs
 // stats reports what happened.
 func TestBenchAndStats(t *testing.T) {
 	mp := startMount(t, makeSource(t), "--cache-mem", "16MiB", "--workers", "2", "--size", "32x32", "--probe-cache", "")
-	lay, err := readLayout(mp.dir)
+	lay, err := readDataset(mp.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestBenchAndStats(t *testing.T) {
 		}
 	}
 	code, out, _ = vidfs(t, "stats", "--json", mp.dir)
-	var st vfs.Stats
+	var st wire.Stats
 	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Plan.Length != n || st.Reads.Accesses < int64(3*n) {
 		t.Errorf("stats --json: exit %d, %v, %+v", code, err, st.Plan)
 	}
@@ -102,8 +102,16 @@ func TestMetrics(t *testing.T) {
 	if value("vidfs_read_requests_total") < float64(st.Samples) || value("vidfs_read_wait_seconds_total") <= 0 {
 		t.Errorf("read counters: %v requests, %v s waited", value("vidfs_read_requests_total"), value("vidfs_read_wait_seconds_total"))
 	}
-	if q := families["vidfs_read_latency_seconds"]; q == nil || len(q.Metric) != 4 {
-		t.Errorf("latency quantiles: %v", q)
+	h := families["vidfs_read_latency_seconds"]
+	if h == nil || len(h.Metric) != 1 || h.Metric[0].Histogram == nil {
+		t.Fatalf("no read latency histogram: %v", h)
+	}
+	hist := h.Metric[0].Histogram
+	last := hist.Bucket[len(hist.Bucket)-1]
+	if float64(hist.GetSampleCount()) < value("vidfs_read_requests_total") || hist.GetSampleSum() <= 0 ||
+		len(hist.Bucket) < 10 || last.GetCumulativeCount() != hist.GetSampleCount() {
+		t.Errorf("read latency histogram: %d observations, sum %v s, %d buckets (last %v); %v read requests",
+			hist.GetSampleCount(), hist.GetSampleSum(), len(hist.Bucket), last, value("vidfs_read_requests_total"))
 	}
 }
 
@@ -142,7 +150,7 @@ func TestTop(t *testing.T) {
 			t.Errorf("no %q on the screen:\n%s", want, s)
 		}
 	}
-	lay, _ := readLayout(mp.dir)
+	lay, _ := readDataset(mp.dir)
 	if code, out, errs := vidfs(t, "bench", mp.dir, "--pattern", "plan", "--duration", "0"); code != 0 {
 		t.Fatalf("bench: %s%s", out, errs)
 	}

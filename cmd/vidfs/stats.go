@@ -12,19 +12,19 @@ import (
 
 	"github.com/spf13/pflag"
 
-	vfs "github.com/vidfs/vidfs/fs"
+	"github.com/vidfs/vidfs/internal/wire"
 )
 
 // readStats reads MNT/.vidfs/stats.
-func readStats(mnt string) (vfs.Stats, error) {
-	var st vfs.Stats
+func readStats(mnt string) (wire.Stats, error) {
+	var st wire.Stats
 	err := readJSON(mnt, "stats", &st)
 	return st, err
 }
 
-// readLayout reads MNT/.vidfs/layout.json.
-func readLayout(mnt string) (vfs.Layout, error) {
-	var l vfs.Layout
+// readDataset reads MNT/.vidfs/layout.json.
+func readDataset(mnt string) (wire.Dataset, error) {
+	var l wire.Dataset
 	err := readJSON(mnt, "layout.json", &l)
 	return l, err
 }
@@ -69,7 +69,7 @@ as vidfs wrote it. ` + "`vidfs top`" + ` shows the same, live.`,
 			if err != nil {
 				return err
 			}
-			lay, err := readLayout(args[0])
+			lay, err := readDataset(args[0])
 			if err != nil {
 				return err
 			}
@@ -86,7 +86,7 @@ func pct(part, whole int64) string {
 	return fmt.Sprintf("%.1f %%", 100*float64(part)/float64(whole))
 }
 
-func printStats(w io.Writer, mnt string, lay vfs.Layout, st vfs.Stats) {
+func printStats(w io.Writer, mnt string, lay wire.Dataset, st wire.Stats) {
 	c, p, d, r := st.Cache, st.Plan, st.Decode, st.Reads
 	fmt.Fprintf(w, "vidfs at %s (source %s), up %s\n", mnt, st.Source, time.Duration(st.UptimeSeconds*float64(time.Second)).Round(time.Second))
 	fmt.Fprintf(w, "  samples  %d of %s: (%d, %d, %d, 3) uint8, stride %d, %s\n", st.Samples, formatBytes(st.SampleBytes),
@@ -103,12 +103,13 @@ func printStats(w io.Writer, mnt string, lay vfs.Layout, st vfs.Stats) {
 	fmt.Fprintf(w, "           reads on plan %d, off plan %d, entries skipped %d\n", p.OnPlanReads, p.OffPlanReads, p.Skipped)
 	fmt.Fprintf(w, "  decode   %d workers: %d in flight, %d queued; %d clips done (%d ahead of reads, %d on a miss), %d failed; %.1f clips/s now\n",
 		d.Workers, d.InFlight, d.Queued, d.Clips, d.Prefetched, d.OnDemand, d.Failed, d.ClipsPerSecond)
+	fmt.Fprintf(w, "           %d queued prefetches dropped when the plan moved on\n", d.Cancelled)
 	fmt.Fprintf(w, "           %.2f frames decoded per frame served (%d / %d); %d seeks, %d decoders opened\n",
 		d.Amplification, d.FramesDecoded, d.FramesServed, d.Seeks, d.DecodersOpened)
 	fmt.Fprintf(w, "           by decoder: NVDEC %d clips, CPU %d clips; %d videos moved to the CPU after NVDEC failed\n",
-		d.ByDecoder["nvdec"], d.ByDecoder["cpu"], d.GPUFallbacks)
+		d.ByDecoder.NVDEC, d.ByDecoder.CPU, d.GPUFallbacks)
 	fmt.Fprintf(w, "  reads    %d requests, %s, %d sample accesses; waited %.2f s for decoding\n", r.Requests, formatBytes(r.Bytes), r.Accesses, r.WaitSeconds)
-	fmt.Fprintf(w, "           latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.LatencyMs["p50"], r.LatencyMs["p90"], r.LatencyMs["p99"], r.LatencyMs["max"])
+	fmt.Fprintf(w, "           latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.LatencyMs.P50, r.LatencyMs.P90, r.LatencyMs.P99, r.LatencyMs.Max)
 	fmt.Fprintf(w, "  errors   %d\n", len(st.Errors))
 	for i, e := range st.Errors {
 		if i == 10 {

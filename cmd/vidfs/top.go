@@ -10,7 +10,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/spf13/pflag"
 
-	vfs "github.com/vidfs/vidfs/fs"
+	"github.com/vidfs/vidfs/internal/wire"
 )
 
 func topCommand() *command {
@@ -28,7 +28,7 @@ reads per second, latency, and recent errors. Rates are over the last interval. 
 			if len(args) != 1 {
 				return usageError{"want the mount point"}
 			}
-			lay, err := readLayout(args[0])
+			lay, err := readDataset(args[0])
 			if err != nil {
 				return err
 			}
@@ -45,9 +45,9 @@ reads per second, latency, and recent errors. Rates are over the last interval. 
 
 type topModel struct {
 	mnt       string
-	lay       vfs.Layout
+	lay       wire.Dataset
 	interval  time.Duration
-	cur, prev vfs.Stats
+	cur, prev wire.Stats
 	have      int // snapshots read so far
 	err       error
 	width     int
@@ -56,7 +56,7 @@ type topModel struct {
 type tickMsg struct{}
 
 type statsMsg struct {
-	st  vfs.Stats
+	st  wire.Stats
 	err error
 }
 
@@ -147,7 +147,7 @@ func (m topModel) View() string {
 	line("readers", "waited %s s/s for decoding, %s reads/s, %s MB/s   (%.2f s waited in all)",
 		rate(r.WaitSeconds, rc.WaitSeconds), rate(float64(r.Requests), float64(rc.Requests)),
 		rate(float64(r.Bytes)/1e6, float64(rc.Bytes)/1e6), r.WaitSeconds)
-	line("latency", "p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms", r.LatencyMs["p50"], r.LatencyMs["p90"], r.LatencyMs["p99"], r.LatencyMs["max"])
+	line("latency", "p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms", r.LatencyMs.P50, r.LatencyMs.P90, r.LatencyMs.P99, r.LatencyMs.Max)
 	line("errors", "%d", len(m.cur.Errors))
 	for i := len(m.cur.Errors) - 1; i >= 0 && i >= len(m.cur.Errors)-5; i-- {
 		e := m.cur.Errors[i]

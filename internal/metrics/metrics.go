@@ -14,6 +14,7 @@ type Histogram struct {
 	mu     sync.Mutex
 	counts [90]int64
 	n      int64
+	sum    time.Duration
 	max    time.Duration
 }
 
@@ -33,7 +34,37 @@ func (h *Histogram) Observe(d time.Duration) {
 	defer h.mu.Unlock()
 	h.counts[bucket(d)]++
 	h.n++
+	h.sum += d
 	h.max = max(h.max, d)
+}
+
+// edge is the upper edge of bucket i.
+func edge(i int) time.Duration {
+	return time.Duration(math.Pow(10, float64(i+1)/perDecade) * float64(time.Microsecond))
+}
+
+// Cumulative is a histogram in Prometheus's form: how many observations were at most each
+// bound, their count and their sum.
+type Cumulative struct {
+	Count   uint64
+	Sum     time.Duration
+	Buckets map[time.Duration]uint64 // upper bound -> observations at most that
+}
+
+// Cumulative returns the counts at two bounds per decade, 3.16 µs to 1000 s: the edges of every
+// fifth bucket, so they are exact.
+func (h *Histogram) Cumulative() Cumulative {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := Cumulative{Count: uint64(h.n), Sum: h.sum, Buckets: map[time.Duration]uint64{}}
+	var seen int64
+	for i, n := range h.counts {
+		seen += n
+		if (i+1)%(perDecade/2) == 0 {
+			c.Buckets[edge(i)] = uint64(seen)
+		}
+	}
+	return c
 }
 
 // Quantile returns the duration below which a fraction q of the observations fall (the upper
@@ -49,8 +80,7 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	for i, c := range h.counts {
 		seen += c
 		if seen >= rank {
-			edge := time.Duration(math.Pow(10, float64(i+1)/perDecade) * float64(time.Microsecond))
-			return min(edge, h.max)
+			return min(edge(i), h.max)
 		}
 	}
 	return h.max
@@ -70,7 +100,8 @@ func (h *Histogram) Max() time.Duration {
 	return h.max
 }
 
-// Rate measures events per second over the last Window seconds. It is safe for concurrent use.
+// Rate measures events per second over the last few whole seconds (see PerSecond). It is safe
+// for concurrent use.
 type Rate struct {
 	mu      sync.Mutex
 	buckets [10]float64 // one per second, ring
@@ -89,7 +120,7 @@ func (r *Rate) Add(n float64, now time.Time) {
 	r.buckets[i] += n
 }
 
-// PerSecond is the rate over the last full seconds before now (up to 9 of them).
+// PerSecond is the mean rate over the 5 whole seconds before now's.
 func (r *Rate) PerSecond(now time.Time) float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()

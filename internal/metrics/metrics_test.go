@@ -40,3 +40,29 @@ func TestRate(t *testing.T) {
 		t.Errorf("stale rate %v, want 0", got)
 	}
 }
+
+func TestCumulative(t *testing.T) {
+	var h Histogram
+	for _, d := range []time.Duration{2 * time.Microsecond, 5 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond} {
+		h.Observe(d)
+	}
+	c := h.Cumulative()
+	if c.Count != 4 || c.Sum != 45*time.Millisecond+2*time.Microsecond || len(c.Buckets) != 18 {
+		t.Fatalf("count %d, sum %v, %d buckets", c.Count, c.Sum, len(c.Buckets))
+	}
+	for _, tc := range []struct {
+		le   time.Duration
+		want uint64
+	}{{3162 * time.Nanosecond, 1}, {3162 * time.Microsecond, 1}, {10 * time.Millisecond, 2}, {31622 * time.Microsecond, 4}, {1000 * time.Second, 4}} {
+		var got uint64
+		found := false
+		for le, n := range c.Buckets {
+			if le >= tc.le-time.Microsecond && le <= tc.le+time.Microsecond {
+				got, found = n, true
+			}
+		}
+		if !found || got != tc.want {
+			t.Errorf("bucket le %v: %d (found %v), want %d", tc.le, got, found, tc.want)
+		}
+	}
+}

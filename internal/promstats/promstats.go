@@ -1,58 +1,71 @@
 // Package promstats exports a mount's stats (the same counters as .vidfs/stats) as Prometheus
-// metrics, taking one snapshot per scrape.
+// metrics, taking one snapshot per scrape, and its read latency as a histogram.
 package promstats
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	vfs "github.com/vidfs/vidfs/fs"
+	"github.com/vidfs/vidfs/internal/metrics"
+	"github.com/vidfs/vidfs/internal/wire"
 )
 
 type metric struct {
 	desc  *prometheus.Desc
 	kind  prometheus.ValueType
-	value func(s *vfs.Stats) float64
+	value func(s *wire.Stats) float64
 }
 
 // Collector is a prometheus.Collector over a stats snapshot function.
 type Collector struct {
-	snapshot  func() vfs.Stats
+	snapshot  func() wire.Stats
+	latency   func() metrics.Cumulative
 	metrics   []metric
-	latency   *prometheus.Desc
+	latDesc   *prometheus.Desc
 	byDecoder *prometheus.Desc
 }
 
-// New returns a collector that calls snapshot at each scrape.
-func New(snapshot func() vfs.Stats) *Collector {
-	c := &Collector{snapshot: snapshot}
-	add := func(name, help string, kind prometheus.ValueType, v func(s *vfs.Stats) float64) {
+// New returns a collector that calls snapshot and latency at each scrape.
+func New(snapshot func() wire.Stats, latency func() metrics.Cumulative) *Collector {
+	c := &Collector{snapshot: snapshot, latency: latency}
+	add := func(name, help string, kind prometheus.ValueType, v func(s *wire.Stats) float64) {
 		c.metrics = append(c.metrics, metric{prometheus.NewDesc("vidfs_"+name, help, nil, nil), kind, v})
 	}
 	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
-	add("samples", "Samples the mount serves.", gauge, func(s *vfs.Stats) float64 { return float64(s.Samples) })
-	add("cache_capacity_bytes", "Memory for decoded samples.", gauge, func(s *vfs.Stats) float64 { return float64(s.Cache.CapacityBytes) })
-	add("cache_used_bytes", "Memory holding samples decoded or being decoded.", gauge, func(s *vfs.Stats) float64 { return float64(s.Cache.UsedBytes) })
-	add("cache_ready_samples", "Samples decoded and ready.", gauge, func(s *vfs.Stats) float64 { return float64(s.Cache.ReadySamples) })
-	add("cache_hits_total", "Sample accesses that found the sample ready.", counter, func(s *vfs.Stats) float64 { return float64(s.Cache.Hits) })
-	add("cache_misses_total", "Sample accesses that waited for a decode.", counter, func(s *vfs.Stats) float64 { return float64(s.Cache.Misses) })
-	add("cache_evicted_total", "Samples dropped to make room.", counter, func(s *vfs.Stats) float64 { return float64(s.Cache.Evicted) })
-	add("cache_evicted_unread_total", "Samples dropped before anyone read them.", counter, func(s *vfs.Stats) float64 { return float64(s.Cache.EvictedUnread) })
-	add("plan_length", "Entries in the plan.", gauge, func(s *vfs.Stats) float64 { return float64(s.Plan.Length) })
-	add("plan_position", "The reader's position in the plan.", gauge, func(s *vfs.Stats) float64 { return float64(s.Plan.Position) })
-	add("plan_ready_ahead", "Upcoming samples ready, without a gap.", gauge, func(s *vfs.Stats) float64 { return float64(s.Plan.ReadyAhead) })
-	add("plan_prefetch_depth", "Samples kept decoded ahead of the reader.", gauge, func(s *vfs.Stats) float64 { return float64(s.Plan.PrefetchDepth) })
-	add("plan_off_plan_reads_total", "Sample accesses the plan did not expect.", counter, func(s *vfs.Stats) float64 { return float64(s.Plan.OffPlanReads) })
-	add("decode_in_flight", "Samples being decoded.", gauge, func(s *vfs.Stats) float64 { return float64(s.Decode.InFlight) })
-	add("decode_queued", "Samples waiting for a decoder.", gauge, func(s *vfs.Stats) float64 { return float64(s.Decode.Queued) })
-	add("decode_clips_total", "Samples decoded.", counter, func(s *vfs.Stats) float64 { return float64(s.Decode.Clips) })
-	add("decode_failed_total", "Samples whose decode failed.", counter, func(s *vfs.Stats) float64 { return float64(s.Decode.Failed) })
-	add("decode_frames_total", "Frames out of the decoders, needed or not.", counter, func(s *vfs.Stats) float64 { return float64(s.Decode.FramesDecoded) })
-	add("served_frames_total", "Frames in the samples served to readers.", counter, func(s *vfs.Stats) float64 { return float64(s.Decode.FramesServed) })
-	add("read_requests_total", "Read requests.", counter, func(s *vfs.Stats) float64 { return float64(s.Reads.Requests) })
-	add("read_bytes_total", "Bytes read.", counter, func(s *vfs.Stats) float64 { return float64(s.Reads.Bytes) })
-	add("read_wait_seconds_total", "Time readers waited for samples to be decoded.", counter, func(s *vfs.Stats) float64 { return s.Reads.WaitSeconds })
-	add("errors", "Errors on record (left-out videos, failed samples, refused plans; the last 100).", gauge, func(s *vfs.Stats) float64 { return float64(len(s.Errors)) })
-	c.latency = prometheus.NewDesc("vidfs_read_latency_seconds", "Read request latency quantiles since the mount started.", []string{"quantile"}, nil)
+	add("samples", "Samples the mount serves.", gauge, func(s *wire.Stats) float64 { return float64(s.Samples) })
+	add("cache_capacity_bytes", "Memory for decoded samples.", gauge, func(s *wire.Stats) float64 { return float64(s.Cache.CapacityBytes) })
+	add("cache_used_bytes", "Memory holding samples decoded or being decoded.", gauge, func(s *wire.Stats) float64 { return float64(s.Cache.UsedBytes) })
+	add("cache_ready_samples", "Samples decoded and ready.", gauge, func(s *wire.Stats) float64 { return float64(s.Cache.ReadySamples) })
+	add("cache_pinned_samples", "Ready samples readers are copying from.", gauge, func(s *wire.Stats) float64 { return float64(s.Cache.PinnedSamples) })
+	add("cache_hits_total", "Sample accesses that found the sample ready.", counter, func(s *wire.Stats) float64 { return float64(s.Cache.Hits) })
+	add("cache_misses_total", "Sample accesses that waited for a decode.", counter, func(s *wire.Stats) float64 { return float64(s.Cache.Misses) })
+	add("cache_evicted_total", "Samples dropped to make room.", counter, func(s *wire.Stats) float64 { return float64(s.Cache.Evicted) })
+	add("cache_evicted_unread_total", "Samples dropped before anyone read them.", counter, func(s *wire.Stats) float64 { return float64(s.Cache.EvictedUnread) })
+	add("plan_length", "Entries in the plan.", gauge, func(s *wire.Stats) float64 { return float64(s.Plan.Length) })
+	add("plan_position", "The reader's position in the plan.", gauge, func(s *wire.Stats) float64 { return float64(s.Plan.Position) })
+	add("plan_ready_ahead", "Upcoming samples ready, without a gap.", gauge, func(s *wire.Stats) float64 { return float64(s.Plan.ReadyAhead) })
+	add("plan_prefetch_depth", "Samples kept decoded ahead of the reader.", gauge, func(s *wire.Stats) float64 { return float64(s.Plan.PrefetchDepth) })
+	add("plan_on_plan_reads_total", "Sample accesses the plan expected.", counter, func(s *wire.Stats) float64 { return float64(s.Plan.OnPlanReads) })
+	add("plan_off_plan_reads_total", "Sample accesses the plan did not expect.", counter, func(s *wire.Stats) float64 { return float64(s.Plan.OffPlanReads) })
+	add("plan_skipped_total", "Plan entries given up as never read.", counter, func(s *wire.Stats) float64 { return float64(s.Plan.Skipped) })
+	add("plans_total", "Plans written (replaced or appended).", counter, func(s *wire.Stats) float64 { return float64(s.Plan.Plans) })
+	add("decode_in_flight", "Samples being decoded.", gauge, func(s *wire.Stats) float64 { return float64(s.Decode.InFlight) })
+	add("decode_queued", "Samples waiting for a decoder.", gauge, func(s *wire.Stats) float64 { return float64(s.Decode.Queued) })
+	add("decode_clips_total", "Samples decoded.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.Clips) })
+	add("decode_failed_total", "Samples whose decode failed.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.Failed) })
+	add("decode_prefetched_total", "Decodes started ahead of a read.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.Prefetched) })
+	add("decode_on_demand_total", "Decodes started by a read's miss.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.OnDemand) })
+	add("decode_cancelled_total", "Queued prefetches dropped before they ran.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.Cancelled) })
+	add("decode_gpu_fallbacks_total", "Videos moved to the CPU after NVDEC failed on them.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.GPUFallbacks) })
+	add("decode_frames_total", "Frames out of the decoders, needed or not.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.FramesDecoded) })
+	add("decode_seeks_total", "Seeks the decoders made.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.Seeks) })
+	add("decode_decoders_opened_total", "Decoders opened.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.DecodersOpened) })
+	add("served_frames_total", "Frames in the samples served to readers.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.FramesServed) })
+	add("read_requests_total", "Read requests.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Requests) })
+	add("read_bytes_total", "Bytes read.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Bytes) })
+	add("read_accesses_total", "Reads that started an access to a sample.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Accesses) })
+	add("read_wait_seconds_total", "Time readers waited for samples to be decoded.", counter, func(s *wire.Stats) float64 { return s.Reads.WaitSeconds })
+	add("errors", "Errors on record (left-out videos, failed samples, refused plans; the last 100).", gauge, func(s *wire.Stats) float64 { return float64(len(s.Errors)) })
+	c.latDesc = prometheus.NewDesc("vidfs_read_latency_seconds", "Read request latency since the mount started.", nil, nil)
 	c.byDecoder = prometheus.NewDesc("vidfs_decode_clips_by_decoder_total", "Samples decoded, by decoder: nvdec (the GPU) or cpu.", []string{"decoder"}, nil)
 	return c
 }
@@ -62,7 +75,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range c.metrics {
 		ch <- m.desc
 	}
-	ch <- c.latency
+	ch <- c.latDesc
 	ch <- c.byDecoder
 }
 
@@ -72,10 +85,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range c.metrics {
 		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(&s))
 	}
-	for _, d := range []string{"nvdec", "cpu"} {
-		ch <- prometheus.MustNewConstMetric(c.byDecoder, prometheus.CounterValue, float64(s.Decode.ByDecoder[d]), d)
+	ch <- prometheus.MustNewConstMetric(c.byDecoder, prometheus.CounterValue, float64(s.Decode.ByDecoder.NVDEC), "nvdec")
+	ch <- prometheus.MustNewConstMetric(c.byDecoder, prometheus.CounterValue, float64(s.Decode.ByDecoder.CPU), "cpu")
+	h := c.latency()
+	buckets := make(map[float64]uint64, len(h.Buckets))
+	for le, n := range h.Buckets {
+		buckets[le.Seconds()] = n
 	}
-	for q, key := range map[string]string{"0.5": "p50", "0.9": "p90", "0.99": "p99", "1": "max"} {
-		ch <- prometheus.MustNewConstMetric(c.latency, prometheus.GaugeValue, s.Reads.LatencyMs[key]/1000, q)
-	}
+	ch <- prometheus.MustNewConstHistogram(c.latDesc, h.Count, h.Sum.Seconds(), buckets)
 }

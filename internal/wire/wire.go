@@ -1,0 +1,123 @@
+// Package wire is the JSON a mount publishes about itself: .vidfs/stats (Stats) and
+// .vidfs/layout.json (Dataset). The filesystem writes these types; vidfs stats, top and bench,
+// and the Prometheus exporter, read them without importing the filesystem. Field names and JSON
+// keys are a contract with clients (python/vidfs.py reads them too): add, do not rename.
+package wire
+
+import "time"
+
+// Dataset is .vidfs/layout.json: what a client needs to read the mount's files without parsing
+// their headers.
+type Dataset struct {
+	Samples        int    `json:"samples"`
+	Frames         int    `json:"frames"`
+	Height         int    `json:"height"`
+	Width          int    `json:"width"`
+	Channels       int    `json:"channels"`
+	DType          string `json:"dtype"`
+	SampleBytes    int64  `json:"sample_bytes"`
+	NpyHeaderBytes int    `json:"npy_header_bytes"` // sample i of clips.npy starts here + i*SampleBytes
+	Stride         int    `json:"stride"`
+	Step           int    `json:"step,omitempty"`
+	ClipsPerVideo  int    `json:"clips_per_video,omitempty"`
+	Resize         string `json:"resize"`
+	PadShort       bool   `json:"pad_short"`
+	Videos         int    `json:"videos"`
+	Classes        int    `json:"classes"`
+	Source         string `json:"source"`
+}
+
+// Stats is a snapshot of what a mount is doing, as .vidfs/stats shows it.
+type Stats struct {
+	Time          time.Time   `json:"time"`
+	UptimeSeconds float64     `json:"uptime_s"`
+	Source        string      `json:"source"`
+	Samples       int         `json:"samples"`
+	SampleBytes   int64       `json:"sample_bytes"`
+	Cache         CacheStats  `json:"cache"`
+	Plan          PlanStats   `json:"plan"`
+	Decode        DecodeStats `json:"decode"`
+	Reads         ReadStats   `json:"reads"`
+	// Errors are the last problems on record: videos left out, samples that failed, plans refused.
+	Errors []Problem `json:"errors"`
+}
+
+// CacheStats is the memory cache of decoded samples. Hits and misses count accesses to samples
+// that were served (a sample read in pieces is one access).
+type CacheStats struct {
+	CapacitySamples int     `json:"capacity_samples"`
+	CapacityBytes   int64   `json:"capacity_bytes"`
+	UsedSamples     int     `json:"used_samples"` // holding a buffer: ready, being decoded or queued
+	UsedBytes       int64   `json:"used_bytes"`
+	ReadySamples    int     `json:"ready_samples"`
+	PinnedSamples   int     `json:"pinned_samples"` // ready samples readers are copying from
+	Hits            int64   `json:"hits"`
+	Misses          int64   `json:"misses"`
+	HitRate         float64 `json:"hit_rate"`
+	Evicted         int64   `json:"evicted"`        // ready samples dropped to make room
+	EvictedUnread   int64   `json:"evicted_unread"` // of those, prefetched and never read
+}
+
+// PlanStats is the reader's position in the plan, and how much is ready ahead of it.
+type PlanStats struct {
+	Length        int   `json:"length"`
+	Position      int   `json:"position"`
+	PrefetchDepth int   `json:"prefetch_depth"`
+	ReadyAhead    int   `json:"ready_ahead"`     // upcoming samples ready, without a gap
+	ReadyInWindow int   `json:"ready_in_window"` // of the next prefetch_depth, how many are ready
+	OnPlanReads   int64 `json:"on_plan_reads"`
+	OffPlanReads  int64 `json:"off_plan_reads"`
+	Skipped       int64 `json:"skipped"` // plan entries given up as never read
+	Plans         int64 `json:"plans"`   // plans written (replaced or appended)
+}
+
+// DecodeStats is the decoders' work. frames_decoded / frames_served is the decode amplification.
+type DecodeStats struct {
+	Workers        int          `json:"workers"`
+	InFlight       int          `json:"in_flight"`
+	Queued         int          `json:"queued"`
+	Clips          int64        `json:"clips"` // samples decoded
+	Failed         int64        `json:"failed"`
+	Prefetched     int64        `json:"prefetched"` // decodes started ahead of a read
+	OnDemand       int64        `json:"on_demand"`  // decodes started by a read's miss
+	Cancelled      int64        `json:"cancelled"`  // queued prefetches dropped before they ran
+	ClipsPerSecond float64      `json:"clips_per_s"`
+	ByDecoder      DecoderClips `json:"by_decoder"`
+	GPUFallbacks   int64        `json:"gpu_fallbacks"` // videos moved to the CPU after NVDEC failed
+	FramesDecoded  int64        `json:"frames_decoded"`
+	FramesServed   int64        `json:"frames_served"`
+	Amplification  float64      `json:"amplification"`
+	Seeks          int64        `json:"seeks"`
+	DecodersOpened int64        `json:"decoders_opened"`
+}
+
+// DecoderClips counts the samples each kind of decoder decoded.
+type DecoderClips struct {
+	NVDEC int64 `json:"nvdec"`
+	CPU   int64 `json:"cpu"`
+}
+
+// ReadStats is what readers asked for and how long they waited.
+type ReadStats struct {
+	Requests    int64   `json:"requests"`
+	Bytes       int64   `json:"bytes"`
+	Accesses    int64   `json:"accesses"` // reads that started an access to a sample
+	WaitSeconds float64 `json:"wait_s"`   // total time readers waited for samples to be decoded
+	LatencyMs   Latency `json:"latency_ms"`
+}
+
+// Latency is a distribution of read request latencies, in milliseconds.
+type Latency struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// Problem is a video or sample that could not be served, or a plan that was refused, and why.
+type Problem struct {
+	Time   time.Time `json:"time"`
+	File   string    `json:"file"`
+	Sample int       `json:"sample"` // -1 for a whole video, or a plan
+	Reason string    `json:"reason"`
+}
