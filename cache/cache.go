@@ -1,35 +1,57 @@
-// Package cache holds decoded samples in memory under a hard bound. Buffers are allocated once
+// Package cache holds samples in memory under a hard bound. Buffers are allocated once
 // (outside the Go heap) and recycled; a sample a reader is copying from is never evicted; each
-// sample is decoded once however many readers and prefetches ask for it at the same time; a
-// reader's miss is decoded ahead of prefetch work; and eviction drops samples the plan will not
-// read soon before those it will.
+// sample is loaded once however many readers and prefetches ask for it at the same time; a
+// reader's miss is loaded ahead of prefetch work; and eviction drops samples the plan will not
+// read soon before those it will. It knows nothing of video: a Loader makes a sample's bytes.
+//
+// Locking: the cache calls NextUse and Want with its own lock held, so whatever answers them
+// (the plan tracker) must never call into the cache while holding its own lock. The order is
+// cache, then tracker.
 package cache
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"syscall"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// Fill decodes sample into buf, which is exactly Options.SampleBytes long.
-type Fill func(ctx context.Context, sample int, buf []byte) error
+// Loader writes sample's bytes into buf, which is exactly Options.SampleBytes long.
+type Loader func(ctx context.Context, sample int, buf []byte) error
 
 // Options configures a Cache.
 type Options struct {
 	SampleBytes int64
-	Capacity    int  // samples held at most, decoded or being decoded
-	Workers     int  // prefetch decodes at once; a reader's miss may run beside up to as many more
-	Fill        Fill // decodes a sample
+	Capacity    int // samples held at most: ready, being loaded or queued
+	// Workers is how many prefetches load at once; a reader's miss may run beside them, up to
+	// MaxLoads(Workers) loads in all.
+	Workers int
+	// Prefetch bounds how many samples are kept ready ahead of the reader (0: as many as fit
+	// beside what readers and loads hold; see Depth).
+	Prefetch int
+	Load     Loader
 	// NextUse says how soon a sample is due: plan entries from the reader's position, or -1 when
 	// it is not due soon. Nil: nothing is due (plain LRU).
 	NextUse func(sample int) int
-	// Want appends the samples to keep ready, most urgent first (the upcoming plan). Nil: none.
-	Want func(dst []int) []int
+	// Want appends to dst the next n samples to keep ready, most urgent first (the upcoming
+	// plan). Nil: none.
+	Want func(dst []int, n int) []int
 }
+
+// MaxLoads is how many loads run at once in a cache of the given Workers: prefetches on up to
+// workers, and readers' misses beside them on the rest. A caller that sizes a resource for the
+// loads (decoders, say) asks this.
+func MaxLoads(workers int) int { return 2 * workers }
+
+// reserve is the room kept beside prefetched samples: a buffer for every load that may run,
+// and two for readers copying out.
+func reserve(workers int) int { return MaxLoads(workers) + 2 }
+
+// MinCapacity is the smallest capacity that keeps at least one sample ready ahead of the reader
+// beside what the loads of a cache of the given Workers, and its readers, hold.
+func MinCapacity(workers int) int { return reserve(workers) + 1 }
 
 // ErrClosed is returned by Get after Close.
 var ErrClosed = errors.New("cache closed")
@@ -38,23 +60,32 @@ type state int
 
 const (
 	queued state = iota
-	decoding
+	loading
 	ready
+)
+
+// job is why a sample is loaded.
+type job int
+
+const (
+	prefetchJob job = iota // ahead of the reader, from the plan
+	demandJob              // a reader is waiting for it
 )
 
 type entry struct {
 	sample  int
 	state   state
 	buf     []byte
-	demand  bool // a reader asked for it: decode ahead of prefetch work
+	demand  bool // a reader asked for it: load ahead of prefetch work
 	pins    int  // readers copying from buf
 	waiters int  // readers waiting for it
-	read    bool // read since it was decoded
+	read    bool // read since it was loaded
 	done    chan struct{}
 	err     error
+	lru     *list.Element // its place in Cache.recency, while ready
 }
 
-// Cache is a bounded cache of decoded samples. It is safe for concurrent use.
+// Cache is a bounded cache of samples. It is safe for concurrent use.
 type Cache struct {
 	opts   Options
 	ctx    context.Context
@@ -65,13 +96,13 @@ type Cache struct {
 	mu        sync.Mutex
 	changed   chan struct{} // closed (and replaced) when a buffer may have become free
 	entries   map[int]*entry
-	recency   *simplelru.LRU[int, *entry] // ready entries, least recently used first
+	recency   *list.List // of ready *entry, least recently used at the front
 	failed    map[int]error
 	free      [][]byte
 	allocated int
 	demandQ   []*entry
 	prefetchQ []*entry
-	running   [2]int // decodes running: [0] prefetch, [1] demand
+	running   [2]int // loads running, by job
 	closed    bool
 	stats     Stats
 }
@@ -79,40 +110,45 @@ type Cache struct {
 // Stats is a snapshot of the cache's state and counters.
 type Stats struct {
 	Capacity int // samples
-	Used     int // samples holding a buffer: ready, decoding or queued
+	Used     int // samples holding a buffer: ready, loading or queued
 	Ready    int
 	Pinned   int // ready samples readers are copying from
-	Decoding int
+	Loading  int
 	Queued   int
 
-	Hits        int64 // reads that found their sample ready
-	Misses      int64 // reads that had to wait for a decode
-	Failed      int64 // decodes that failed
-	Decoded     int64 // decodes that succeeded
-	Prefetched  int64 // decodes started ahead of a read
-	Demand      int64 // decodes started by a read's miss
-	Evicted     int64 // ready samples dropped to make room
-	EvictedCold int64 // of those, prefetched and never read
-	Cancelled   int64 // queued prefetches dropped before they ran
+	Loaded        int64 // loads that succeeded
+	Failed        int64 // loads that failed
+	Prefetched    int64 // loads started ahead of a read
+	Demand        int64 // loads started by a read's miss
+	Evicted       int64 // ready samples dropped to make room
+	EvictedUnread int64 // of those, prefetched and never read
+	Cancelled     int64 // queued prefetches dropped before they ran
 }
 
-// New returns a cache. Close it to stop its decodes and free its memory.
+// New returns a cache. Close it to stop its loads and free its memory. A capacity below
+// MinCapacity(Workers) works, but prefetches nothing.
 func New(opts Options) (*Cache, error) {
-	if opts.SampleBytes <= 0 || opts.Capacity < 1 || opts.Workers < 1 || opts.Fill == nil {
+	if opts.SampleBytes <= 0 || opts.Capacity < 1 || opts.Workers < 1 || opts.Load == nil {
 		return nil, fmt.Errorf("cache: bad options (sample %d bytes, capacity %d, workers %d)", opts.SampleBytes, opts.Capacity, opts.Workers)
-	}
-	recency, err := simplelru.NewLRU[int, *entry](opts.Capacity+1, nil)
-	if err != nil {
-		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		opts: opts, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1),
-		changed: make(chan struct{}), entries: map[int]*entry{}, recency: recency, failed: map[int]error{},
+		changed: make(chan struct{}), entries: map[int]*entry{}, recency: list.New(), failed: map[int]error{},
 	}
 	c.wg.Add(1)
 	go c.prefetchLoop()
 	return c, nil
+}
+
+// Depth is how many samples ahead of the reader the cache keeps ready: Options.Prefetch, or
+// when that is 0 or more than fits, all the capacity beside what loads and readers hold.
+func (c *Cache) Depth() int {
+	room := max(c.opts.Capacity-reserve(c.opts.Workers), 0)
+	if c.opts.Prefetch > 0 {
+		return min(c.opts.Prefetch, room)
+	}
+	return room
 }
 
 // Handle is a pinned sample: its bytes stay put until Release.
@@ -134,9 +170,9 @@ func (h *Handle) Release() {
 	}
 }
 
-// Get returns the sample, pinned, decoding it first if it is not ready: at once, ahead of
-// prefetch work. hit says whether it was ready. A sample whose decode failed fails again at
-// once, with the same error.
+// Get returns the sample, pinned, loading it first if it is not ready: at once, ahead of
+// prefetch work. hit says whether it was ready. A sample whose load failed fails again at once,
+// with the same error.
 func (c *Cache) Get(ctx context.Context, sample int) (h *Handle, hit bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -149,10 +185,7 @@ func (c *Cache) Get(ctx context.Context, sample int) (h *Handle, hit bool, err e
 		}
 		e := c.entries[sample]
 		if e != nil && e.state == ready {
-			c.stats.Hits++
-			e.pins++
-			e.read = true
-			c.recency.Get(sample)
+			c.pin(e)
 			return &Handle{c, e}, true, nil
 		}
 		if e == nil {
@@ -172,7 +205,6 @@ func (c *Cache) Get(ctx context.Context, sample int) (h *Handle, hit bool, err e
 			c.prefetchQ = remove(c.prefetchQ, e)
 			c.demandQ = append(c.demandQ, e)
 		}
-		c.stats.Misses++
 		e.waiters++
 		c.dispatch()
 		c.mu.Unlock()
@@ -188,11 +220,16 @@ func (c *Cache) Get(ctx context.Context, sample int) (h *Handle, hit bool, err e
 		if e.err != nil {
 			return nil, false, e.err
 		}
-		e.pins++
-		e.read = true
-		c.recency.Get(sample)
+		c.pin(e)
 		return &Handle{c, e}, false, nil
 	}
+}
+
+// pin marks a ready entry as being read; called with c.mu held.
+func (c *Cache) pin(e *entry) {
+	e.pins++
+	e.read = true
+	c.recency.MoveToBack(e.lru)
 }
 
 // wait releases the lock until a buffer may have come free; called with c.mu held.
@@ -232,7 +269,7 @@ func (c *Cache) prefetchLoop() {
 			return
 		}
 		if c.opts.Want != nil {
-			want = c.opts.Want(want[:0])
+			want = c.opts.Want(want[:0], c.Depth())
 		}
 		c.prefetch(want)
 	}
@@ -276,40 +313,41 @@ func (c *Cache) prefetch(want []int) {
 	c.dispatch()
 }
 
-// dispatch starts queued decodes: readers' misses first, on up to twice Workers decoders,
+// dispatch starts queued loads: readers' misses first, up to MaxLoads(Workers) loads in all,
 // prefetches on up to Workers. Called with c.mu held.
 func (c *Cache) dispatch() {
-	w := c.opts.Workers
-	for len(c.demandQ) > 0 && c.running[0]+c.running[1] < 2*w {
+	w, all := c.opts.Workers, MaxLoads(c.opts.Workers)
+	running := func() int { return c.running[prefetchJob] + c.running[demandJob] }
+	for len(c.demandQ) > 0 && running() < all {
 		e := c.demandQ[0]
 		c.demandQ = c.demandQ[1:]
-		c.start(e, 1)
+		c.start(e, demandJob)
 	}
-	for len(c.demandQ) == 0 && len(c.prefetchQ) > 0 && c.running[0] < w && c.running[0]+c.running[1] < 2*w {
+	for len(c.demandQ) == 0 && len(c.prefetchQ) > 0 && c.running[prefetchJob] < w && running() < all {
 		e := c.prefetchQ[0]
 		c.prefetchQ = c.prefetchQ[1:]
-		c.start(e, 0)
+		c.start(e, prefetchJob)
 	}
 }
 
-func (c *Cache) start(e *entry, kind int) {
-	e.state = decoding
-	c.running[kind]++
-	if kind == 1 {
+func (c *Cache) start(e *entry, j job) {
+	e.state = loading
+	c.running[j]++
+	if j == demandJob {
 		c.stats.Demand++
 	} else {
 		c.stats.Prefetched++
 	}
 	c.wg.Add(1)
-	go c.run(e, kind)
+	go c.run(e, j)
 }
 
-func (c *Cache) run(e *entry, kind int) {
+func (c *Cache) run(e *entry, j job) {
 	defer c.wg.Done()
-	err := c.opts.Fill(c.ctx, e.sample, e.buf)
+	err := c.opts.Load(c.ctx, e.sample, e.buf)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.running[kind]--
+	c.running[j]--
 	if err != nil {
 		delete(c.entries, e.sample)
 		c.free = append(c.free, e.buf)
@@ -321,8 +359,8 @@ func (c *Cache) run(e *entry, kind int) {
 		}
 	} else {
 		e.state = ready
-		c.recency.Add(e.sample, e)
-		c.stats.Decoded++
+		e.lru = c.recency.PushBack(e)
+		c.stats.Loaded++
 	}
 	close(e.done)
 	c.signal()
@@ -354,7 +392,7 @@ func (c *Cache) takeBuffer(sample int, demand bool) []byte {
 	if v.state == ready {
 		c.stats.Evicted++
 		if !v.read {
-			c.stats.EvictedCold++
+			c.stats.EvictedUnread++
 		}
 	} else {
 		c.stats.Cancelled++
@@ -391,8 +429,8 @@ func (c *Cache) victim(sample int, demand bool) *entry {
 		}
 		return false
 	}
-	for _, s := range c.recency.Keys() { // least recently used first
-		if e, _ := c.recency.Peek(s); consider(e) {
+	for el := c.recency.Front(); el != nil; el = el.Next() { // least recently used first
+		if e := el.Value.(*entry); consider(e) {
 			return e
 		}
 	}
@@ -409,7 +447,8 @@ func (c *Cache) victim(sample int, demand bool) *entry {
 func (c *Cache) drop(e *entry) []byte {
 	delete(c.entries, e.sample)
 	if e.state == ready {
-		c.recency.Remove(e.sample)
+		c.recency.Remove(e.lru)
+		e.lru = nil
 	} else {
 		c.prefetchQ = remove(c.prefetchQ, e)
 		e.err = context.Canceled
@@ -448,10 +487,10 @@ func (c *Cache) ReadyAhead(samples []int) (contiguous, total int) {
 	return contiguous, total
 }
 
-// Workers is how many prefetch decodes run at once.
+// Workers is how many prefetches load at once.
 func (c *Cache) Workers() int { return c.opts.Workers }
 
-// Failed returns the error of a sample whose decode failed, if it did.
+// Failed returns the error of a sample whose load failed, if it did.
 func (c *Cache) Failed(sample int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -472,8 +511,8 @@ func (c *Cache) Stats() Stats {
 			if e.pins > 0 {
 				s.Pinned++
 			}
-		case decoding:
-			s.Decoding++
+		case loading:
+			s.Loading++
 		case queued:
 			s.Queued++
 		}
@@ -481,7 +520,7 @@ func (c *Cache) Stats() Stats {
 	return s
 }
 
-// Close stops prefetching, waits for running decodes (which are cancelled) and frees the
+// Close stops prefetching, waits for running loads (which are cancelled) and frees the
 // buffers. Handles still held must not be used afterwards.
 func (c *Cache) Close() {
 	c.mu.Lock()
