@@ -28,12 +28,12 @@ func TestProbeErrors(t *testing.T) {
 		kind error
 		says string
 	}{
-		{testvideo.Path("empty.mp4"), decode.ErrCorrupt, "empty file"},
-		{testvideo.Path("random.mp4"), decode.ErrCorrupt, "not a readable video container"},
-		{testvideo.Path("corrupt.mp4.damage"), decode.ErrCorrupt, "not a readable video container"},
+		{testvideo.Path("empty.mp4"), decode.ErrNotVideo, "empty file"},
+		{testvideo.Path("random.mp4"), decode.ErrNotVideo, "not a readable video container"},
+		{testvideo.Path("corrupt.mp4.damage"), decode.ErrNotVideo, "not a readable video container"},
 		{testvideo.Path("unknown_codec.avi"), decode.ErrUnsupportedCodec, `FourCC "XVQZ"`},
-		{dir, decode.ErrCorrupt, "is a directory"},
-		{dir + "/missing.mp4", decode.ErrCorrupt, "cannot read file"},
+		{dir, decode.ErrUnreadable, "is a directory"},
+		{dir + "/missing.mp4", decode.ErrUnreadable, "cannot read file"},
 	} {
 		info, err := decode.Probe(tc.path)
 		if info != nil || !isKind(err, tc.kind) || !strings.Contains(err.Error(), tc.says) {

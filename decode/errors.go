@@ -5,34 +5,61 @@ import (
 	"fmt"
 )
 
-// Kinds of failure. Every error this package returns wraps one of them inside an *Error that
-// names the file, so callers test with errors.Is(err, decode.ErrCorrupt) and print err as is.
+// Kinds of failure. Every error this package returns is an *Error whose Kind is one of these,
+// so callers test with errors.Is(err, decode.ErrCorrupt) and print err as it is.
 var (
-	// ErrUnsupportedCodec: the video stream's codec has no decoder in this build.
-	ErrUnsupportedCodec = errors.New("unsupported codec")
+	// ErrUnreadable: the file cannot be read at all (missing, a directory, no permission, an I/O
+	// error).
+	ErrUnreadable = errors.New("cannot read file")
+	// ErrNotVideo: the file is not a container FFmpeg can open (empty, random bytes, text).
+	ErrNotVideo = errors.New("not a readable video container")
 	// ErrNoVideo: the file opened but holds no video stream.
 	ErrNoVideo = errors.New("no video stream")
-	// ErrCorrupt: the file is not a readable video, or the data a clip needs is damaged or missing.
+	// ErrUnsupportedCodec: the video stream's codec has no decoder in this build.
+	ErrUnsupportedCodec = errors.New("unsupported codec")
+	// ErrCorrupt: the data a clip needs is damaged or missing.
 	ErrCorrupt = errors.New("corrupt or truncated data")
+	// ErrChanged: the file is no longer the one that was probed (replaced or rewritten since).
+	ErrChanged = errors.New("file changed since it was probed")
 	// ErrTooFewFrames: the video has fewer frames than the clip needs.
 	ErrTooFewFrames = errors.New("too few frames")
-	// ErrBadRequest: the clip or output asked for is invalid (negative start, zero size, short buffer).
+	// ErrBadRequest: the clip or output asked for is invalid (negative start, zero size, short
+	// buffer).
 	ErrBadRequest = errors.New("invalid request")
+	// ErrInternal: FFmpeg failed in a way the data does not explain (memory, a filter graph).
+	ErrInternal = errors.New("internal decoder failure")
 )
+
+var kinds = []error{ErrUnreadable, ErrNotVideo, ErrNoVideo, ErrUnsupportedCodec, ErrCorrupt, ErrChanged,
+	ErrTooFewFrames, ErrBadRequest, ErrInternal}
+
+// KindNamed returns the kind whose text is name (as Error.Kind.Error() gives it), or nil. It
+// lets a kind survive being stored as text, as the probe cache stores errors.
+func KindNamed(name string) error {
+	for _, k := range kinds {
+		if k.Error() == name {
+			return k
+		}
+	}
+	return nil
+}
 
 // Error is a failure on one video file, with the frame it concerns when there is one.
 type Error struct {
-	Path   string // the video file
-	Frame  int    // frame index concerned, or -1
+	Path   string // the video file ("" when not known yet, as from Clip.Indices)
+	Frame  *int   // the frame index concerned, or nil for the whole file
 	Kind   error  // one of the Err* values above
 	Detail string // what happened, for people
 	Err    error  // the underlying error (an FFmpeg error, say), if any
 }
 
 func (e *Error) Error() string {
-	s := e.Path + ": "
-	if e.Frame >= 0 {
-		s += fmt.Sprintf("frame %d: ", e.Frame)
+	s := ""
+	if e.Path != "" {
+		s = e.Path + ": "
+	}
+	if e.Frame != nil {
+		s += fmt.Sprintf("frame %d: ", *e.Frame)
 	}
 	s += e.Kind.Error()
 	if e.Detail != "" {
@@ -52,6 +79,5 @@ func (e *Error) Unwrap() []error {
 	return []error{e.Kind}
 }
 
-func newError(path string, frame int, kind error, detail string, err error) *Error {
-	return &Error{Path: path, Frame: frame, Kind: kind, Detail: detail, Err: err}
-}
+// frame returns a pointer to i, for Error.Frame.
+func frame(i int) *int { return &i }

@@ -52,7 +52,7 @@ func TestNVDECFrameExact(t *testing.T) {
 		})
 	}
 	st := gpu.Stats()
-	t.Logf("clips: %d, on NVDEC %d, moved to the CPU after NVDEC failed: %d videos", st.Clips, st.ClipsGPU, st.GPUFallbacks)
+	t.Logf("clips: %d, on NVDEC %d, moved to the CPU after NVDEC failed: %d videos", st.ClipsCPU+st.ClipsGPU, st.ClipsGPU, st.GPUFallbacks)
 	if st.ClipsGPU == 0 {
 		t.Error("no clip was decoded on the GPU")
 	}

@@ -49,13 +49,11 @@ type Pool struct {
 
 // PoolStats counts a pool's work since it was made.
 type PoolStats struct {
-	Clips  int64 // clips decoded successfully
-	Failed int64 // clips that failed
-	Frames int64 // frames that came out of the decoders (needed or not): decode work
-	Opens  int64 // decoders opened
-	Seeks  int64 // seeks (a clip that carries on from the last one needs none)
-	// ClipsGPU counts the clips whose frames NVDEC decoded; the rest of Clips, the CPU.
-	ClipsGPU int64
+	ClipsCPU int64 // clips decoded on the CPU
+	ClipsGPU int64 // clips whose frames NVDEC decoded
+	Frames   int64 // frames that came out of the decoders (needed or not): decode work
+	Opens    int64 // decoders opened
+	Seeks    int64 // seeks (a clip that carries on from the last one needs none)
 	// GPUFallbacks counts videos moved to the CPU after NVDEC failed on them.
 	GPUFallbacks int64
 }
@@ -120,29 +118,31 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 	if err != nil {
 		return err
 	}
-	err = v.decodeClip(ctx, c, o, dst)
-	if err != nil && v.g != nil && ctx.Err() == nil && !errors.Is(err, ErrTooFewFrames) && !errors.Is(err, ErrBadRequest) {
+	work, err := v.decodeClip(ctx, c, o, dst)
+	retry := err != nil && v.g != nil && ctx.Err() == nil && !errors.Is(err, ErrTooFewFrames) && !errors.Is(err, ErrBadRequest)
+	if retry {
 		// NVDEC could not decode it: decode this video on the CPU from now on.
 		v.close()
 		p.mu.Lock()
 		p.cpuOnly[info.Path] = true
 		p.stats.GPUFallbacks++
+		p.stats.Frames += int64(work.Decoded)
+		p.stats.Seeks += int64(work.Seeks)
 		p.mu.Unlock()
 		p.opts.Log.Warn("NVDEC failed on a video; decoding it on the CPU", "file", info.Path, "err", err)
 		if v, err = p.take(info, c.Start); err != nil {
 			return err
 		}
-		err = v.decodeClip(ctx, c, o, dst)
+		work, err = v.decodeClip(ctx, c, o, dst)
 	}
 	p.mu.Lock()
-	p.stats.Frames += int64(v.decoded)
-	p.stats.Seeks += int64(v.seeks)
-	if err != nil {
-		p.stats.Failed++
-	} else {
-		p.stats.Clips++
-		if v.gpuFrames > 0 && v.cpuFrames == 0 {
+	p.stats.Frames += int64(work.Decoded)
+	p.stats.Seeks += int64(work.Seeks)
+	if err == nil {
+		if work.GPUFrames > 0 && work.CPUFrames == 0 {
 			p.stats.ClipsGPU++
+		} else {
+			p.stats.ClipsCPU++
 		}
 	}
 	p.mu.Unlock()
@@ -172,8 +172,8 @@ func (p *Pool) take(info *Info, start int) (*video, error) {
 			continue
 		}
 		b := best.Value.(*video)
-		before := func(x *video) bool { return x.positioned && x.lastOut < start }
-		if before(v) && (!before(b) || v.lastOut > b.lastOut) {
+		before := func(x *video) bool { return x.at != nil && x.at.lastOut < start }
+		if before(v) && (!before(b) || v.at.lastOut > b.at.lastOut) {
 			best = e
 		}
 	}
@@ -245,5 +245,6 @@ func DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst []byte, t
 		return err
 	}
 	defer v.close()
-	return v.decodeClip(ctx, c, o, dst)
+	_, err = v.decodeClip(ctx, c, o, dst)
+	return err
 }

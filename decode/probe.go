@@ -136,11 +136,11 @@ type packetInfo struct {
 // Probe reads a video's container once and returns its probe table.
 func Probe(path string) (*Info, error) {
 	if st, err := os.Stat(path); err != nil {
-		return nil, newError(path, -1, ErrCorrupt, "cannot read file", err)
+		return nil, &Error{Path: path, Kind: ErrUnreadable, Err: err}
 	} else if st.IsDir() {
-		return nil, newError(path, -1, ErrCorrupt, "is a directory", nil)
+		return nil, &Error{Path: path, Kind: ErrUnreadable, Detail: "is a directory"}
 	} else if st.Size() == 0 {
-		return nil, newError(path, -1, ErrCorrupt, "empty file", nil)
+		return nil, &Error{Path: path, Kind: ErrNotVideo, Detail: "empty file"}
 	}
 	in, err := openInput(path)
 	if err != nil {
@@ -163,7 +163,7 @@ func Probe(path string) (*Info, error) {
 		info.DisplayWidth, info.DisplayHeight = info.Height, info.Width
 	}
 	if info.Width <= 0 || info.Height <= 0 {
-		return nil, newError(path, -1, ErrCorrupt, "video stream has no picture size", nil)
+		return nil, &Error{Path: path, Kind: ErrCorrupt, Detail: "video stream has no picture size"}
 	}
 
 	var pkts []packetInfo
@@ -188,7 +188,7 @@ func Probe(path string) (*Info, error) {
 		pkt.Unref()
 	}
 	if len(pkts) == 0 {
-		return nil, newError(path, -1, ErrCorrupt, "video stream has no frames", nil)
+		return nil, &Error{Path: path, Kind: ErrCorrupt, Detail: "video stream has no frames"}
 	}
 	if declared := in.st.NbFrames(); declared > int64(len(pkts)) {
 		info.DeclaredFrames, info.Truncated = declared, true
@@ -309,21 +309,21 @@ type input struct {
 func openInput(path string) (*input, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, newError(path, -1, ErrCorrupt, "bad path", err)
+		return nil, &Error{Path: path, Kind: ErrUnreadable, Detail: "bad path", Err: err}
 	}
 	fc := astiav.AllocFormatContext()
 	if fc == nil {
-		return nil, newError(path, -1, ErrCorrupt, "out of memory", nil)
+		return nil, &Error{Path: path, Kind: ErrInternal, Detail: "allocating a demuxer"}
 	}
 	// The file: prefix keeps names with colons from being read as protocols.
 	if err := fc.OpenInput("file:"+abs, nil, nil); err != nil {
 		fc.Free()
-		return nil, newError(path, -1, ErrCorrupt, "not a readable video container", err)
+		return nil, &Error{Path: path, Kind: ErrNotVideo, Err: err}
 	}
 	in := &input{path: path, fc: fc}
 	if err := fc.FindStreamInfo(nil); err != nil {
 		in.close()
-		return nil, newError(path, -1, ErrCorrupt, "cannot read stream information", err)
+		return nil, &Error{Path: path, Kind: ErrNotVideo, Detail: "cannot read stream information", Err: err}
 	}
 	st, codec, err := fc.FindBestStream(astiav.MediaTypeVideo, -1, -1)
 	switch {
@@ -340,10 +340,10 @@ func openInput(path string) (*input, error) {
 			}
 		}
 		in.close()
-		return nil, newError(path, -1, ErrUnsupportedCodec, "no decoder for codec "+name, err)
+		return nil, &Error{Path: path, Kind: ErrUnsupportedCodec, Detail: "no decoder for codec " + name, Err: err}
 	case err != nil:
 		in.close()
-		return nil, newError(path, -1, ErrNoVideo, "", nil)
+		return nil, &Error{Path: path, Kind: ErrNoVideo}
 	}
 	in.st, in.codec = st, codec
 	for _, s := range fc.Streams() {

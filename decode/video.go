@@ -18,13 +18,14 @@ type Clip struct {
 	PadEnd bool
 }
 
-// Indices returns the frame indices the clip holds in a video of n frames.
+// Indices returns the frame indices the clip holds in a video of n frames. Its error is an
+// *Error of kind ErrBadRequest or ErrTooFewFrames, with no path.
 func (c Clip) Indices(n int) ([]int, error) {
 	if c.Start < 0 || c.Frames <= 0 || c.Stride <= 0 {
-		return nil, fmt.Errorf("%w: clip start %d, frames %d, stride %d", ErrBadRequest, c.Start, c.Frames, c.Stride)
+		return nil, &Error{Kind: ErrBadRequest, Detail: fmt.Sprintf("clip start %d, frames %d, stride %d", c.Start, c.Frames, c.Stride)}
 	}
 	if c.Start >= n || (!c.PadEnd && c.Start+(c.Frames-1)*c.Stride >= n) {
-		return nil, fmt.Errorf("%w: clip needs frame %d, video has %d", ErrTooFewFrames, c.Start+(c.Frames-1)*c.Stride, n)
+		return nil, &Error{Kind: ErrTooFewFrames, Detail: fmt.Sprintf("clip needs frame %d, video has %d", c.Start+(c.Frames-1)*c.Stride, n)}
 	}
 	idx := make([]int, c.Frames)
 	for k := range idx {
@@ -37,8 +38,31 @@ func (c Clip) Indices(n int) ([]int, error) {
 // earlier keyframe will do.
 var errRetry = errors.New("decoding position lost")
 
-// video is an open decoder for one video: demuxer, decoder and converter, with its position,
-// reused from clip to clip. It is not safe for concurrent use.
+// video is an open decoder for one video: demuxer, decoder and converter, reused from clip to
+// clip. It is not safe for concurrent use.
+//
+// A video is positioned (at != nil) or not (at == nil):
+//   - Not positioned: just opened, or the last clip ended in an error, at the end of the file, or
+//     with an early drain. The next clip seeks.
+//   - Positioned: since a seek to a keyframe (or the start of the file), packets have gone to the
+//     decoder in order, and at.lastOut is the presentation index of the last frame out of it (the
+//     frame before the keyframe, right after the seek). A clip whose first frame comes after
+//     lastOut with no keyframe between carries on without a seek (Info.carriesOn). at.feed says
+//     where packets come from: the demuxer (feeding); nowhere any more, as the demuxer ended and
+//     the decoder was told so and now gives the frames it holds, then EOF (endOfFile); or nowhere
+//     by choice, as every frame the clip needs went in and the decoder was told to end early
+//     (drainedEarly: the position ends with the clip).
+//
+// While positioned:
+//   - frames come out in increasing presentation order, so a frame is known by its timestamp at
+//     or after lastOut (or, under TimingCount, as lastOut+1);
+//   - at.clean is set once an undamaged frame came out since the seek; only then is damage in a
+//     frame blamed on the data, rather than on a decoder that has not settled after the seek;
+//   - at.badGOPs holds each group of pictures where damage was seen since the seek;
+//   - v.pkt holds a packet read but not yet sent only while at.pending (right after a seek under
+//     TimingCount, which reads one packet to learn where it landed).
+//
+// Always: v.skip is the decoder's skip_frame setting.
 type video struct {
 	info    *Info
 	in      *input
@@ -52,35 +76,53 @@ type video struct {
 	g  *gpu
 	sw *astiav.Frame
 
-	// Position. lastOut is the presentation index of the last frame that came out of the decoder
-	// (or the frame before the keyframe just seeked to); valid when positioned.
-	positioned bool
-	lastOut    int
-	sinceSeek  int  // frames identified since the last seek
-	clean      bool // an undamaged frame came out since the last seek
-	resumed    bool // this clip carries on from the last one's position, without a seek
-	// badGOPs maps a group of pictures (index in info.Keyframes) in which data failed to decode
-	// since the last seek to the first frame found damaged there. Frames of that group that come
-	// out later may be predicted from the damage, so clips that need them fail.
-	badGOPs  map[int]int
-	pending  bool // pkt holds a packet read but not yet sent
-	draining bool // the demuxer is at its end and the decoder has been told so
-	skip     int  // the decoder's skip_frame level now
+	at       *position // nil: not positioned
+	skip     int       // the decoder's skip_frame level now
+	prevLast int       // the last frame of the previous clip asked of this decoder; -1 before any
+}
 
-	// Early draining. need holds the clip's distinct frame indices, sent which of them went to the
-	// decoder and unsent how many did not. With drainEarly set, once all have gone the decoder is
-	// drained instead of fed more packets: frames held back for reordering come out without
-	// decoding the frames after the clip, at the price of a seek before the next clip (drained).
+// feedState says where the decoder's packets come from; see video.
+type feedState int
+
+const (
+	feeding      feedState = iota // packets come from the demuxer
+	endOfFile                     // the demuxer ended; the decoder gives what it holds, then EOF
+	drainedEarly                  // told to end early: the clip's frames all went in
+)
+
+// position is where a positioned decoder stands, since its last seek; see video.
+type position struct {
+	lastOut   int // presentation index of the last frame out
+	sinceSeek int // frames identified since the seek
+	clean     bool
+	pending   bool
+	feed      feedState
+	// badGOPs maps a group of pictures (index in Info.Keyframes) in which data failed to decode
+	// to the first frame found damaged there. Frames of that group that come out later may be
+	// predicted from the damage, so clips that need them fail.
+	badGOPs map[int]int
+}
+
+// clipWork is what decoding one clip took.
+type clipWork struct {
+	Decoded   int // frames out of the decoder, needed or not
+	Seeks     int
+	GPUFrames int // of the clip's frames, those NVDEC decoded
+	CPUFrames int // and those the CPU decoded
+}
+
+// clipRun is one clip being decoded: the frames it needs, which of them have gone to the
+// decoder, whether to drain early, and the work done.
+type clipRun struct {
+	idx []int // the clip's frame indices, ascending (the last may repeat, for padding)
+	// need holds idx's distinct frames and sent which of them went to the decoder, unsent how
+	// many did not. With drainEarly, once none is unsent the decoder is drained instead of fed.
 	need       []int
 	sent       []bool
 	unsent     int
 	drainEarly bool
-	drained    bool
-	prevLast   int // the last frame of the previous clip asked of this decoder; -1 before any
-
-	// Work done by the last decodeClip: frames out of the decoder, seeks, and how many of the
-	// clip's frames the GPU and the CPU decoded.
-	decoded, seeks, gpuFrames, cpuFrames int
+	resumed    bool // this attempt carries on from the last clip's position, without a seek
+	work       clipWork
 }
 
 // openVideo opens the video described by info with a decoder of the given thread count: on the
@@ -97,22 +139,23 @@ func openVideo(info *Info, threads int, g *gpu, gpuDecoder string) (*video, erro
 	v := &video{info: info, in: in, threads: threads, skip: discardDefault, g: g, prevLast: -1}
 	if in.st.Index() != info.Stream || in.codec.Name() != info.Codec {
 		v.close()
-		return nil, newError(info.Path, -1, ErrCorrupt, "file changed since it was probed", nil)
+		return nil, &Error{Path: info.Path, Kind: ErrChanged, Detail: fmt.Sprintf("its video stream is now #%d, %s; it was #%d, %s",
+			in.st.Index(), in.codec.Name(), info.Stream, info.Codec)}
 	}
 	codec := in.codec
 	if g != nil {
 		if codec = astiav.FindDecoderByName(gpuDecoder); codec == nil {
 			v.close()
-			return nil, newError(info.Path, -1, ErrUnsupportedCodec, "no decoder "+gpuDecoder+" for NVDEC", nil)
+			return nil, &Error{Path: info.Path, Kind: ErrUnsupportedCodec, Detail: "no decoder " + gpuDecoder + " for NVDEC"}
 		}
 	}
 	if v.cc = astiav.AllocCodecContext(codec); v.cc == nil {
 		v.close()
-		return nil, newError(info.Path, -1, ErrCorrupt, "allocating decoder", nil)
+		return nil, &Error{Path: info.Path, Kind: ErrInternal, Detail: "allocating a decoder"}
 	}
 	if err := in.st.CodecParameters().ToCodecContext(v.cc); err != nil {
 		v.close()
-		return nil, newError(info.Path, -1, ErrCorrupt, "reading codec parameters", err)
+		return nil, &Error{Path: info.Path, Kind: ErrCorrupt, Detail: "reading codec parameters", Err: err}
 	}
 	v.cc.SetTimeBase(in.st.TimeBase())
 	v.cc.SetThreadCount(threads)
@@ -122,7 +165,7 @@ func openVideo(info *Info, threads int, g *gpu, gpuDecoder string) (*video, erro
 	}
 	if err := v.cc.Open(codec, nil); err != nil {
 		v.close()
-		return nil, newError(info.Path, -1, ErrUnsupportedCodec, "opening decoder "+codec.Name(), err)
+		return nil, &Error{Path: info.Path, Kind: ErrUnsupportedCodec, Detail: "opening decoder " + codec.Name(), Err: err}
 	}
 	v.pkt = astiav.AllocPacket()
 	v.frame = astiav.AllocFrame()
@@ -155,46 +198,50 @@ func (v *video) close() {
 	}
 }
 
-// decodeClip fills dst with the clip's frames, converted to o, frame after frame.
-func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) error {
+// decodeClip fills dst with the clip's frames, converted to o, frame after frame, and says what
+// it took.
+func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (clipWork, error) {
 	path := v.info.Path
 	if err := o.validate(); err != nil {
-		return newError(path, -1, ErrBadRequest, err.Error(), nil)
+		return clipWork{}, &Error{Path: path, Kind: ErrBadRequest, Err: err}
 	}
 	idx, err := c.Indices(v.info.Frames)
 	if err != nil {
-		return newError(path, c.Start, ErrTooFewFrames, "", err)
+		e := err.(*Error)
+		e.Path = path
+		return clipWork{}, e
 	}
 	if need := len(idx) * o.FrameBytes(); len(dst) < need {
-		return newError(path, -1, ErrBadRequest, fmt.Sprintf("buffer of %d bytes, clip needs %d", len(dst), need), nil)
+		return clipWork{}, &Error{Path: path, Kind: ErrBadRequest, Detail: fmt.Sprintf("buffer of %d bytes, clip needs %d", len(dst), need)}
 	}
-	v.decoded, v.seeks, v.gpuFrames, v.cpuFrames = 0, 0, 0, 0
 
 	// Continue from where the last clip left off when no keyframe lies between, else seek to the
 	// keyframe at or before the first frame; on a lost position, try earlier keyframes, then the
 	// start of the file.
+	r := &clipRun{idx: idx}
 	kf := v.info.KeyframeAtOrBefore(idx[0])
-	continuing := v.positioned && v.info.carriesOn(v.lastOut, idx[0])
+	continuing := v.at != nil && v.info.carriesOn(v.at.lastOut, idx[0])
 	drain := v.drainPays(idx)
 	v.prevLast = idx[len(idx)-1]
 	for attempt := 0; ; attempt++ {
-		v.resumed = continuing
+		r.resumed = continuing
 		if !continuing {
+			r.work.Seeks++
 			if err := v.seek(kf, attempt); err != nil {
-				return err
+				return r.work, err
 			}
 		}
-		v.track(idx, drain)
-		err := v.fill(ctx, idx, o, dst)
+		r.track(drain && v.info.Timing == TimingPTS)
+		err := v.decodeFrames(ctx, r, o, dst)
 		if !errors.Is(err, errRetry) {
 			v.setSkip(discardDefault)
-			if v.drained {
-				v.positioned = false // the decoder is at its end: the next clip seeks
+			if v.at != nil && v.at.feed == drainedEarly {
+				v.at = nil // the decoder is at its end: the next clip seeks
 			}
-			return err
+			return r.work, err
 		}
 		if attempt >= 3 {
-			return newError(path, idx[0], ErrCorrupt, "cannot position the decoder on this frame", nil)
+			return r.work, &Error{Path: path, Frame: frame(idx[0]), Kind: ErrCorrupt, Detail: "cannot position the decoder on this frame"}
 		}
 		if !continuing {
 			kf = max(kf-1, 0)
@@ -231,7 +278,6 @@ func (v *video) drainPays(idx []int) bool {
 // seek positions the decoder just before keyframe kf. After two failed attempts it reopens the
 // file and decodes from the very start instead.
 func (v *video) seek(kf, attempt int) error {
-	v.seeks++
 	v.reset()
 	k := v.info.Keyframes[kf]
 	ts := k.PTS
@@ -244,13 +290,13 @@ func (v *video) seek(kf, attempt int) error {
 	if err := v.in.fc.SeekFrame(v.info.Stream, ts, astiav.NewSeekFlags(astiav.SeekFlagBackward)); err != nil {
 		return v.rewind()
 	}
-	v.lastOut = k.Frame - 1
+	v.at.lastOut = k.Frame - 1
 	if v.info.Timing == TimingCount {
 		// Frames are counted from the keyframe landed on, so find out which one that is.
 		if err := v.readPacket(); err != nil {
 			return v.rewind()
 		}
-		v.pending = true
+		v.at.pending = true
 		landed := -1
 		for _, kk := range v.info.Keyframes {
 			if (kk.DTS != NoPTS && kk.DTS == v.pkt.Dts()) || (kk.DTS == NoPTS && kk.PTS != NoPTS && kk.PTS == v.pkt.Pts()) {
@@ -261,7 +307,7 @@ func (v *video) seek(kf, attempt int) error {
 		if landed < 0 || landed > k.Frame {
 			return v.rewind()
 		}
-		v.lastOut = landed - 1
+		v.at.lastOut = landed - 1
 	}
 	return nil
 }
@@ -270,60 +316,58 @@ func (v *video) seek(kf, attempt int) error {
 func (v *video) rewind() error {
 	in, err := openInput(v.info.Path)
 	if err != nil {
-		v.positioned = false
+		v.at = nil
 		return err
 	}
 	v.in.close()
 	v.in = in
 	v.reset()
-	v.lastOut = -1
+	v.at.lastOut = -1
 	return nil
 }
 
-// track starts counting which of the clip's frames idx (ascending) have gone to the decoder, and
-// arms early draining if drain is set and packets can be told apart by timestamp.
-func (v *video) track(idx []int, drain bool) {
-	v.need, v.sent = v.need[:0], v.sent[:0]
-	for _, i := range idx {
-		if len(v.need) == 0 || v.need[len(v.need)-1] != i {
-			v.need = append(v.need, i)
-			v.sent = append(v.sent, false)
+// track starts counting which of the clip's frames have gone to the decoder, and arms early
+// draining if drain is set (packets must be known by timestamp for that).
+func (r *clipRun) track(drain bool) {
+	r.need, r.sent = r.need[:0], r.sent[:0]
+	for _, i := range r.idx {
+		if len(r.need) == 0 || r.need[len(r.need)-1] != i {
+			r.need = append(r.need, i)
+			r.sent = append(r.sent, false)
 		}
 	}
-	v.unsent = len(v.need)
-	v.drainEarly = drain && v.info.Timing == TimingPTS
+	r.unsent = len(r.need)
+	r.drainEarly = drain
 }
 
-// sending notes that the packet in v.pkt, holding frame i (-1: not known), goes to the decoder.
-func (v *video) sending(i int) {
-	if j := sort.SearchInts(v.need, i); i >= 0 && j < len(v.need) && v.need[j] == i && !v.sent[j] {
-		v.sent[j] = true
-		v.unsent--
+// sending notes that a packet holding frame i (-1: not known) goes to the decoder.
+func (r *clipRun) sending(i int) {
+	if j := sort.SearchInts(r.need, i); i >= 0 && j < len(r.need) && r.need[j] == i && !r.sent[j] {
+		r.sent[j] = true
+		r.unsent--
 	}
 }
 
-// reset empties the decoder for decoding from a new position.
+// reset empties the decoder and positions it anew, for decoding from a new place.
 func (v *video) reset() {
 	flushDecoder(v.cc)
-	v.pending, v.draining, v.drained, v.sinceSeek, v.clean = false, false, false, 0, false
-	v.positioned = true
-	clear(v.badGOPs)
+	v.at = &position{}
 }
 
 // markBad records that frame i (or the data around it) failed to decode.
-func (v *video) markBad(i int) {
-	if v.badGOPs == nil {
-		v.badGOPs = make(map[int]int)
+func (p *position) markBad(info *Info, i int) {
+	if p.badGOPs == nil {
+		p.badGOPs = make(map[int]int)
 	}
-	g := v.info.KeyframeAtOrBefore(i)
-	if _, ok := v.badGOPs[g]; !ok {
-		v.badGOPs[g] = i
+	g := info.KeyframeAtOrBefore(i)
+	if _, ok := p.badGOPs[g]; !ok {
+		p.badGOPs[g] = i
 	}
 }
 
 // damageBefore returns the damaged frame in frame i's group of pictures, if any was seen.
-func (v *video) damageBefore(i int) (int, bool) {
-	b, ok := v.badGOPs[v.info.KeyframeAtOrBefore(i)]
+func (p *position) damageBefore(info *Info, i int) (int, bool) {
+	b, ok := p.badGOPs[info.KeyframeAtOrBefore(i)]
 	return b, ok
 }
 
@@ -340,9 +384,9 @@ func (v *video) readPacket() error {
 	}
 }
 
-// fill decodes forward until every frame in idx (ascending) is converted into dst.
-func (v *video) fill(ctx context.Context, idx []int, o Output, dst []byte) error {
-	path, fs := v.info.Path, o.FrameBytes()
+// decodeFrames decodes forward until every frame of the clip is converted into dst.
+func (v *video) decodeFrames(ctx context.Context, r *clipRun, o Output, dst []byte) error {
+	path, fs, idx := v.info.Path, o.FrameBytes(), r.idx
 	want := 0
 	for want < len(idx) {
 		// Let the scheduler see this goroutine move between frames. A goroutine that runs, in long
@@ -353,50 +397,51 @@ func (v *video) fill(ctx context.Context, idx []int, o Output, dst []byte) error
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		i, damaged, err := v.next(idx[want:])
+		at := v.at
+		i, damaged, err := v.next(r, idx[want:])
 		if errors.Is(err, astiav.ErrEof) {
-			v.positioned = false
-			if v.sinceSeek == 0 {
+			v.at = nil
+			if at.sinceSeek == 0 {
 				return errRetry
 			}
-			return newError(path, idx[want], ErrCorrupt, "video ended before this frame", nil)
+			return &Error{Path: path, Frame: frame(idx[want]), Kind: ErrCorrupt, Detail: "video ended before this frame"}
 		}
 		if err != nil {
-			v.positioned = false
-			return newError(path, idx[want], ErrCorrupt, "decoding", err)
+			v.at = nil
+			return &Error{Path: path, Frame: frame(idx[want]), Kind: ErrCorrupt, Detail: "decoding", Err: err}
 		}
 		if damaged {
-			v.markBad(i)
+			at.markBad(v.info, i)
 		}
 		if i < idx[want] {
-			v.clean = v.clean || !damaged
+			at.clean = at.clean || !damaged
 			v.frame.Unref()
 			continue
 		}
-		if b, ok := v.damageBefore(idx[want]); ok && v.clean {
+		if b, ok := at.damageBefore(v.info, idx[want]); ok && at.clean {
 			v.frame.Unref()
-			return newError(path, idx[want], ErrCorrupt, fmt.Sprintf("data it depends on is damaged (frame %d)", b), nil)
+			return &Error{Path: path, Frame: frame(idx[want]), Kind: ErrCorrupt, Detail: fmt.Sprintf("data it depends on is damaged (frame %d)", b)}
 		}
 		if i > idx[want] {
 			// The frame we want never came out. Right after a seek, or when carrying on from the
 			// last clip (whose skipped frames may be the ones now wanted), that means we did not
 			// start where we meant to.
 			v.frame.Unref()
-			if v.resumed || v.sinceSeek <= 1 || !v.clean {
+			if r.resumed || at.sinceSeek <= 1 || !at.clean {
 				return errRetry
 			}
-			return newError(path, idx[want], ErrCorrupt, "decoder produced no such frame", nil)
+			return &Error{Path: path, Frame: frame(idx[want]), Kind: ErrCorrupt, Detail: "decoder produced no such frame"}
 		}
 		if damaged {
 			v.frame.Unref()
-			if !v.clean {
+			if !at.clean {
 				return errRetry // broken before decoding settled: start earlier
 			}
-			return newError(path, i, ErrCorrupt, "frame decoded with errors", nil)
+			return &Error{Path: path, Frame: frame(i), Kind: ErrCorrupt, Detail: "frame decoded with errors"}
 		}
-		v.clean = true
-		if err := v.convert(o, dst[want*fs:(want+1)*fs]); err != nil {
-			return newError(path, i, ErrCorrupt, "converting frame", err)
+		at.clean = true
+		if err := v.convert(o, dst[want*fs:(want+1)*fs], &r.work); err != nil {
+			return &Error{Path: path, Frame: frame(i), Kind: ErrInternal, Detail: "converting frame", Err: err}
 		}
 		for want++; want < len(idx) && idx[want] == i; want++ {
 			copy(dst[want*fs:(want+1)*fs], dst[(want-1)*fs:want*fs])
@@ -405,9 +450,11 @@ func (v *video) fill(ctx context.Context, idx []int, o Output, dst []byte) error
 	return nil
 }
 
-// next returns the presentation index of the next frame out of the decoder, now in v.frame.
-// rest is what the clip still needs, ascending, so frames outside it may be skipped.
-func (v *video) next(rest []int) (int, bool, error) {
+// next returns the presentation index of the next frame out of the decoder, now in v.frame, and
+// whether the decoder flagged it damaged. rest is what the clip still needs, ascending, so
+// frames outside it may be skipped.
+func (v *video) next(r *clipRun, rest []int) (int, bool, error) {
+	at := v.at
 	for {
 		err := v.cc.ReceiveFrame(v.frame)
 		if err == nil {
@@ -416,9 +463,9 @@ func (v *video) next(rest []int) (int, bool, error) {
 				v.frame.Unref()
 				continue
 			}
-			v.lastOut = i
-			v.sinceSeek++
-			v.decoded++
+			at.lastOut = i
+			at.sinceSeek++
+			r.work.Decoded++
 			return i, frameDamaged(v.frame), nil
 		}
 		if errors.Is(err, astiav.ErrEof) {
@@ -428,38 +475,38 @@ func (v *video) next(rest []int) (int, bool, error) {
 			// A damaged packet: the decoder says so and carries on with the next one.
 			continue
 		}
-		if v.draining {
+		if at.feed != feeding {
 			return -1, false, astiav.ErrEof
 		}
-		if !v.pending && v.drainEarly && v.unsent == 0 {
+		if !at.pending && r.drainEarly && r.unsent == 0 {
 			// Every frame the clip needs is in the decoder: drain it rather than decode more.
-			v.draining, v.drained = true, true
+			at.feed = drainedEarly
 			if err := v.cc.SendPacket(nil); err != nil && !errors.Is(err, astiav.ErrEof) {
 				return -1, false, err
 			}
 			continue
 		}
-		if !v.pending {
+		if !at.pending {
 			if err := v.readPacket(); err != nil {
 				// The end of the file, or a read error (truncation): decode what was read.
-				v.draining = true
+				at.feed = endOfFile
 				if err := v.cc.SendPacket(nil); err != nil && !errors.Is(err, astiav.ErrEof) {
 					return -1, false, err
 				}
 				continue
 			}
 		}
-		v.pending = false
+		at.pending = false
 		i := v.info.frameOf(v.pkt.Pts(), -1) // the packet's frame, by timestamp
-		v.sending(i)
+		r.sending(i)
 		v.chooseSkip(i, rest)
 		if err := v.cc.SendPacket(v.pkt); err != nil && !errors.Is(err, astiav.ErrEagain) {
 			// Invalid data in this packet: its frame will be missing or damaged, and so may the
 			// frames predicted from it.
 			if i < 0 || v.info.Timing != TimingPTS {
-				i = v.lastOut + 1
+				i = at.lastOut + 1
 			}
-			v.markBad(i)
+			at.markBad(v.info, i)
 			v.pkt.Unref()
 			continue
 		}
@@ -471,13 +518,13 @@ func (v *video) next(rest []int) (int, bool, error) {
 // not in the table (before the seek point, or dropped by an edit list).
 func (v *video) identify() int {
 	if v.info.Timing == TimingCount {
-		return v.lastOut + 1
+		return v.at.lastOut + 1
 	}
 	ts := bestEffortTimestamp(v.frame)
 	if ts == NoPTS {
-		return v.lastOut + 1
+		return v.at.lastOut + 1
 	}
-	return v.info.frameOf(ts, v.lastOut)
+	return v.info.frameOf(ts, v.at.lastOut)
 }
 
 // chooseSkip lets the decoder skip the packet in v.pkt (frame i) when that frame is not needed and
@@ -500,9 +547,9 @@ func (v *video) setSkip(level int) {
 	}
 }
 
-// convert converts the frame in v.frame into dst, building the converter when needed. A frame
-// in GPU memory is downloaded first.
-func (v *video) convert(o Output, dst []byte) error {
+// convert converts the frame in v.frame into dst, building the converter when needed, and counts
+// it in w by where it was decoded. A frame in GPU memory is downloaded first.
+func (v *video) convert(o Output, dst []byte, w *clipWork) error {
 	f := v.frame
 	if f.PixelFormat() == astiav.PixelFormatCuda {
 		if err := f.TransferHardwareData(v.sw); err != nil {
@@ -512,9 +559,9 @@ func (v *video) convert(o Output, dst []byte) error {
 		copyFrameProps(v.sw, f)
 		f.Unref()
 		f = v.sw
-		v.gpuFrames++
+		w.GPUFrames++
 	} else {
-		v.cpuFrames++
+		w.CPUFrames++
 	}
 	if v.conv == nil || v.conv.key != keyOf(f, v.info.Rotation, o) {
 		if v.conv != nil {
