@@ -12,9 +12,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/catalog"
 	"github.com/vidfs/vidfs/internal/testvideo"
+	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
 )
 
@@ -62,18 +64,19 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 			t.Fatal(err)
 		}
 	}
-	videos, err := catalog.Scan(context.Background(), catalog.Options{Root: src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lay, in, skipped, err := FromCatalog(s.spec, videos)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lay, in, skipped := probeTree(t, src, s.spec)
 	if s.cacheBytes == 0 {
 		s.cacheBytes = 64 << 20
 	}
-	f, err := New(Config{Source: src, Layout: lay, Infos: in, Resize: s.resize, CacheBytes: s.cacheBytes,
+	if s.workers == 0 {
+		s.workers = 2
+	}
+	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: cache.MaxLoads(s.workers), Idle: s.workers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	f, err := New(Config{Source: src, Layout: lay, Infos: in, Resize: s.resize, Decoder: pool, CacheBytes: s.cacheBytes,
 		Workers: s.workers, Prefetch: s.prefetch, Skipped: skipped, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +93,36 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 		f.Close()
 	})
 	return &testMount{fs: f, m: m, dir: dir, src: src, lay: lay}
+}
+
+// probeTree probes the videos under src and lays out those that can be read; the rest are
+// problems, as vidfs mount reports them.
+func probeTree(t *testing.T, src string, spec layout.Spec) (*layout.Layout, []*decode.Info, []wire.Problem) {
+	t.Helper()
+	videos, err := catalog.Scan(context.Background(), catalog.Options{Root: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lv []layout.Video
+	var skipped []wire.Problem
+	byPath := map[string]*decode.Info{}
+	for _, v := range videos {
+		if v.Err == nil {
+			lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Info.Frames})
+			byPath[v.Rel] = v.Info
+		} else {
+			skipped = append(skipped, wire.Problem{File: v.Rel, Sample: -1, Reason: v.Err.Error()})
+		}
+	}
+	lay, err := layout.New(spec, lv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos := make([]*decode.Info, len(lay.Videos))
+	for i, v := range lay.Videos {
+		infos[i] = byPath[v.Path]
+	}
+	return lay, infos, skipped
 }
 
 type testWriter struct{ t *testing.T }
@@ -110,13 +143,13 @@ func (tm *testMount) python(t *testing.T, program string, args ...string) string
 	return string(out)
 }
 
-func (tm *testMount) stats(t *testing.T) Stats {
+func (tm *testMount) stats(t *testing.T) wire.Stats {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(tm.dir, ".vidfs", "stats"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st Stats
+	var st wire.Stats
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatalf("stats %q: %v", b, err)
 	}

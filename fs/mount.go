@@ -11,6 +11,7 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // MountOptions are the FUSE mount's own settings.
@@ -54,7 +55,7 @@ func (f *FS) Mount(dir string, mo MountOptions) (*Mount, error) {
 	// so serve them through the page cache there. Guess from the kernel's version before the
 	// first open can come, and take what the kernel offered at INIT once mounted.
 	f.directIO.Store(kernelAtLeast(6, 6))
-	server, err := gofs.Mount(dir, &root{f: f}, opts)
+	server, err := gofs.Mount(dir, &root{dirNode(f)}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("mounting on %s: %w (is fuse3 installed, and the directory empty and not mounted?)", dir, err)
 	}
@@ -72,19 +73,14 @@ func (f *FS) Mount(dir string, mo MountOptions) (*Mount, error) {
 
 // kernelAtLeast reports whether the running kernel is at least major.minor.
 func kernelAtLeast(major, minor int) bool {
-	var u syscall.Utsname
-	if syscall.Uname(&u) != nil {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
 		return false
 	}
-	var b []byte
-	for _, c := range u.Release {
-		if c == 0 {
-			break
-		}
-		b = append(b, byte(c))
-	}
 	var ma, mi int
-	fmt.Sscanf(string(b), "%d.%d", &ma, &mi)
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
 	return ma > major || ma == major && mi >= minor
 }
 
@@ -121,8 +117,7 @@ func abortConnection(dev uint64) error {
 		return errors.New("device number unknown")
 	}
 	const ctl = "/sys/fs/fuse/connections"
-	minor := (dev & 0xff) | ((dev >> 12) & 0xfff00)
-	abort := fmt.Sprintf("%s/%d/abort", ctl, minor)
+	abort := fmt.Sprintf("%s/%d/abort", ctl, unix.Minor(dev))
 	if _, err := os.Stat(abort); err != nil {
 		if err := syscall.Mount("fusectl", ctl, "fusectl", 0, ""); err != nil {
 			return fmt.Errorf("fusectl not mounted on %s and cannot be: %w", ctl, err)

@@ -16,7 +16,9 @@ const accessTimeout = 2 * time.Second
 // order; an entry still unread when reads have landed more than window entries past it is given
 // up, so a reader that skips samples does not hold the position back.
 //
-// Tracker is safe for concurrent use.
+// Tracker is safe for concurrent use. It calls nothing outside itself while holding its lock:
+// the cache asks it NextUse and Upcoming with the cache's own lock held, so the lock order is
+// cache, then tracker.
 type Tracker struct {
 	mu       sync.Mutex
 	window   int // how far readers may run out of order before unread entries are given up
@@ -26,6 +28,7 @@ type Tracker struct {
 	pos      int // first entry not yet consumed
 	furthest int // furthest entry consumed
 	open     map[int]*access
+	reading  map[int]int   // sample -> reads observed and not yet Done
 	ahead    map[int32]int // sample -> its first unconsumed entry in [pos, pos+horizon)
 	dirty    bool          // ahead must be rebuilt
 	stats    Stats
@@ -49,7 +52,7 @@ type Stats struct {
 // slowest one; horizon how far past the position reads are matched to the plan and NextUse looks
 // (at least window).
 func NewTracker(window, horizon int) *Tracker {
-	return &Tracker{window: max(window, 1), horizon: max(horizon, window, 1), open: map[int]*access{}, dirty: true}
+	return &Tracker{window: max(window, 1), horizon: max(horizon, window, 1), open: map[int]*access{}, reading: map[int]int{}, dirty: true}
 }
 
 // Replace makes plan the plan, from its start.
@@ -74,11 +77,15 @@ func (t *Tracker) Append(plan []int32) {
 	t.stats.Plans++
 }
 
-// Observe reports a read of n bytes at offset off within sample (of sampleBytes bytes) and says
-// whether it started a new access to the sample.
-func (t *Tracker) Observe(sample int, off, n, sampleBytes int64, now time.Time) bool {
+// Observe reports a read of n bytes of sample (of sampleBytes bytes) and says whether it started
+// a new access to the sample. Pieces of a sample may come in any order (page faults do), so only
+// their sizes count. The sample is due now until the read calls Done: an access consumes its
+// plan entry at once, and the sample must not look unwanted to the cache before the reader has
+// it.
+func (t *Tracker) Observe(sample int, n, sampleBytes int64, now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.reading[sample]++
 	if a, ok := t.open[sample]; ok && now.Sub(a.last) < accessTimeout {
 		a.bytes += n
 		a.last = now
@@ -98,6 +105,15 @@ func (t *Tracker) Observe(sample int, off, n, sampleBytes int64, now time.Time) 
 	t.stats.Accesses++
 	t.consume(sample)
 	return true
+}
+
+// Done ends a read that Observe reported, once the reader has its bytes (or gave up).
+func (t *Tracker) Done(sample int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.reading[sample]--; t.reading[sample] <= 0 {
+		delete(t.reading, sample)
+	}
 }
 
 // expire forgets accesses that stopped part way.
@@ -171,11 +187,14 @@ func (t *Tracker) Upcoming(dst []int, max int) []int {
 }
 
 // NextUse returns how many plan entries from the position the sample is next due, or -1 when it
-// is not due within the horizon. A sample being read right now (an access in pieces not yet
-// through) is due now: 0.
+// is not due within the horizon. A sample being read right now (a read not yet Done, or an
+// access in pieces not yet through) is due now: 0.
 func (t *Tracker) NextUse(sample int) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.reading[sample] > 0 {
+		return 0
+	}
 	if a, ok := t.open[sample]; ok && time.Since(a.last) < accessTimeout {
 		return 0
 	}

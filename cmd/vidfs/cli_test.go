@@ -66,7 +66,7 @@ func TestProbeCommand(t *testing.T) {
 
 	bad := testvideo.Path("empty.mp4")
 	code, out, errs = vidfs(t, "probe", testvideo.Path("short8.mp4"), bad)
-	if code != 1 || !strings.Contains(errs, bad+": corrupt or truncated data: empty file") || !strings.Contains(out, `"frames": 8`) {
+	if code != 1 || !strings.Contains(errs, bad+": not a readable video container: empty file") || !strings.Contains(out, `"frames": 8`) {
 		t.Errorf("one bad file of two: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	if code, _, errs := vidfs(t, "probe"); code != 2 || !strings.Contains(errs, "no video given") {
@@ -128,7 +128,7 @@ func TestClipCommand(t *testing.T) {
 		{[]string{"clip", path, "--size", "224", "-o", npy}, 2, `"224": want HEIGHTxWIDTH`},
 		{[]string{"clip", path, "--resize", "squash", "-o", npy}, 2, "want crop, stretch or pad"},
 		{[]string{"clip", path, "--start", "30", "-o", npy}, 1, "too few frames"},
-		{[]string{"clip", testvideo.Path("random.mp4"), "-o", npy}, 1, "random.mp4: corrupt or truncated data"},
+		{[]string{"clip", testvideo.Path("random.mp4"), "-o", npy}, 1, "random.mp4: not a readable video container"},
 	} {
 		code, _, errs := vidfs(t, tc.args...)
 		if code != tc.code || !strings.Contains(errs, tc.says) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
 	vfs "github.com/vidfs/vidfs/fs"
 	"github.com/vidfs/vidfs/internal/catalog"
@@ -148,7 +149,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	if err != nil {
 		return err
 	}
-	lay, infos, skipped, err := vfs.FromCatalog(spec, videos)
+	lay, infos, skipped, err := arrange(spec, videos)
 	if err != nil {
 		return err
 	}
@@ -165,8 +166,20 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 		log.Warn("sample size is not a multiple of 4 KiB: memory-mapped readers of clips.npy will also touch (and make vidfs decode) neighbouring samples; pread readers are unaffected",
 			"sample_bytes", S)
 	}
-	f, err := vfs.New(vfs.Config{Source: src, Layout: lay, Infos: infos, Resize: o.resize.r, CacheBytes: o.cacheMem.n,
-		Prefetch: o.prefetch, Workers: o.workers, Skipped: skipped, Log: log, HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders})
+	workers := o.workers
+	if workers <= 0 {
+		workers = runtime.NumCPU()
+	}
+	// One decoder per load the cache may run at once; as many kept open between clips as it
+	// prefetches at once.
+	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: cache.MaxLoads(workers), Idle: workers, Threads: 1,
+		HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders, Log: log})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	f, err := vfs.New(vfs.Config{Source: src, Layout: lay, Infos: infos, Resize: o.resize.r, Decoder: pool,
+		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Log: log})
 	if err != nil {
 		return err
 	}

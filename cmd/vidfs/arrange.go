@@ -1,0 +1,36 @@
+package main
+
+import (
+	"time"
+
+	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/catalog"
+	"github.com/vidfs/vidfs/internal/wire"
+	"github.com/vidfs/vidfs/layout"
+)
+
+// arrange lays scanned videos out under spec: the layout of the readable ones, their probe
+// tables in the layout's video order (for fs.Config.Infos), and the unreadable ones, left out,
+// as problems (for fs.Config.Skipped).
+func arrange(spec layout.Spec, videos []catalog.Video) (*layout.Layout, []*decode.Info, []wire.Problem, error) {
+	var lv []layout.Video
+	infos := map[string]*decode.Info{}
+	var skipped []wire.Problem
+	for _, v := range videos {
+		if v.Err != nil {
+			skipped = append(skipped, wire.Problem{Time: time.Now(), File: v.Rel, Sample: -1, Reason: v.Err.Error()})
+			continue
+		}
+		lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Info.Frames})
+		infos[v.Rel] = v.Info
+	}
+	lay, err := layout.New(spec, lv)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ordered := make([]*decode.Info, len(lay.Videos))
+	for i, v := range lay.Videos {
+		ordered[i] = infos[v.Path]
+	}
+	return lay, ordered, skipped, nil
+}

@@ -1,0 +1,222 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+
+	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/layout"
+)
+
+// fakeDecoder stands in for decode.Pool: frame k of a clip is filled with the byte
+// frameByte(video, frame index). It counts its clips and fails the videos named in fail.
+type fakeDecoder struct {
+	mu    sync.Mutex
+	clips map[[2]int]int // (video number, start) -> decodes
+	fail  map[string]error
+	video map[string]int // path -> video number, for frameByte
+}
+
+func frameByte(video, frame int) byte { return byte(video*37 + frame) }
+
+func (d *fakeDecoder) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.fail[info.Path]; err != nil {
+		return err
+	}
+	idx, err := c.Indices(info.Frames)
+	if err != nil {
+		return err
+	}
+	v := d.video[info.Path]
+	d.clips[[2]int{v, c.Start}]++
+	fs := o.FrameBytes()
+	for k, i := range idx {
+		clear(dst[k*fs : (k+1)*fs])
+		for j := range fs {
+			dst[k*fs+j] = frameByte(v, i)
+		}
+	}
+	return nil
+}
+
+func (d *fakeDecoder) Stats() decode.PoolStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var n int64
+	for _, c := range d.clips {
+		n += int64(c)
+	}
+	return decode.PoolStats{ClipsCPU: n}
+}
+
+// decodes is how often sample s of f was decoded.
+func (d *fakeDecoder) decodes(f *FS, s int) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	smp := f.lay.Samples[s]
+	return d.clips[[2]int{smp.Video, smp.Start}]
+}
+
+// fakeVideos are the made-up videos of fakeFS: 40 samples of 4 frames (4x4 pixels, 192 bytes).
+var fakeVideos = []layout.Video{{Path: "a/one.mp4", Frames: 64}, {Path: "a/two.mp4", Frames: 40}, {Path: "b/three.mp4", Frames: 60}}
+
+// fakeFS is an FS over fakeVideos with a fake decoder and a cache of cacheSamples samples.
+func fakeFS(t *testing.T, cacheSamples, workers int, fail map[string]error) (*FS, *fakeDecoder) {
+	t.Helper()
+	spec := layout.Spec{Frames: 4, Stride: 1, Height: 4, Width: 4}
+	lay, err := layout.New(spec, fakeVideos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := &fakeDecoder{clips: map[[2]int]int{}, fail: fail, video: map[string]int{}}
+	infos := make([]*decode.Info, len(lay.Videos))
+	for i, v := range lay.Videos {
+		infos[i] = &decode.Info{Path: v.Path, Frames: v.Frames}
+		dec.video[v.Path] = i
+	}
+	f, err := New(Config{Source: "/fake", Layout: lay, Infos: infos, Decoder: dec, Workers: workers,
+		CacheBytes: int64(cacheSamples) * spec.SampleBytes(), Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return f, dec
+}
+
+// want is what sample s of f holds.
+func want(f *FS, s int) []byte {
+	smp, sp := f.lay.Samples[s], f.lay.Spec
+	fb := int(sp.SampleBytes()) / sp.Frames
+	b := make([]byte, 0, sp.SampleBytes())
+	for k := range sp.Frames {
+		b = append(b, bytes.Repeat([]byte{frameByte(smp.Video, smp.Start+k*sp.Stride)}, fb)...)
+	}
+	return b
+}
+
+// readAt reads n bytes at off of clips.npy as the kernel would ask.
+func readAt(t *testing.T, f *FS, off int64, n int) ([]byte, syscall.Errno) {
+	t.Helper()
+	res, errno := f.read(context.Background(), f.lay.NpyHeader(), 0, f.lay.Len(), make([]byte, n), off)
+	if errno != 0 {
+		return nil, errno
+	}
+	b, st := res.Bytes(make([]byte, n))
+	if !st.Ok() {
+		t.Fatalf("read result: %v", st)
+	}
+	return b, 0
+}
+
+// TestReadPathFake: reads of clips.npy at any offset give the header and the samples' bytes,
+// short where a read starts in the header, and counts accesses once however a sample is cut.
+func TestReadPathFake(t *testing.T) {
+	f, dec := fakeFS(t, 40, 1, nil)
+	hdr := f.lay.NpyHeader()
+	S := int(f.lay.Spec.SampleBytes())
+	if b, _ := readAt(t, f, 0, 1<<20); !bytes.Equal(b, hdr) {
+		t.Fatalf("a read from 0 gave %d bytes, want the %d-byte header alone", len(b), len(hdr))
+	}
+	// Samples 3 and 4 in one read, from the middle of 3 into the middle of 4.
+	off := int64(len(hdr) + 3*S + S/2)
+	b, errno := readAt(t, f, off, S)
+	if w := append(want(f, 3)[S/2:], want(f, 4)[:S/2]...); errno != 0 || !bytes.Equal(b, w) {
+		t.Fatalf("read across samples 3 and 4: %v, wrong bytes", errno)
+	}
+	// Sample 10 in three pieces, out of order: one access, one decode.
+	var got [3][]byte
+	for _, k := range []int{2, 0, 1} {
+		got[k], _ = readAt(t, f, int64(len(hdr)+10*S+k*S/3), S/3)
+	}
+	if w := want(f, 10); !bytes.Equal(bytes.Join(got[:], nil), w[:3*(S/3)]) {
+		t.Error("sample 10 read in pieces: wrong bytes")
+	}
+	st := f.Stats()
+	if st.Reads.Requests != 5 || st.Reads.Accesses != 3 || st.Cache.Misses != 3 || st.Cache.Hits != 0 || dec.decodes(f, 10) != 1 {
+		t.Errorf("%d requests, %d accesses, %d misses, %d hits, sample 10 decoded %d times; want 5, 3, 3, 0, 1",
+			st.Reads.Requests, st.Reads.Accesses, st.Cache.Misses, st.Cache.Hits, dec.decodes(f, 10))
+	}
+	if end, errno := readAt(t, f, int64(len(hdr)+f.lay.Len()*S), 100); errno != 0 || len(end) != 0 {
+		t.Errorf("read at the end: %d bytes, %v", len(end), errno)
+	}
+}
+
+// TestFailedVideoFake: a video whose decode fails gets EIO on its samples alone: a read that
+// reaches one returns the bytes before it, a read that starts in it fails, the failure is
+// decoded and logged once.
+func TestFailedVideoFake(t *testing.T) {
+	bad := fmt.Errorf("%w: made up", decode.ErrCorrupt)
+	f, dec := fakeFS(t, 40, 1, map[string]error{"a/two.mp4": bad})
+	first, end := f.lay.VideoSamples(1)
+	hdr, S := len(f.lay.NpyHeader()), int(f.lay.Spec.SampleBytes())
+	b, errno := readAt(t, f, int64(hdr+(first-1)*S), 2*S)
+	if errno != 0 || !bytes.Equal(b, want(f, first-1)) {
+		t.Errorf("read into the failed video: %d bytes, %v; want the sample before it alone", len(b), errno)
+	}
+	for range 2 {
+		if _, errno := readAt(t, f, int64(hdr+first*S), S); errno != syscall.EIO {
+			t.Errorf("read of a failed sample: %v, want EIO", errno)
+		}
+	}
+	if b, errno := readAt(t, f, int64(hdr+end*S), S); errno != 0 || !bytes.Equal(b, want(f, end)) {
+		t.Errorf("sample %d after the failed video: %v", end, errno)
+	}
+	st := f.Stats()
+	if len(st.Errors) != 1 || st.Errors[0].File != "a/two.mp4" || st.Errors[0].Sample != first || st.Decode.Failed != 1 {
+		t.Errorf("errors %+v, %d failed; want one for sample %d of a/two.mp4", st.Errors, st.Decode.Failed, first)
+	}
+	if n := dec.Stats().ClipsCPU; n != 2 {
+		t.Errorf("%d clips decoded, want 2 (the samples either side)", n)
+	}
+	if !errors.Is(f.cache.Failed(first), decode.ErrCorrupt) {
+		t.Errorf("cache keeps %v for the failed sample", f.cache.Failed(first))
+	}
+}
+
+// TestPlanFake: with a plan and a cache a quarter of the dataset, a reader that keeps to the plan
+// finds every sample decoded ahead of it, each decoded once, and evicted samples are those
+// already read.
+func TestPlanFake(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, dec := fakeFS(t, 14, 1, nil) // depth 14 - reserve(1) = 10
+		n := f.lay.Len()
+		plan := make([]int32, n)
+		for i := range plan {
+			plan[i] = int32((i * 7) % n) // every sample once, shuffled (7 and n are coprime)
+		}
+		f.SetPlan(plan, false)
+		S := int(f.lay.Spec.SampleBytes())
+		hdr := len(f.lay.NpyHeader())
+		for _, s := range plan {
+			synctest.Wait() // the reader is slower than the decoder
+			if b, errno := readAt(t, f, int64(hdr+int(s)*S), S); errno != 0 || !bytes.Equal(b, want(f, int(s))) {
+				t.Fatalf("sample %d: %v", s, errno)
+			}
+		}
+		st := f.Stats()
+		if st.Cache.Hits != int64(n) || st.Cache.Misses != 0 || st.Plan.Position != n || st.Plan.OffPlanReads != 0 {
+			t.Errorf("hits %d, misses %d, position %d, off plan %d; want %d hits, at the end", st.Cache.Hits, st.Cache.Misses,
+				st.Plan.Position, st.Plan.OffPlanReads, n)
+		}
+		for s := range n {
+			if c := dec.decodes(f, s); c != 1 {
+				t.Errorf("sample %d decoded %d times", s, c)
+			}
+		}
+		if st.Cache.EvictedUnread != 0 || st.Cache.Evicted < int64(n-14) {
+			t.Errorf("%d evicted, %d of them unread; want the read ones to make room", st.Cache.Evicted, st.Cache.EvictedUnread)
+		}
+	})
+}

@@ -1,0 +1,43 @@
+package fs
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/vidfs/vidfs/internal/wire"
+)
+
+// maxProblems bounds the problems kept for reports.
+const maxProblems = 100
+
+// problemLog keeps the last maxProblems things that could not be served, for .vidfs/stats.
+type problemLog struct {
+	mu   sync.Mutex
+	list []wire.Problem
+}
+
+// init starts the log with the videos left out of the layout (the first maxProblems of them, and
+// a line that counts the rest).
+func (l *problemLog) init(source string, skipped []wire.Problem) {
+	l.list = append(l.list, skipped[:min(len(skipped), maxProblems)]...)
+	if n := len(skipped) - maxProblems; n > 0 {
+		l.list = append(l.list, wire.Problem{Time: time.Now(), File: source, Sample: -1,
+			Reason: fmt.Sprintf("%d more videos left out (the mount's log names the first 20)", n)})
+	}
+}
+
+func (l *problemLog) add(p wire.Problem) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.list = append(l.list, p)
+	if len(l.list) > maxProblems {
+		l.list = l.list[len(l.list)-maxProblems:]
+	}
+}
+
+func (l *problemLog) snapshot() []wire.Problem {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]wire.Problem{}, l.list...)
+}
