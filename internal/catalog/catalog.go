@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/vidfs/vidfs/decode"
 )
 
@@ -99,8 +101,8 @@ func Scan(ctx context.Context, opts Options) ([]Video, error) {
 		out[i].Rel = f.rel
 		if c, ok := cache.Entries[f.rel]; ok && c.Size == f.size && c.ModTime == f.mod {
 			out[i].Info = c.Info
-			if c.Err != "" {
-				out[i].Err = errors.New(c.Err)
+			if c.Err != nil {
+				out[i].Err = c.Err.restore(filepath.Join(root, filepath.FromSlash(f.rel)))
 				prog.Failed++
 			}
 			prog.Done++
@@ -115,52 +117,53 @@ func Scan(ctx context.Context, opts Options) ([]Video, error) {
 	if workers <= 0 {
 		workers = 4
 	}
-	var mu sync.Mutex
+	var mu sync.Mutex // guards out and prog
 	report := func(final bool) {
 		if opts.Progress != nil {
+			mu.Lock()
 			p := prog
+			mu.Unlock()
 			p.Elapsed, p.Final = time.Since(start), final
 			opts.Progress(p)
 		}
 	}
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	for range min(workers, max(len(todo), 1)) {
-		wg.Go(func() {
-			for i := range jobs {
-				info, err := decode.Probe(filepath.Join(root, filepath.FromSlash(files[i].rel)))
-				if info != nil {
-					info.Path = filepath.Join(root, filepath.FromSlash(files[i].rel))
-				}
-				mu.Lock()
-				out[i].Info, out[i].Err = info, err
-				prog.Done++
-				if err != nil {
-					prog.Failed++
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	ticker := time.NewTicker(200 * time.Millisecond)
-	defer ticker.Stop()
-feed:
-	for _, i := range todo {
-		for sent := false; !sent; {
+	stopReports := make(chan struct{})
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		ticker := time.NewTicker(200 * time.Millisecond)
+		defer ticker.Stop()
+		for {
 			select {
-			case jobs <- i:
-				sent = true
 			case <-ticker.C:
-				mu.Lock()
 				report(false)
-				mu.Unlock()
-			case <-ctx.Done():
-				break feed
+			case <-stopReports:
+				return
 			}
 		}
+	}()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for _, i := range todo {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			path := filepath.Join(root, filepath.FromSlash(files[i].rel))
+			info, err := decode.Probe(path)
+			mu.Lock()
+			defer mu.Unlock()
+			out[i].Info, out[i].Err = info, err
+			prog.Done++
+			if err != nil {
+				prog.Failed++
+			}
+			return nil
+		})
 	}
-	close(jobs)
-	wg.Wait()
+	g.Wait()
+	close(stopReports)
+	<-reported
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -169,10 +172,7 @@ feed:
 	if len(todo) > 0 || len(cache.Entries) != len(files) {
 		cache.Entries = make(map[string]cacheEntry, len(files))
 		for i, f := range files {
-			e := cacheEntry{Size: f.size, ModTime: f.mod, Info: out[i].Info}
-			if out[i].Err != nil {
-				e.Err = out[i].Err.Error()
-			}
+			e := cacheEntry{Size: f.size, ModTime: f.mod, Info: out[i].Info, Err: storedError(out[i].Err)}
 			cache.Entries[f.rel] = e
 		}
 		saveCache(opts.CacheDir, root, cache)
@@ -197,7 +197,7 @@ func isVideo(name string) bool {
 }
 
 // cacheVersion changes whenever what Probe records changes, so old tables are not trusted.
-const cacheVersion = 1
+const cacheVersion = 2
 
 type cacheFile struct {
 	Version int
@@ -209,7 +209,36 @@ type cacheEntry struct {
 	Size    int64
 	ModTime int64
 	Info    *decode.Info
-	Err     string
+	Err     *cachedError // why the file could not be probed
+}
+
+// cachedError is a probe's error as the cache keeps it: its kind by name, so that it comes back
+// as the same kind of *decode.Error, and the rest as text.
+type cachedError struct {
+	Kind   string // a decode kind's text; "" for an error of no known kind
+	Detail string
+}
+
+func storedError(err error) *cachedError {
+	if err == nil {
+		return nil
+	}
+	var de *decode.Error
+	if !errors.As(err, &de) {
+		return &cachedError{Detail: err.Error()}
+	}
+	c := &cachedError{Kind: de.Kind.Error(), Detail: de.Detail}
+	if de.Err != nil {
+		c.Detail = strings.TrimPrefix(c.Detail+": "+de.Err.Error(), ": ")
+	}
+	return c
+}
+
+func (c *cachedError) restore(path string) error {
+	if kind := decode.KindNamed(c.Kind); kind != nil {
+		return &decode.Error{Path: path, Kind: kind, Detail: c.Detail}
+	}
+	return fmt.Errorf("%s: %s", path, c.Detail)
 }
 
 // CachePath is where the probe tables of root are kept under dir.

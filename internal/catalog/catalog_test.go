@@ -2,12 +2,14 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/testvideo"
 )
 
@@ -60,10 +62,15 @@ func TestScan(t *testing.T) {
 	if _, err := os.Stat(CachePath(cacheDir, src)); err != nil {
 		t.Fatalf("no probe cache written: %v", err)
 	}
-	// A second scan probes nothing; a changed file is probed again.
+	// A second scan probes nothing, and its errors are the same kind, saying the same; a changed
+	// file is probed again.
+	firstErr := vs[1].Err.Error()
 	vs = scan()
-	if last.Cached != 4 || vs[2].Info.Frames != 100 || vs[1].Err == nil || vs[2].Info.Path != filepath.Join(src, "walk", "a.mp4") {
+	if last.Cached != 4 || vs[2].Info.Frames != 100 || vs[2].Info.Path != filepath.Join(src, "walk", "a.mp4") {
 		t.Errorf("second scan: progress %+v, %+v", last, vs[2].Info)
+	}
+	if err := vs[1].Err; !errors.Is(err, decode.ErrNotVideo) || err.Error() != firstErr {
+		t.Errorf("error from the cache: %v, want %q of kind ErrNotVideo", err, firstErr)
 	}
 	copyFile(t, testvideo.Path("short8.mp4"), filepath.Join(src, "walk", "a.mp4"))
 	os.Chtimes(filepath.Join(src, "walk", "a.mp4"), time.Now().Add(time.Hour), time.Now().Add(time.Hour))
