@@ -117,12 +117,12 @@ class PlanSampler:
     def __init__(self, mount, seed=0, shuffle=True, epochs=None):
         self.mount = mount if isinstance(mount, Mount) else Mount(mount)
         self.seed, self.shuffle, self.epoch, self.epochs = seed, shuffle, 0, epochs
+        self._written = None  # the epoch whose plan vidfs has
         self._write()  # vidfs starts decoding while the trainer sets up
 
     def set_epoch(self, epoch):
-        if epoch != self.epoch:
-            self.epoch = epoch
-            self._write()
+        self.epoch = epoch
+        self._write()
 
     def _plan(self):
         """This epoch's order and, unless it is the last, the next one's."""
@@ -130,7 +130,10 @@ class PlanSampler:
         return self.order() + ([] if last else self.order(self.epoch + 1))
 
     def _write(self):
-        self.mount.write_plan(self._plan())
+        """Write this epoch's plan, once: writing it again would restart vidfs's count."""
+        if self._written != self.epoch:
+            self.mount.write_plan(self._plan())
+            self._written = self.epoch
 
     def order(self, epoch=None):
         order = list(range(len(self.mount)))
@@ -140,7 +143,7 @@ class PlanSampler:
 
     def __iter__(self):
         order = self.order()
-        self.mount.write_plan(self._plan())
+        self._write()
         self.epoch += 1
         return iter(order)
 

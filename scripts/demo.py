@@ -15,8 +15,8 @@ print("clips.npy through np.load(mmap_mode='r'):", a.shape, a.dtype)
 print("classes:", ", ".join(mnt.classes()), "| samples per class:",
       dict(zip(*np.unique([mnt.classes()[l] if l >= 0 else "-" for l in mnt.labels()], return_counts=True))))
 
+sampler = PlanSampler(mnt, seed=1, epochs=2)
 for epoch in range(2):
-    sampler = PlanSampler(mnt, seed=1)
     sampler.set_epoch(epoch)
     before = mnt.stats()
     start = time.perf_counter()
