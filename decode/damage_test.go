@@ -167,3 +167,42 @@ func TestCorrupt(t *testing.T) {
 		t.Errorf("%d failed, %d clean: want both", failed, clean)
 	}
 }
+
+// TestUncleanKeyframes: the keyframes of an intra-refresh stream (recovery points, decodable only
+// once the refresh has swept the picture) give frames only after a while when decoding starts
+// there. Clips right after them decode exactly from an earlier start, the pool reports those
+// keyframes unusable, and a probe table that says so is started from them no more.
+func TestUncleanKeyframes(t *testing.T) {
+	info := probe(t, "h264_refresh444.mp4")
+	o := stretchOutput(info)
+	decodeAfterKeyframes := func(pool *decode.Pool) {
+		for _, k := range info.Keyframes[1:] {
+			c := decode.Clip{Start: k.Frame + 1, Frames: 4, Stride: 2}
+			if err := pool.DecodeClip(context.Background(), info, c, o, make([]byte, c.Frames*o.FrameBytes())); err != nil {
+				t.Errorf("clip %+v after keyframe %d: %v", c, k.Frame, err)
+			}
+		}
+	}
+	pool := newPool(t, decode.PoolOptions{Concurrency: 1})
+	decodeAfterKeyframes(pool)
+	marked := pool.UnusableKeyframes()[info.Path]
+	var all []int
+	for _, k := range info.Keyframes[1:] {
+		all = append(all, k.Frame)
+	}
+	if fmt.Sprint(marked) != fmt.Sprint(all) || pool.Stats().KeyframeFallbacks != int64(len(all)) {
+		t.Errorf("keyframes marked unusable %v, %d fallbacks; want %v, one each", marked, pool.Stats().KeyframeFallbacks, all)
+	}
+	pool.Close()
+
+	// The probe cache keeps the marks in the table: a new pool starts earlier at once.
+	for i := range info.Keyframes[1:] {
+		info.Keyframes[i+1].Unusable = true
+	}
+	pool = newPool(t, decode.PoolOptions{Concurrency: 1})
+	defer pool.Close()
+	decodeAfterKeyframes(pool)
+	if st := pool.Stats(); st.KeyframeFallbacks != 0 || len(pool.UnusableKeyframes()) != 0 {
+		t.Errorf("with the marks in the table: %d fallbacks, %v newly marked; want none", st.KeyframeFallbacks, pool.UnusableKeyframes())
+	}
+}

@@ -37,7 +37,7 @@ var goodVideos = []goodVideo{
 	{"vp9.webm", "vp9", 320, 240, 60, 0, decode.TimingPTS, false},
 	{"vp8.webm", "vp8", 320, 240, 40, 0, decode.TimingPTS, false},
 	{"av1.mp4", "libdav1d", 320, 240, 40, 0, decode.TimingPTS, false},
-	{"mpeg4.avi", "mpeg4", 320, 240, 60, 0, decode.TimingInferred, true},
+	{"mpeg4.avi", "mpeg4", 320, 240, 60, 0, decode.TimingDecoded, true},
 	{"mjpeg.avi", "mjpeg", 320, 240, 30, 0, decode.TimingPTS, false},
 	{"theora.ogv", "theora", 320, 240, 30, 0, decode.TimingPTS, false},
 	{"flv1.flv", "flv", 320, 240, 30, 0, decode.TimingPTS, false},
@@ -46,6 +46,25 @@ var goodVideos = []goodVideo{
 	{"vfr.mkv", "h264", 320, 240, 60, 0, decode.TimingPTS, true},
 	{"start10.ts", "h264", 320, 240, 60, 0, decode.TimingPTS, true},
 	{"short8.mp4", "h264", 320, 240, 8, 0, decode.TimingPTS, true},
+}
+
+// classVideos are the test videos of the classes whose decoders number frames otherwise than
+// their packets suggest (testdata/gen.sh), with what their probe tables must say. Their frames do
+// not carry the index pattern; TestConformance checks them against the ffmpeg CLI.
+var classVideos = []struct {
+	name     string
+	codec    string
+	frames   int
+	timing   string
+	rotation int
+	mirror   bool
+	packed   bool
+}{
+	{"xvid_packed.avi", "mpeg4", 46, decode.TimingDecoded, 0, false, true},
+	{"h264_refresh444.mp4", "h264", 75, decode.TimingPTS, 0, false, false},
+	{"mpeg2_cut.mpg", "mpeg2video", 36, decode.TimingDecoded, 0, false, false},
+	{"mirrored.mp4", "h264", 30, decode.TimingPTS, 90, true, false},
+	{"h264_bframes.avi", "h264", 40, decode.TimingDecoded, 0, false, false},
 }
 
 func newPool(t testing.TB, opts decode.PoolOptions) *decode.Pool {
@@ -95,6 +114,16 @@ func TestProbe(t *testing.T) {
 		})
 	}
 
+	for _, v := range classVideos {
+		t.Run(v.name, func(t *testing.T) {
+			info := probe(t, v.name)
+			if info.Codec != v.codec || info.Frames != v.frames || info.Timing != v.timing || info.Rotation != v.rotation ||
+				info.Mirror != v.mirror || info.Packed != v.packed {
+				t.Errorf("got %s, %d frames, %s timing, rotation %d, mirror %v, packed %v; want %+v",
+					info.Codec, info.Frames, info.Timing, info.Rotation, info.Mirror, info.Packed, v)
+			}
+		})
+	}
 	t.Run("keyframes", func(t *testing.T) {
 		info := probe(t, "h264_gop16.mp4")
 		var got []int

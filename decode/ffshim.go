@@ -10,9 +10,17 @@ package decode
 #include <malloc.h>
 
 static void vidfs_flush(void *cc) { avcodec_flush_buffers((AVCodecContext *)cc); }
+static void vidfs_skip_pixels(void *cc) {
+	((AVCodecContext *)cc)->skip_idct = AVDISCARD_ALL;
+	((AVCodecContext *)cc)->skip_loop_filter = AVDISCARD_ALL;
+}
 static void vidfs_set_skip_frame(void *cc, int d) { ((AVCodecContext *)cc)->skip_frame = (enum AVDiscard)d; }
 static int vidfs_copy_props(void *dst, void *src) { return av_frame_copy_props((AVFrame *)dst, (const AVFrame *)src); }
 static int64_t vidfs_best_effort_ts(void *f) { return ((AVFrame *)f)->best_effort_timestamp; }
+static int64_t vidfs_packet_pts(void *pkt) { return ((AVPacket *)pkt)->pts; }
+static void vidfs_set_packet_opaque(void *pkt, int64_t v) { ((AVPacket *)pkt)->opaque = (void *)(intptr_t)v; }
+static int64_t vidfs_frame_opaque(void *f) { return (int64_t)(intptr_t)((AVFrame *)f)->opaque; }
+static void vidfs_copy_opaque(void *cc) { ((AVCodecContext *)cc)->flags |= AV_CODEC_FLAG_COPY_OPAQUE; }
 static int vidfs_frame_damaged(void *f) {
 	AVFrame *fr = (AVFrame *)f;
 	return (fr->flags & AV_FRAME_FLAG_CORRUPT) != 0 || fr->decode_error_flags != 0;
@@ -21,6 +29,8 @@ static int vidfs_frame_damaged(void *f) {
 import "C"
 
 import (
+	"unsafe"
+
 	"github.com/asticode/go-astiav"
 )
 
@@ -40,6 +50,10 @@ const (
 	discardNonRef  = C.AVDISCARD_NONREF
 )
 
+// skipPixels makes the decoder skip the inverse transform and the loop filter: frames come out as
+// they would, with pixels that mean nothing. For finding out which frames come out.
+func skipPixels(cc *astiav.CodecContext) { C.vidfs_skip_pixels(cc.UnsafePointer()) }
+
 // skipFrames sets which frames the decoder may skip decoding altogether.
 func skipFrames(cc *astiav.CodecContext, level int) {
 	C.vidfs_set_skip_frame(cc.UnsafePointer(), C.int(level))
@@ -55,6 +69,24 @@ func copyFrameProps(dst, src *astiav.Frame) {
 func bestEffortTimestamp(f *astiav.Frame) int64 {
 	return int64(C.vidfs_best_effort_ts(f.UnsafePointer()))
 }
+
+// copyOpaque makes the decoder pass each packet's opaque value on to the frame decoded from it.
+func copyOpaque(cc *astiav.CodecContext) { C.vidfs_copy_opaque(cc.UnsafePointer()) }
+
+// setPacketOpaque tags a packet with v, which the frame decoded from it carries (copyOpaque).
+func setPacketOpaque(p *astiav.Packet, v int64) {
+	C.vidfs_set_packet_opaque(packetPointer(p), C.int64_t(v))
+}
+
+// packetPointer returns the AVPacket behind p. go-astiav v0.38 has no accessor for it; its Packet
+// holds that pointer as its only field. TestPacketPointer checks this against the library.
+func packetPointer(p *astiav.Packet) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(p)) }
+
+// packetPts reads a packet's pts through packetPointer, for TestPacketPointer.
+func packetPts(p *astiav.Packet) int64 { return int64(C.vidfs_packet_pts(packetPointer(p))) }
+
+// frameOpaque is the opaque value of the packet the frame was decoded from.
+func frameOpaque(f *astiav.Frame) int64 { return int64(C.vidfs_frame_opaque(f.UnsafePointer())) }
 
 // frameDamaged reports whether the decoder flagged the frame as corrupt or concealed errors in it.
 func frameDamaged(f *astiav.Frame) bool { return C.vidfs_frame_damaged(f.UnsafePointer()) != 0 }

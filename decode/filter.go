@@ -24,16 +24,17 @@ type converterKey struct {
 	space    astiav.ColorSpace
 	rng      astiav.ColorRange
 	rotation int
+	mirror   bool
 	output   Output
 }
 
-func keyOf(f *astiav.Frame, rotation int, o Output) converterKey {
-	return converterKey{f.Width(), f.Height(), f.PixelFormat(), f.ColorSpace(), f.ColorRange(), rotation, o}
+func keyOf(f *astiav.Frame, info *Info, o Output) converterKey {
+	return converterKey{f.Width(), f.Height(), f.PixelFormat(), f.ColorSpace(), f.ColorRange(), info.Rotation, info.Mirror, o}
 }
 
-// newConverter builds the graph for frames like f.
-func newConverter(f *astiav.Frame, rotation int, o Output) (c *converter, err error) {
-	c = &converter{key: keyOf(f, rotation, o)}
+// newConverter builds the graph for frames like f of the video info describes.
+func newConverter(f *astiav.Frame, info *Info, o Output) (c *converter, err error) {
+	c = &converter{key: keyOf(f, info, o)}
 	defer func() {
 		if err != nil {
 			c.free()
@@ -72,7 +73,7 @@ func newConverter(f *astiav.Frame, rotation int, o Output) (c *converter, err er
 	outputs.SetFilterContext(c.src.FilterContext())
 	inputs.SetName("out")
 	inputs.SetFilterContext(c.sink.FilterContext())
-	desc := filterChain(rotation, f.Width(), f.Height(), f.PixelFormat().String(), o)
+	desc := filterChain(info.Rotation, info.Mirror, f.Width(), f.Height(), f.PixelFormat().String(), o)
 	if err = c.graph.Parse(desc, inputs, outputs); err != nil {
 		return nil, fmt.Errorf("parsing filter graph %q: %w", desc, err)
 	}

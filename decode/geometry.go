@@ -2,6 +2,7 @@ package decode
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -94,17 +95,81 @@ func (o Output) Placement(displayW, displayH int) (src, dst Rect) {
 
 func roundDiv(a, b int) int { return (a + b/2) / b }
 
+// orientation says how the ffmpeg CLI turns frames upright for a display matrix whose clockwise
+// rotation is theta degrees and whose entries 0, 3 and 4 (16.16 fixed point) are m0, m3 and m4:
+// it turns them by rotation degrees clockwise, then mirrors them left to right if mirror is set.
+// The CLI's filters per angle (transpose=clock or cclock_flip at 90 degrees, hflip and vflip at
+// 180, transpose=cclock or clock_flip at 270, vflip at 0, chosen by the signs of m0, m3 and m4)
+// come out as these: cclock_flip is clock then a mirror, clock_flip is cclock then a mirror,
+// vflip is a half turn then a mirror. odd is set for an angle that is not a multiple of 90
+// degrees, which the CLI turns by exactly; it is rounded here.
+func orientation(theta float64, m0, m3, m4 int32) (rotation int, mirror, odd bool) {
+	if math.IsNaN(theta) {
+		return 0, false, true
+	}
+	theta = math.Round(theta)
+	theta -= 360 * math.Floor(theta/360+0.9/360)
+	near := func(a float64) bool { return math.Abs(theta-a) < 1 }
+	switch {
+	case near(90):
+		return 90, m3 > 0, false
+	case near(180):
+		switch hflip, vflip := m0 < 0, m4 < 0; {
+		case hflip && vflip:
+			return 180, false, false
+		case hflip:
+			return 0, true, false
+		case vflip:
+			return 180, true, false
+		default:
+			return 0, false, false
+		}
+	case near(270):
+		return 270, m3 < 0, false
+	case near(0) || near(360):
+		if m4 < 0 {
+			return 180, true, false
+		}
+		return 0, false, false
+	}
+	r := int(math.Round(theta/90)) * 90
+	return ((r % 360) + 360) % 360, false, true
+}
+
+// planarVia is the 8-bit planar YUV format a frame in pixFmt is scaled in: its own chroma
+// resolution (4:2:0, 4:2:2 or 4:4:4; finer, for layouts swscale has no fast path for), so that
+// no colour detail is lost before RGB, and full range kept for full-range (yuvj) sources.
+func planarVia(pixFmt string) string {
+	via := "yuv420p"
+	switch {
+	case strings.Contains(pixFmt, "422") || strings.HasPrefix(pixFmt, "nv16") || strings.HasPrefix(pixFmt, "nv20") ||
+		strings.HasPrefix(pixFmt, "yuyv") || strings.HasPrefix(pixFmt, "uyvy") || strings.HasPrefix(pixFmt, "yvyu"):
+		via = "yuv422p"
+	case strings.Contains(pixFmt, "444") || strings.Contains(pixFmt, "440") || strings.Contains(pixFmt, "411") ||
+		strings.HasPrefix(pixFmt, "nv24") || strings.HasPrefix(pixFmt, "nv42"):
+		via = "yuv444p"
+	}
+	if strings.HasPrefix(pixFmt, "yuvj") {
+		via = strings.Replace(via, "yuv", "yuvj", 1) // full range: keep all 256 levels
+	}
+	return via
+}
+
 // filterChain is the libavfilter description that turns a decoded frame of codedW x codedH in
-// pixel format pixFmt into the output: crop, scale (bilinear), turn upright, pad, RGB24.
-// Cropping and scaling come first, on the coded picture, so that rotation moves few pixels.
-// YUV frames are scaled in YUV 4:2:0 and then converted to RGB24 unscaled: both steps have SIMD
-// code in swscale, which scaling straight to RGB24 lacks (2.7 times faster, measured).
-func filterChain(rotation, codedW, codedH int, pixFmt string, o Output) string {
+// pixel format pixFmt into the output: crop, scale (bilinear), turn upright (rotation degrees
+// clockwise, then mirrored left to right if mirror is set), pad, RGB24. Cropping and scaling
+// come first, on the coded picture, so that turning it moves few pixels. YUV frames are scaled in
+// YUV 4:2:0 and then converted to RGB24 unscaled: both steps have SIMD code in swscale, which
+// scaling straight to RGB24 lacks (2.7 times faster, measured).
+func filterChain(rotation int, mirror bool, codedW, codedH int, pixFmt string, o Output) string {
 	dispW, dispH := codedW, codedH
 	if rotation == 90 || rotation == 270 {
 		dispW, dispH = codedH, codedW
 	}
 	src, dst := o.Placement(dispW, dispH)
+	if mirror {
+		src.X = dispW - src.X - src.W // the same part of the picture before the mirror
+	}
 	// The crop rectangle in coded pixels, and the scaled size before rotation.
 	crop, sw, sh := src, dst.W, dst.H
 	switch rotation {
@@ -121,13 +186,9 @@ func filterChain(rotation, codedW, codedH int, pixFmt string, o Output) string {
 	if crop.W != codedW || crop.H != codedH {
 		f = append(f, fmt.Sprintf("crop=%d:%d:%d:%d:exact=1", crop.W, crop.H, crop.X, crop.Y))
 	}
-	yuv := strings.HasPrefix(pixFmt, "yuv") || strings.HasPrefix(pixFmt, "nv")
+	yuv := strings.HasPrefix(pixFmt, "yuv") || strings.HasPrefix(pixFmt, "nv") || strings.HasPrefix(pixFmt, "p01")
 	if yuv {
-		via := "yuv420p"
-		if strings.HasPrefix(pixFmt, "yuvj") {
-			via = "yuvj420p" // full range: keep all 256 levels through the intermediate
-		}
-		f = append(f, fmt.Sprintf("scale=%d:%d:flags=bilinear", sw, sh), "format="+via)
+		f = append(f, fmt.Sprintf("scale=%d:%d:flags=bilinear", sw, sh), "format="+planarVia(pixFmt))
 	}
 	switch rotation {
 	case 90:
@@ -136,6 +197,9 @@ func filterChain(rotation, codedW, codedH int, pixFmt string, o Output) string {
 		f = append(f, "hflip", "vflip")
 	case 270:
 		f = append(f, "transpose=cclock")
+	}
+	if mirror {
+		f = append(f, "hflip")
 	}
 	if yuv {
 		f = append(f, "scale=flags=bilinear", "format=rgb24")

@@ -43,8 +43,9 @@ type Pool struct {
 	idle    *list.List // of *video, most recently used at the front
 	closed  bool
 	stats   PoolStats
-	cpuOnly map[string]bool // videos NVDEC failed on: decode them on the CPU
-	logged  map[string]bool // videos whose CPU decoding was explained
+	cpuOnly map[string]bool        // videos NVDEC failed on: decode them on the CPU
+	logged  map[string]bool        // videos whose CPU decoding was explained
+	states  map[string]*videoState // what decoding each video taught, by path
 }
 
 // PoolStats counts a pool's work since it was made.
@@ -56,6 +57,8 @@ type PoolStats struct {
 	Seeks    int64 // seeks (a clip that carries on from the last one needs none)
 	// GPUFallbacks counts videos moved to the CPU after NVDEC failed on them.
 	GPUFallbacks int64
+	// KeyframeFallbacks counts clips that decoded only from an earlier start than their keyframe.
+	KeyframeFallbacks int64
 }
 
 // Stats returns the pool's counters.
@@ -84,7 +87,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	p := &Pool{opts: opts, slots: make(chan struct{}, opts.Concurrency), idle: list.New(),
-		cpuOnly: map[string]bool{}, logged: map[string]bool{}}
+		cpuOnly: map[string]bool{}, logged: map[string]bool{}, states: map[string]*videoState{}}
 	if opts.HWAccel != HWNone {
 		g, err := openGPU(opts.GPUDecoders)
 		switch {
@@ -138,6 +141,7 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 	p.mu.Lock()
 	p.stats.Frames += int64(work.Decoded)
 	p.stats.Seeks += int64(work.Seeks)
+	p.stats.KeyframeFallbacks += int64(work.Fallbacks)
 	if err == nil {
 		if work.GPUFrames > 0 && work.CPUFrames == 0 {
 			p.stats.ClipsGPU++
@@ -186,9 +190,14 @@ func (p *Pool) take(info *Info, start int) (*video, error) {
 	}
 	p.stats.Opens++
 	failed := p.cpuOnly[info.Path]
+	st := p.states[info.Path]
+	if st == nil {
+		st = newVideoState(info, p.opts.Log)
+		p.states[info.Path] = st
+	}
 	p.mu.Unlock()
 	if p.gpu == nil {
-		return openVideo(info, p.opts.Threads, nil, "")
+		return openVideo(info, st, p.opts.Threads, nil, "")
 	}
 	slot := p.gpu.take()
 	dec, onGPU, reason := chooseDecoder(info.Codec, hasCUDA, slot, failed, p.opts.GPUDecoders)
@@ -203,9 +212,27 @@ func (p *Pool) take(info *Info, start int) (*video, error) {
 		if first {
 			p.opts.Log.Info("decoding a video on the CPU", "file", info.Path, "reason", reason)
 		}
-		return openVideo(info, p.opts.Threads, nil, "")
+		return openVideo(info, st, p.opts.Threads, nil, "")
 	}
-	return openVideo(info, 1, p.gpu, dec)
+	return openVideo(info, st, 1, p.gpu, dec)
+}
+
+// UnusableKeyframes returns, by video path, the frames of the keyframes found unusable since the
+// pool was made (see Keyframe.Unusable), for the probe tables to remember.
+func (p *Pool) UnusableKeyframes() map[string][]int {
+	p.mu.Lock()
+	states := make(map[string]*videoState, len(p.states))
+	for path, st := range p.states {
+		states[path] = st
+	}
+	p.mu.Unlock()
+	marks := map[string][]int{}
+	for path, st := range states {
+		if m := st.markedFrames(); len(m) > 0 {
+			marks[path] = m
+		}
+	}
+	return marks
 }
 
 // put returns a decoder for reuse, closing the least recently used beyond the Idle bound.
@@ -240,7 +267,7 @@ func (p *Pool) Close() {
 // afterwards; see Pool.DecodeClip for the layout of dst. threads is the decoder's thread count
 // (0: automatic). To decode many clips, or on the GPU, use a Pool.
 func DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst []byte, threads int) error {
-	v, err := openVideo(info, threads, nil, "")
+	v, err := openVideo(info, newVideoState(info, nil), threads, nil, "")
 	if err != nil {
 		return err
 	}

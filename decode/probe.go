@@ -47,29 +47,40 @@ func (r *Rational) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Timing says how decoded frames are matched to frame indices.
+// Timing says how the frames a decoder puts out are known by their index.
 const (
-	// TimingPTS: every frame has a presentation timestamp; a decoded frame is known by its own.
+	// TimingPTS: every packet carries a presentation timestamp, and a decoded frame is known by
+	// its own. The frame table is the packets sorted by timestamp, less any leading frames the
+	// decoder was seen not to put out.
 	TimingPTS = "pts"
-	// TimingInferred: reference frames lack a presentation timestamp (AVI with B-frames), so it is
-	// inferred from decode timestamps as MPEG-style decoders stamp them: each reference frame is
-	// shown when the next one arrives. Decoded frames are then known by timestamp as for TimingPTS.
-	TimingInferred = "inferred"
-	// TimingCount: timestamps are missing or repeat; frames are counted in presentation order
-	// from the keyframe decoding started at (exact for closed GOPs only).
-	TimingCount = "count"
+	// TimingDecoded: the container's timestamps cannot be trusted to say which frame is which
+	// (AVI, which has none, with B-frames, packed or not; MPEG program streams, which stamp some
+	// frames only; timestamps that repeat). The probe decodes the video once and takes the frame
+	// table from what the decoder put out: frame k is the k-th frame out, known by the packet it
+	// was decoded from (FramePackets).
+	TimingDecoded = "decoded"
 )
 
 // Keyframe is a frame decoding can start at.
 type Keyframe struct {
 	Frame  int   `json:"frame"`  // presentation index
-	Packet int   `json:"packet"` // position in decode order
+	Packet int   `json:"packet"` // position in decode order, among the stream's packets
 	PTS    int64 `json:"pts"`    // NoPTS when unknown
 	DTS    int64 `json:"dts"`    // NoPTS when unknown
+	Pos    int64 `json:"pos"`    // byte offset of its packet in the file, -1 when unknown
+	Size   int   `json:"size"`   // its packet's size
+	// Unusable: decoding from here was seen to give damaged frames that decoding from an earlier
+	// keyframe does not (an I-frame marked as a sync point that is not a clean random access
+	// point). Clips are decoded from an earlier keyframe instead.
+	Unusable bool `json:"unusable,omitempty"`
 }
 
-// Info is a video's probe table: everything DecodeClip needs to find frame i exactly, learnt
-// from one pass over the container's packets, without decoding.
+// Info is a video's probe table: everything DecodeClip needs to find frame i exactly.
+//
+// Frame k is the k-th frame FFmpeg's decoder puts out for the stream, in presentation order: what
+// `ffmpeg -i FILE -fps_mode passthrough` writes and what PyAV's container.decode() enumerates. A
+// packet that yields no frame (the leading frames of an open group of pictures at the start of a
+// stream, a placeholder) is not a frame, and Frames counts exactly the frames that come out.
 type Info struct {
 	Path      string `json:"path"`
 	Container string `json:"container"` // demuxer, e.g. "mov,mp4,m4a,3gp,3g2,mj2"
@@ -81,26 +92,42 @@ type Info struct {
 	Height        int `json:"height"`
 	DisplayWidth  int `json:"display_width"`
 	DisplayHeight int `json:"display_height"`
-	// Rotation is how far (degrees clockwise: 0, 90, 180 or 270) frames are turned for display.
+	// Rotation is how far (degrees clockwise: 0, 90, 180 or 270) frames are turned for display,
+	// and Mirror whether they are then flipped left to right, as the ffmpeg CLI applies the
+	// stream's display matrix.
 	Rotation     int      `json:"rotation"`
+	Mirror       bool     `json:"mirror,omitempty"`
 	TimeBase     Rational `json:"time_base"`
 	AvgFrameRate Rational `json:"avg_frame_rate"`
-	// Frames is the exact number of frames that can be read.
+	// Frames is the exact number of frames the decoder puts out.
 	Frames int `json:"frames"`
 	// StartPTS is frame 0's timestamp (time base units); Duration the span of all frames (s).
 	StartPTS int64   `json:"start_pts"`
 	Duration float64 `json:"duration"`
 	Timing   string  `json:"timing"`
 	// Reordered is true when decode order differs from presentation order (B-frames).
-	Reordered bool       `json:"reordered"`
+	Reordered bool `json:"reordered"`
+	// Packed is true for an MPEG-4 part 2 stream with DivX-style packed B-frames: a packet holds a
+	// frame and the B-frame after it, which comes out when the next packet (often a placeholder
+	// of a few bytes) is decoded.
+	Packed    bool       `json:"packed,omitempty"`
 	Keyframes []Keyframe `json:"keyframes"`
-	// DeclaredFrames is the container's own frame count when it promises more than could be read;
-	// Truncated is then true, as it is when reading stopped on an error.
-	DeclaredFrames int64    `json:"declared_frames,omitempty"`
-	Truncated      bool     `json:"truncated,omitempty"`
-	Warnings       []string `json:"warnings,omitempty"`
-	// PTS holds every frame's timestamp in presentation order (TimingCount: decode timestamps).
+	// Packets is how many packets of the stream are read (some may yield no frame).
+	Packets int `json:"packets"`
+	// DeclaredFrames is the container's own frame count when it differs from Frames.
+	DeclaredFrames int64 `json:"declared_frames,omitempty"`
+	// Truncated is true when reading the container stopped on an error before its end, or when the
+	// container declares more frames than it holds packets.
+	Truncated bool     `json:"truncated,omitempty"`
+	Warnings  []string `json:"warnings,omitempty"`
+	// PTS holds every frame's presentation timestamp in presentation order. Under TimingDecoded it
+	// is the decoder's best guess, made to increase (one frame on from the last where it had none):
+	// for reports only, as frames are known by their packets.
 	PTS []int64 `json:"pts,omitempty"`
+	// Under TimingDecoded: FramePackets[k] is the packet (in decode order) frame k was decoded
+	// from, and PacketFrames[p] the first frame decoded from packet p, or -1 for none.
+	FramePackets []int32 `json:"frame_packets,omitempty"`
+	PacketFrames []int32 `json:"packet_frames,omitempty"`
 }
 
 // KeyframeAtOrBefore returns the index in Keyframes of the last keyframe at or before frame.
@@ -115,13 +142,24 @@ func (in *Info) carriesOn(from, first int) bool {
 	return from < first && in.Keyframes[in.KeyframeAtOrBefore(first)].Frame <= from+1
 }
 
-// frameOf returns the presentation index of the frame with timestamp ts, the first one after
-// frame `after` when timestamps repeat, or -1.
-func (in *Info) frameOf(ts int64, after int) int {
+// frameOf returns the presentation index of the frame with timestamp ts (TimingPTS), or -1.
+func (in *Info) frameOf(ts int64) int {
 	i := sort.Search(len(in.PTS), func(i int) bool { return in.PTS[i] >= ts })
-	for ; i < len(in.PTS) && in.PTS[i] == ts; i++ {
-		if i > after {
-			return i
+	if i < len(in.PTS) && in.PTS[i] == ts {
+		return i
+	}
+	return -1
+}
+
+// frameOfPacket returns the frame decoded from packet p (TimingDecoded) that comes after frame
+// `after` (a packet may yield more than one frame), or -1.
+func (in *Info) frameOfPacket(p, after int) int {
+	if p < 0 || p >= len(in.PacketFrames) {
+		return -1
+	}
+	for k := int(in.PacketFrames[p]); k >= 0 && k < len(in.FramePackets) && int(in.FramePackets[k]) == p; k++ {
+		if k > after {
+			return k
 		}
 	}
 	return -1
@@ -129,11 +167,25 @@ func (in *Info) frameOf(ts int64, after int) int {
 
 // packetInfo is what the probe pass keeps of each packet.
 type packetInfo struct {
-	pts, dts int64
-	key      bool
+	pts, dts, pos int64
+	size          int
+	key           bool
 }
 
-// Probe reads a video's container once and returns its probe table.
+// keyframe describes packet p, holding frame k, as a Keyframe.
+func (pk packetInfo) keyframe(k, p int) Keyframe {
+	return Keyframe{Frame: k, Packet: p, PTS: pk.pts, DTS: pk.dts, Pos: pk.pos, Size: pk.size}
+}
+
+// countable tells whether a packet read from the container is one of the stream's packets, as
+// the probe numbers them: of the video stream, not empty, not marked to be discarded.
+func countable(pkt *astiav.Packet, stream int) bool {
+	return pkt.StreamIndex() == stream && pkt.Size() > 0 && !pkt.Flags().Has(astiav.PacketFlagDiscard)
+}
+
+// Probe reads a video's container and returns its probe table. Most videos need one pass over
+// their packets; those whose timestamps do not say which frame is which are decoded once too
+// (TimingDecoded), and those whose first frames may never come out are decoded at their start.
 func Probe(path string) (*Info, error) {
 	if st, err := os.Stat(path); err != nil {
 		return nil, &Error{Path: path, Kind: ErrUnreadable, Err: err}
@@ -155,8 +207,12 @@ func Probe(path string) (*Info, error) {
 		Stream:    in.st.Index(),
 		Width:     in.st.CodecParameters().Width(),
 		Height:    in.st.CodecParameters().Height(),
-		Rotation:  streamRotation(in.st),
 		TimeBase:  Rational{in.st.TimeBase().Num(), in.st.TimeBase().Den()},
+	}
+	var odd bool
+	info.Rotation, info.Mirror, odd = streamOrientation(in.st)
+	if odd {
+		info.Warnings = append(info.Warnings, "display matrix turns by an angle that is not a multiple of 90 degrees; rounded")
 	}
 	info.DisplayWidth, info.DisplayHeight = info.Width, info.Height
 	if info.Rotation == 90 || info.Rotation == 270 {
@@ -179,8 +235,8 @@ func Probe(path string) (*Info, error) {
 			info.Warnings = append(info.Warnings, fmt.Sprintf("reading stopped after %d packets: %v", len(pkts), err))
 			break
 		}
-		if pkt.StreamIndex() == info.Stream && pkt.Size() > 0 && !pkt.Flags().Has(astiav.PacketFlagDiscard) {
-			pkts = append(pkts, packetInfo{pts: pkt.Pts(), dts: pkt.Dts(), key: pkt.Flags().Has(astiav.PacketFlagKey)})
+		if countable(pkt, info.Stream) {
+			pkts = append(pkts, packetInfo{pts: pkt.Pts(), dts: pkt.Dts(), pos: pkt.Pos(), size: pkt.Size(), key: pkt.Flags().Has(astiav.PacketFlagKey)})
 			if pkt.Flags().Has(astiav.PacketFlagCorrupt) {
 				info.Warnings = append(info.Warnings, fmt.Sprintf("packet %d is marked corrupt", len(pkts)-1))
 			}
@@ -190,14 +246,28 @@ func Probe(path string) (*Info, error) {
 	if len(pkts) == 0 {
 		return nil, &Error{Path: path, Kind: ErrCorrupt, Detail: "video stream has no frames"}
 	}
-	if declared := in.st.NbFrames(); declared > int64(len(pkts)) {
-		info.DeclaredFrames, info.Truncated = declared, true
-		info.Warnings = append(info.Warnings, fmt.Sprintf("container declares %d frames, %d could be read", declared, len(pkts)))
-	}
-	buildFrameTable(info, pkts)
+	info.Packets = len(pkts)
 
 	if r := in.st.AvgFrameRate(); r.Num() > 0 && r.Den() > 0 {
 		info.AvgFrameRate = Rational{r.Num(), r.Den()}
+	}
+	if stampedPTS(pkts) && !mayHidePlaceholders(info.Codec, pkts) {
+		if leading := tablePTS(info, pkts); leading {
+			// Frames shown before the first keyframe may never come out of the decoder.
+			if err := dropLeading(info, pkts); err != nil {
+				return nil, err
+			}
+		}
+	} else if err := tableDecoded(info, pkts); err != nil {
+		return nil, err
+	}
+	if declared := in.st.NbFrames(); declared > 0 && declared != int64(info.Frames) {
+		info.DeclaredFrames = declared
+		info.Truncated = info.Truncated || declared > int64(len(pkts))
+		info.Warnings = append(info.Warnings, fmt.Sprintf("container declares %d frames; %d packets were read, and the decoder puts out %d", declared, len(pkts), info.Frames))
+	}
+	if len(info.PTS) > 0 && info.PTS[0] != NoPTS {
+		info.StartPTS = info.PTS[0]
 	}
 	if info.Timing == TimingPTS && info.Frames > 1 {
 		span := float64(info.PTS[info.Frames-1]-info.PTS[0]) * info.TimeBase.Float64()
@@ -211,90 +281,76 @@ func Probe(path string) (*Info, error) {
 	return info, nil
 }
 
-// buildFrameTable turns packets in decode order into the presentation-order frame table.
-func buildFrameTable(info *Info, pkts []packetInfo) {
-	ts := make([]int64, len(pkts)) // presentation timestamp of each packet
-	info.Timing = TimingPTS
-	for i, p := range pkts {
-		ts[i] = p.pts
-		if p.pts == NoPTS {
-			info.Timing = TimingInferred
-		}
-	}
-	if info.Timing == TimingInferred && !inferPTS(pkts, ts) {
-		info.Timing = TimingCount
-		info.Warnings = append(info.Warnings, "timestamps missing; frames are counted instead")
-	}
-	order := make([]int, len(pkts)) // order[i] = packet shown as frame i
-	for i := range order {
-		order[i] = i
-	}
-	if info.Timing != TimingCount {
-		sort.SliceStable(order, func(a, b int) bool { return ts[order[a]] < ts[order[b]] })
-		for i := 1; i < len(order); i++ {
-			if ts[order[i]] == ts[order[i-1]] {
-				info.Timing = TimingCount
-				info.Warnings = append(info.Warnings, "repeated timestamps; frames are counted instead")
-				for i := range order {
-					order[i] = i
-				}
-				break
-			}
-		}
-	}
-
-	info.Frames = len(pkts)
-	info.PTS = make([]int64, len(pkts))
-	for i, p := range order {
-		if info.Timing == TimingCount {
-			info.PTS[i] = pkts[i].dts
-		} else {
-			info.PTS[i] = ts[p]
-		}
-		if p != i {
-			info.Reordered = true
-		}
-		if pkts[p].key {
-			info.Keyframes = append(info.Keyframes, Keyframe{Frame: i, Packet: p, PTS: info.PTS[i], DTS: pkts[p].dts})
-		}
-	}
-	info.StartPTS = info.PTS[0]
-	if len(info.Keyframes) == 0 || info.Keyframes[0].Frame != 0 {
-		// Decoding from the first packet is always possible, if not always clean.
-		info.Keyframes = append([]Keyframe{{Frame: 0, Packet: order[0], PTS: info.PTS[0], DTS: pkts[order[0]].dts}}, info.Keyframes...)
-		info.Warnings = append(info.Warnings, "first frame is not a keyframe")
-	}
-}
-
-// inferPTS fills in the presentation timestamps of packets that lack one (ts holds the known
-// ones), the way MPEG-style decoders stamp their output: such a packet is a reference frame,
-// shown when the next reference frame's packet is decoded, with that packet's decode timestamp;
-// the last one is shown last. It needs every decode timestamp, increasing.
-func inferPTS(pkts []packetInfo, ts []int64) bool {
-	last := int64(math.MinInt64)
-	for i, p := range pkts {
-		if p.dts == NoPTS || (i > 0 && p.dts <= pkts[i-1].dts) {
+// stampedPTS tells whether every packet has a presentation timestamp of its own.
+func stampedPTS(pkts []packetInfo) bool {
+	seen := make(map[int64]bool, len(pkts))
+	for _, p := range pkts {
+		if p.pts == NoPTS || seen[p.pts] {
 			return false
 		}
-		last = max(last, p.dts, p.pts)
-	}
-	next := last + 1
-	for i := len(pkts) - 1; i >= 0; i-- {
-		if pkts[i].pts == NoPTS {
-			ts[i], next = next, pkts[i].dts
-		}
+		seen[p.pts] = true
 	}
 	return true
 }
 
-// streamRotation returns the display rotation of a stream, clockwise degrees in {0,90,180,270}.
-func streamRotation(st *astiav.Stream) int {
+// maxPlaceholder is the largest MPEG-4 part 2 packet that may be a placeholder (a not-coded
+// VOP), which yields no frame or, in a packed bitstream, the B-frame packed before it.
+const maxPlaceholder = 19
+
+// mayHidePlaceholders tells whether a stream of an MPEG-4 part 2 family codec holds packets small
+// enough to be placeholders, whose frames only decoding can tell.
+func mayHidePlaceholders(codec string, pkts []packetInfo) bool {
+	switch codec {
+	case "mpeg4", "msmpeg4", "msmpeg4v2", "msmpeg4v3", "h263", "h263p":
+	default:
+		return false
+	}
+	for _, p := range pkts {
+		if p.size <= maxPlaceholder {
+			return true
+		}
+	}
+	return false
+}
+
+// tablePTS builds the frame table of a stream whose packets all carry distinct timestamps:
+// frames in timestamp order. leading says that frames are shown before the first keyframe.
+func tablePTS(info *Info, pkts []packetInfo) (leading bool) {
+	info.Timing = TimingPTS
+	order := make([]int, len(pkts)) // order[i] = packet shown as frame i
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return pkts[order[a]].pts < pkts[order[b]].pts })
+	info.Frames = len(pkts)
+	info.PTS = make([]int64, len(pkts))
+	for i, p := range order {
+		info.PTS[i] = pkts[p].pts
+		if p != i {
+			info.Reordered = true
+		}
+		if pkts[p].key {
+			info.Keyframes = append(info.Keyframes, pkts[p].keyframe(i, p))
+		}
+	}
+	if len(info.Keyframes) == 0 || info.Keyframes[0].Frame != 0 {
+		// Decoding from the first packet is always possible, if not always clean.
+		info.Keyframes = append([]Keyframe{pkts[order[0]].keyframe(0, order[0])}, info.Keyframes...)
+		info.Warnings = append(info.Warnings, "first frame is not a keyframe")
+		return true
+	}
+	return false
+}
+
+// streamOrientation returns how the ffmpeg CLI turns a stream's frames upright: clockwise
+// degrees in {0, 90, 180, 270}, then whether it mirrors them left to right; odd is set for an
+// angle that is not a multiple of 90 degrees (rounded to the nearest).
+func streamOrientation(st *astiav.Stream) (rotation int, mirror, odd bool) {
 	m, ok := st.CodecParameters().SideData().DisplayMatrix().Get()
 	if !ok || m == nil {
-		return 0
+		return 0, false, false
 	}
-	r := int(math.Round(m.Rotation()/90)) * 90 // go-astiav: clockwise angle
-	return ((r % 360) + 360) % 360
+	return orientation(m.Rotation(), int32(m[0]), int32(m[3]), int32(m[4]))
 }
 
 // input is an opened container with its chosen video stream.

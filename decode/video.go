@@ -34,10 +34,6 @@ func (c Clip) Indices(n int) ([]int, error) {
 	return idx, nil
 }
 
-// errRetry means the decoder did not land where the seek meant it to; decoding again from an
-// earlier keyframe will do.
-var errRetry = errors.New("decoding position lost")
-
 // video is an open decoder for one video: demuxer, decoder and converter, reused from clip to
 // clip. It is not safe for concurrent use.
 //
@@ -54,13 +50,14 @@ var errRetry = errors.New("decoding position lost")
 //     (drainedEarly: the position ends with the clip).
 //
 // While positioned:
-//   - frames come out in increasing presentation order, so a frame is known by its timestamp at
-//     or after lastOut (or, under TimingCount, as lastOut+1);
-//   - at.clean is set once an undamaged frame came out since the seek; only then is damage in a
-//     frame blamed on the data, rather than on a decoder that has not settled after the seek;
+//   - frames come out in increasing presentation order, so a frame is known, after lastOut, by its
+//     timestamp (TimingPTS) or by the packet it was decoded from (TimingDecoded: each packet goes
+//     to the decoder tagged with its index, at.nextPacket, which the frame carries);
 //   - at.badGOPs holds each group of pictures where damage was seen since the seek;
 //   - v.pkt holds a packet read but not yet sent only while at.pending (right after a seek under
-//     TimingCount, which reads one packet to learn where it landed).
+//     TimingDecoded, which reads one packet to learn where it landed);
+//   - every packet goes to the decoder tagged with v.gen, the position's number, and frames of an
+//     earlier position that the decoder still puts out are not counted.
 //
 // Always: v.skip is the decoder's skip_frame setting.
 type video struct {
@@ -77,8 +74,12 @@ type video struct {
 	sw *astiav.Frame
 
 	at       *position // nil: not positioned
+	gen      int64     // counts positions: frames are tagged with the one they were decoded in
 	skip     int       // the decoder's skip_frame level now
 	prevLast int       // the last frame of the previous clip asked of this decoder; -1 before any
+	// state is what the decoders of this video have learnt of it (keyframes not to start from,
+	// damage confirmed), shared through the pool.
+	state *videoState
 }
 
 // feedState says where the decoder's packets come from; see video.
@@ -92,11 +93,11 @@ const (
 
 // position is where a positioned decoder stands, since its last seek; see video.
 type position struct {
-	lastOut   int // presentation index of the last frame out
-	sinceSeek int // frames identified since the seek
-	clean     bool
-	pending   bool
-	feed      feedState
+	lastOut    int // presentation index of the last frame out
+	nextPacket int // the index, among the stream's packets, of the next one to go to the decoder
+	sinceSeek  int // frames identified since the seek
+	pending    bool
+	feed       feedState
 	// badGOPs maps a group of pictures (index in Info.Keyframes) in which data failed to decode
 	// to the first frame found damaged there. Frames of that group that come out later may be
 	// predicted from the damage, so clips that need them fail.
@@ -109,6 +110,7 @@ type clipWork struct {
 	Seeks     int
 	GPUFrames int // of the clip's frames, those NVDEC decoded
 	CPUFrames int // and those the CPU decoded
+	Fallbacks int // 1 when the clip decoded only from an earlier start than its keyframe
 }
 
 // clipRun is one clip being decoded: the frames it needs, which of them have gone to the
@@ -121,14 +123,43 @@ type clipRun struct {
 	sent       []bool
 	unsent     int
 	drainEarly bool
-	resumed    bool // this attempt carries on from the last clip's position, without a seek
 	work       clipWork
+}
+
+// newDecoder opens a decoder for in's video stream, which must still be the one info describes,
+// with the given thread count, on the GPU when g is set. Frames it puts out carry the opaque
+// value of the packet they were decoded from.
+func newDecoder(info *Info, in *input, codec *astiav.Codec, threads int, g *gpu) (*astiav.CodecContext, error) {
+	if in.st.Index() != info.Stream || in.codec.Name() != info.Codec {
+		return nil, &Error{Path: info.Path, Kind: ErrChanged, Detail: fmt.Sprintf("its video stream is now #%d, %s; it was #%d, %s",
+			in.st.Index(), in.codec.Name(), info.Stream, info.Codec)}
+	}
+	cc := astiav.AllocCodecContext(codec)
+	if cc == nil {
+		return nil, &Error{Path: info.Path, Kind: ErrInternal, Detail: "allocating a decoder"}
+	}
+	if err := in.st.CodecParameters().ToCodecContext(cc); err != nil {
+		cc.Free()
+		return nil, &Error{Path: info.Path, Kind: ErrCorrupt, Detail: "reading codec parameters", Err: err}
+	}
+	cc.SetTimeBase(in.st.TimeBase())
+	cc.SetThreadCount(threads)
+	copyOpaque(cc)
+	if g != nil {
+		useGPU(cc, g)
+	}
+	if err := cc.Open(codec, nil); err != nil {
+		cc.SetPixelFormatCallback(nil)
+		cc.Free()
+		return nil, &Error{Path: info.Path, Kind: ErrUnsupportedCodec, Detail: "opening decoder " + codec.Name(), Err: err}
+	}
+	return cc, nil
 }
 
 // openVideo opens the video described by info with a decoder of the given thread count: on the
 // CPU, or with g, on the GPU through the named decoder (which holds a slot of g, given back at
 // close, whatever happens).
-func openVideo(info *Info, threads int, g *gpu, gpuDecoder string) (*video, error) {
+func openVideo(info *Info, st *videoState, threads int, g *gpu, gpuDecoder string) (*video, error) {
 	in, err := openInput(info.Path)
 	if err != nil {
 		if g != nil {
@@ -136,36 +167,18 @@ func openVideo(info *Info, threads int, g *gpu, gpuDecoder string) (*video, erro
 		}
 		return nil, err
 	}
-	v := &video{info: info, in: in, threads: threads, skip: discardDefault, g: g, prevLast: -1}
-	if in.st.Index() != info.Stream || in.codec.Name() != info.Codec {
-		v.close()
-		return nil, &Error{Path: info.Path, Kind: ErrChanged, Detail: fmt.Sprintf("its video stream is now #%d, %s; it was #%d, %s",
-			in.st.Index(), in.codec.Name(), info.Stream, info.Codec)}
-	}
+	v := &video{info: info, in: in, threads: threads, skip: discardDefault, g: g, prevLast: -1, state: st}
 	codec := in.codec
 	if g != nil {
 		if codec = astiav.FindDecoderByName(gpuDecoder); codec == nil {
 			v.close()
 			return nil, &Error{Path: info.Path, Kind: ErrUnsupportedCodec, Detail: "no decoder " + gpuDecoder + " for NVDEC"}
 		}
-	}
-	if v.cc = astiav.AllocCodecContext(codec); v.cc == nil {
-		v.close()
-		return nil, &Error{Path: info.Path, Kind: ErrInternal, Detail: "allocating a decoder"}
-	}
-	if err := in.st.CodecParameters().ToCodecContext(v.cc); err != nil {
-		v.close()
-		return nil, &Error{Path: info.Path, Kind: ErrCorrupt, Detail: "reading codec parameters", Err: err}
-	}
-	v.cc.SetTimeBase(in.st.TimeBase())
-	v.cc.SetThreadCount(threads)
-	if g != nil {
-		useGPU(v.cc, g)
 		v.sw = astiav.AllocFrame()
 	}
-	if err := v.cc.Open(codec, nil); err != nil {
+	if v.cc, err = newDecoder(info, in, codec, threads, g); err != nil {
 		v.close()
-		return nil, &Error{Path: info.Path, Kind: ErrUnsupportedCodec, Detail: "opening decoder " + codec.Name(), Err: err}
+		return nil, err
 	}
 	v.pkt = astiav.AllocPacket()
 	v.frame = astiav.AllocFrame()
@@ -215,40 +228,76 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (c
 		return clipWork{}, &Error{Path: path, Kind: ErrBadRequest, Detail: fmt.Sprintf("buffer of %d bytes, clip needs %d", len(dst), need)}
 	}
 
-	// Continue from where the last clip left off when no keyframe lies between, else seek to the
-	// keyframe at or before the first frame; on a lost position, try earlier keyframes, then the
-	// start of the file.
+	// Continue from where the last clip left off when no keyframe lies between, else start at the
+	// usable keyframe at or before the first frame. Damage found after any start but the start of
+	// the file is not trusted: it may come from the start point (a keyframe that is no clean random
+	// access point) rather than the data. So try again from the usable keyframe before, then from
+	// the start of the file; a keyframe that fails where an earlier one succeeds is marked unusable.
 	r := &clipRun{idx: idx}
-	kf := v.info.KeyframeAtOrBefore(idx[0])
-	continuing := v.at != nil && v.info.carriesOn(v.at.lastOut, idx[0])
 	drain := v.drainPays(idx)
 	v.prevLast = idx[len(idx)-1]
+	starts := v.startsFor(idx[0])
+	var failed []int // keyframes started from that gave damage
 	for attempt := 0; ; attempt++ {
-		r.resumed = continuing
-		if !continuing {
+		kf := -1 // carry on without a seek
+		if attempt > 0 || v.at == nil || !v.info.carriesOn(v.at.lastOut, idx[0]) {
+			if len(starts) == 0 {
+				return r.work, &Error{Path: path, Frame: frame(idx[0]), Kind: ErrCorrupt, Detail: "cannot position the decoder on this frame"}
+			}
+			kf, starts = starts[0], starts[1:]
 			r.work.Seeks++
-			if err := v.seek(kf, attempt); err != nil {
+			if err := v.seek(kf); err != nil {
 				return r.work, err
 			}
 		}
-		r.track(drain && v.info.Timing == TimingPTS)
+		r.track(drain)
 		err := v.decodeFrames(ctx, r, o, dst)
-		if !errors.Is(err, errRetry) {
-			v.setSkip(discardDefault)
+		v.setSkip(discardDefault)
+		var dmg *damage
+		if !errors.As(err, &dmg) {
 			if v.at != nil && v.at.feed == drainedEarly {
 				v.at = nil // the decoder is at its end: the next clip seeks
 			}
+			if err == nil && len(failed) > 0 {
+				r.work.Fallbacks++
+				v.state.markUnusable(v.info, failed, kf)
+			}
 			return r.work, err
 		}
-		if attempt >= 3 {
-			return r.work, &Error{Path: path, Frame: frame(idx[0]), Kind: ErrCorrupt, Detail: "cannot position the decoder on this frame"}
+		v.at = nil
+		if kf == 0 || v.state.confirmed(v.info, dmg.frame) {
+			// From the start of the file (or where that was seen to fail the same way): real.
+			v.state.confirm(v.info, dmg.frame)
+			return r.work, dmg.err
 		}
-		if !continuing {
-			kf = max(kf-1, 0)
+		if kf > 0 {
+			failed = append(failed, kf)
 		}
-		continuing = false
 	}
 }
+
+// startsFor lists the keyframes to start a clip whose first frame is first from, in the order to
+// try them: the usable keyframe at or before it, the usable one before that, the start of the file.
+func (v *video) startsFor(first int) []int {
+	kf := v.state.usableAtOrBefore(v.info, first)
+	starts := []int{kf}
+	if kf > 0 {
+		if prev := v.state.usableAtOrBefore(v.info, v.info.Keyframes[kf].Frame-1); prev > 0 {
+			starts = append(starts, prev)
+		}
+		starts = append(starts, 0)
+	}
+	return starts
+}
+
+// damage is a failure to decode a clip's frame: the *Error to report, and the frame it concerns.
+// Whether it is real depends on where decoding started (see decodeClip).
+type damage struct {
+	err   *Error
+	frame int
+}
+
+func (d *damage) Error() string { return d.err.Error() }
 
 // shortGOP is the longest group of pictures (keyframe to keyframe) in which draining the decoder
 // at the end of a clip pays; see drainPays.
@@ -275,42 +324,51 @@ func (v *video) drainPays(idx []int) bool {
 	return next-kfs[k].Frame <= shortGOP
 }
 
-// seek positions the decoder just before keyframe kf. After two failed attempts it reopens the
-// file and decodes from the very start instead.
-func (v *video) seek(kf, attempt int) error {
+// seek positions the decoder just before keyframe kf; keyframe 0 is the start of the file.
+func (v *video) seek(kf int) error {
+	if kf == 0 {
+		return v.rewind()
+	}
 	v.reset()
 	k := v.info.Keyframes[kf]
 	ts := k.PTS
 	if v.info.Timing != TimingPTS || ts == NoPTS {
 		ts = k.DTS // demuxers index by decode time; only PTS-timed tables hold true PTS
 	}
-	if attempt >= 2 || ts == NoPTS {
+	if ts == NoPTS {
 		return v.rewind()
 	}
 	if err := v.in.fc.SeekFrame(v.info.Stream, ts, astiav.NewSeekFlags(astiav.SeekFlagBackward)); err != nil {
 		return v.rewind()
 	}
-	v.at.lastOut = k.Frame - 1
-	if v.info.Timing == TimingCount {
-		// Frames are counted from the keyframe landed on, so find out which one that is.
+	if v.info.Timing == TimingPTS {
+		v.at.lastOut = k.Frame - 1
+		return nil
+	}
+	// Frames are known by the packets they come from, so find out which packet the demuxer landed
+	// on: a keyframe's, at or before the one asked for, known by its size and, where the demuxer
+	// says, its place in the file. What comes before it is dropped: after a seek, the parser of an
+	// MPEG program stream first hands out a piece of a packet, and the keyframe's packet without
+	// its place.
+	for range maxLanding {
 		if err := v.readPacket(); err != nil {
-			return v.rewind()
+			break
 		}
-		v.at.pending = true
-		landed := -1
-		for _, kk := range v.info.Keyframes {
-			if (kk.DTS != NoPTS && kk.DTS == v.pkt.Dts()) || (kk.DTS == NoPTS && kk.PTS != NoPTS && kk.PTS == v.pkt.Pts()) {
-				landed = kk.Frame
+		for _, kk := range v.info.Keyframes[1:] {
+			if kk.Frame > k.Frame {
 				break
 			}
+			if v.pkt.Flags().Has(astiav.PacketFlagKey) && kk.Size == v.pkt.Size() && (kk.Pos < 0 || v.pkt.Pos() < 0 || kk.Pos == v.pkt.Pos()) {
+				v.at.lastOut, v.at.nextPacket, v.at.pending = kk.Frame-1, kk.Packet, true
+				return nil
+			}
 		}
-		if landed < 0 || landed > k.Frame {
-			return v.rewind()
-		}
-		v.at.lastOut = landed - 1
 	}
-	return nil
+	return v.rewind()
 }
+
+// maxLanding is how many packets after a seek may come before one known as a keyframe's.
+const maxLanding = 16
 
 // rewind reopens the file so that decoding starts from its first packet.
 func (v *video) rewind() error {
@@ -322,12 +380,12 @@ func (v *video) rewind() error {
 	v.in.close()
 	v.in = in
 	v.reset()
-	v.at.lastOut = -1
+	v.at.lastOut, v.at.nextPacket = -1, 0
 	return nil
 }
 
 // track starts counting which of the clip's frames have gone to the decoder, and arms early
-// draining if drain is set (packets must be known by timestamp for that).
+// draining if drain is set.
 func (r *clipRun) track(drain bool) {
 	r.need, r.sent = r.need[:0], r.sent[:0]
 	for _, i := range r.idx {
@@ -351,6 +409,7 @@ func (r *clipRun) sending(i int) {
 // reset empties the decoder and positions it anew, for decoding from a new place.
 func (v *video) reset() {
 	flushDecoder(v.cc)
+	v.gen++
 	v.at = &position{}
 }
 
@@ -371,14 +430,14 @@ func (p *position) damageBefore(info *Info, i int) (int, bool) {
 	return b, ok
 }
 
-// readPacket reads the next packet of the video stream into v.pkt.
+// readPacket reads the next of the stream's packets (as the probe counts them) into v.pkt.
 func (v *video) readPacket() error {
 	for {
 		v.pkt.Unref()
 		if err := v.in.fc.ReadFrame(v.pkt); err != nil {
 			return err
 		}
-		if v.pkt.StreamIndex() == v.info.Stream {
+		if countable(v.pkt, v.info.Stream) {
 			return nil
 		}
 	}
@@ -387,6 +446,10 @@ func (v *video) readPacket() error {
 // decodeFrames decodes forward until every frame of the clip is converted into dst.
 func (v *video) decodeFrames(ctx context.Context, r *clipRun, o Output, dst []byte) error {
 	path, fs, idx := v.info.Path, o.FrameBytes(), r.idx
+	// damaged reports frame f of the clip as not decoded, and why.
+	damaged := func(f int, detail string, cause error) error {
+		return &damage{err: &Error{Path: path, Frame: frame(f), Kind: ErrCorrupt, Detail: detail, Err: cause}, frame: f}
+	}
 	want := 0
 	for want < len(idx) {
 		// Let the scheduler see this goroutine move between frames. A goroutine that runs, in long
@@ -398,48 +461,34 @@ func (v *video) decodeFrames(ctx context.Context, r *clipRun, o Output, dst []by
 			return err
 		}
 		at := v.at
-		i, damaged, err := v.next(r, idx[want:])
-		if errors.Is(err, astiav.ErrEof) {
-			v.at = nil
-			if at.sinceSeek == 0 {
-				return errRetry
-			}
-			return &Error{Path: path, Frame: frame(idx[want]), Kind: ErrCorrupt, Detail: "video ended before this frame"}
+		i, bad, err := v.next(r, idx[want:])
+		switch {
+		case errors.Is(err, astiav.ErrEof) && at.sinceSeek == 0:
+			return damaged(idx[want], "the decoder put out no frame from where decoding started", nil)
+		case errors.Is(err, astiav.ErrEof):
+			return damaged(idx[want], "video ended before this frame", nil)
+		case err != nil:
+			return damaged(idx[want], "decoding", err)
 		}
-		if err != nil {
-			v.at = nil
-			return &Error{Path: path, Frame: frame(idx[want]), Kind: ErrCorrupt, Detail: "decoding", Err: err}
-		}
-		if damaged {
+		if bad {
 			at.markBad(v.info, i)
 		}
 		if i < idx[want] {
-			at.clean = at.clean || !damaged
 			v.frame.Unref()
 			continue
 		}
-		if b, ok := at.damageBefore(v.info, idx[want]); ok && at.clean {
+		if b, ok := at.damageBefore(v.info, idx[want]); ok {
 			v.frame.Unref()
-			return &Error{Path: path, Frame: frame(idx[want]), Kind: ErrCorrupt, Detail: fmt.Sprintf("data it depends on is damaged (frame %d)", b)}
+			return damaged(idx[want], fmt.Sprintf("data it depends on is damaged (frame %d)", b), nil)
 		}
 		if i > idx[want] {
-			// The frame we want never came out. Right after a seek, or when carrying on from the
-			// last clip (whose skipped frames may be the ones now wanted), that means we did not
-			// start where we meant to.
 			v.frame.Unref()
-			if r.resumed || at.sinceSeek <= 1 || !at.clean {
-				return errRetry
-			}
-			return &Error{Path: path, Frame: frame(idx[want]), Kind: ErrCorrupt, Detail: "decoder produced no such frame"}
+			return damaged(idx[want], "decoder produced no such frame", nil)
 		}
-		if damaged {
+		if bad {
 			v.frame.Unref()
-			if !at.clean {
-				return errRetry // broken before decoding settled: start earlier
-			}
-			return &Error{Path: path, Frame: frame(i), Kind: ErrCorrupt, Detail: "frame decoded with errors"}
+			return damaged(i, "frame decoded with errors", nil)
 		}
-		at.clean = true
 		if err := v.convert(o, dst[want*fs:(want+1)*fs], &r.work); err != nil {
 			return &Error{Path: path, Frame: frame(i), Kind: ErrInternal, Detail: "converting frame", Err: err}
 		}
@@ -497,13 +546,16 @@ func (v *video) next(r *clipRun, rest []int) (int, bool, error) {
 			}
 		}
 		at.pending = false
-		i := v.info.frameOf(v.pkt.Pts(), -1) // the packet's frame, by timestamp
+		p := at.nextPacket
+		at.nextPacket++
+		i := v.packetFrame(p)
+		setPacketOpaque(v.pkt, v.tag(p, i)) // the frames decoded from it carry this
 		r.sending(i)
 		v.chooseSkip(i, rest)
 		if err := v.cc.SendPacket(v.pkt); err != nil && !errors.Is(err, astiav.ErrEagain) {
 			// Invalid data in this packet: its frame will be missing or damaged, and so may the
 			// frames predicted from it.
-			if i < 0 || v.info.Timing != TimingPTS {
+			if i < 0 {
 				i = at.lastOut + 1
 			}
 			at.markBad(v.info, i)
@@ -514,25 +566,58 @@ func (v *video) next(r *clipRun, rest []int) (int, bool, error) {
 	}
 }
 
-// identify returns the presentation index of the frame in v.frame, or -1 for a frame that is
-// not in the table (before the seek point, or dropped by an edit list).
+// packetFrame returns the frame decoded from the packet in v.pkt, packet p of the stream, or -1
+// when that is not known.
+func (v *video) packetFrame(p int) int {
+	if v.info.Timing == TimingDecoded {
+		return v.info.frameOfPacket(p, -1)
+	}
+	return v.info.frameOf(v.pkt.Pts())
+}
+
+// genShift places a position's number above the packet's key in the tag each packet goes to the
+// decoder with.
+const genShift = 40
+
+// tag is what packet p of the stream, which holds frame i (-1: not known), goes to the decoder
+// with, for identify: the position's number, and the packet under TimingDecoded, else its frame.
+func (v *video) tag(p, i int) int64 {
+	key := int64(i + 1)
+	if v.info.Timing == TimingDecoded {
+		key = int64(p)
+	}
+	return v.gen<<genShift | key
+}
+
+// identify returns the presentation index of the frame in v.frame from the tag of the packet it
+// was decoded from, or -1 for a frame of no known packet, of a packet sent before the last seek
+// (a flush does not always clear what a decoder has ready: FFmpeg 7.1's HEVC decoder keeps its
+// output queue), or not after the last frame out (frames shown before the keyframe decoding
+// started at). Frames are not known by their own timestamps: decoders stamp some frames with
+// the timestamp of a later packet (HEVC's best-effort timestamp turns to decode time when frames
+// are skipped; H.264 in AVI has only decode times).
 func (v *video) identify() int {
-	if v.info.Timing == TimingCount {
-		return v.at.lastOut + 1
+	last, tag := v.at.lastOut, frameOpaque(v.frame)
+	if tag>>genShift != v.gen {
+		return -1
 	}
-	ts := bestEffortTimestamp(v.frame)
-	if ts == NoPTS {
-		return v.at.lastOut + 1
+	key := int(tag & (1<<genShift - 1))
+	if v.info.Timing == TimingDecoded {
+		return v.info.frameOfPacket(key, last)
 	}
-	return v.info.frameOf(ts, v.at.lastOut)
+	if i := key - 1; i > last {
+		return i
+	}
+	return -1
 }
 
 // chooseSkip lets the decoder skip the packet in v.pkt (frame i) when that frame is not needed and
-// no other frame refers to it. Only done where a decoded frame is known by its timestamp and the
-// decoder runs on one thread, so the setting applies to exactly this packet.
+// no other frame refers to it. Only done where the decoder runs on one thread, so that the setting
+// applies to exactly this packet, and where each packet holds its own frame (not so in packed
+// bitstreams, where skipping a B-frame also drops the next one, packed behind it).
 func (v *video) chooseSkip(i int, rest []int) {
 	level := discardDefault
-	if v.info.Timing == TimingPTS && v.threads == 1 && i >= 0 {
+	if v.threads == 1 && i >= 0 && !v.info.Packed {
 		if j := sort.SearchInts(rest, i); j == len(rest) || rest[j] != i {
 			level = discardNonRef
 		}
@@ -563,12 +648,12 @@ func (v *video) convert(o Output, dst []byte, w *clipWork) error {
 	} else {
 		w.CPUFrames++
 	}
-	if v.conv == nil || v.conv.key != keyOf(f, v.info.Rotation, o) {
+	if v.conv == nil || v.conv.key != keyOf(f, v.info, o) {
 		if v.conv != nil {
 			v.conv.free()
 			v.conv = nil
 		}
-		c, err := newConverter(f, v.info.Rotation, o)
+		c, err := newConverter(f, v.info, o)
 		if err != nil {
 			f.Unref()
 			return err

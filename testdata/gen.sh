@@ -55,6 +55,35 @@ ff $(src 320 240 60) -vf "$(pattern)" $(x264) -g 16 -output_ts_offset 10 "$out/s
 # Shorter than a 16-frame clip.
 ff $(src 320 240 8) -vf "$(pattern)" $(x264) -g 16 "$out/short8.mp4"
 
+# Containers and streams whose decoder numbers frames otherwise than their packets suggest (see
+# "What frame k means" in docs/design.md). Moving content (testsrc2) rather than the index
+# pattern: these are checked frame by frame against the ffmpeg CLI's own decode.
+moving() { # W H FRAMES
+  echo "-f lavfi -i testsrc2=s=$1x$2:r=25 -frames:v $3"
+}
+patch() { /usr/bin/python3 "$(dirname "$0")/patch.py" "$@"; }
+# 1. MPEG-4 part 2 with DivX/Xvid packed B-frames in AVI, as HMDB51 and UCF101 hold it: a packet
+#    holds a P-frame and the B-frame after it, and a placeholder of a few bytes follows. Written
+#    without the empty chunks FFmpeg's muxer leaves for the encoder's delay, as other muxers do.
+ff $(moving 176 144 48) -c:v libxvid -bf 2 -g 24 -q:v 5 "$tmp/packed.avi"
+patch avi-compact "$tmp/packed.avi" "$out/xvid_packed.avi"
+# 2. H.264 High 4:4:4 Predictive in MP4 with periodic intra refresh: its keyframes (recovery
+#    points, listed as sync samples) decode clean only once a refresh has swept the picture.
+ff $(moving 176 144 75) -c:v libx264 -preset veryfast -pix_fmt yuv444p \
+   -x264-params keyint=25:intra-refresh=1:bframes=0:ref=3 "$out/h264_refresh444.mp4"
+# 3. MPEG-2 with B-frames in an MPEG program stream cut at an open group of pictures, as a DVD
+#    chapter or a camera's file may start: its first two B-frames refer to a picture the file
+#    does not hold, and only some frames carry timestamps.
+ff $(moving 176 144 48) -c:v mpeg2video -bf 2 -g 12 -q:v 10 -f vob "$tmp/long.mpg"
+ff -ss 0.5 -i "$tmp/long.mpg" -c copy -f vob "$out/mpeg2_cut.mpg" 2>/dev/null
+# 4. A display matrix with a reflection: shown transposed (turned 90 degrees and mirrored).
+ff $(moving 176 144 30) -c:v libx264 -preset veryfast -pix_fmt yuv420p -bitexact "$tmp/plain.mp4"
+patch mp4-matrix "$tmp/plain.mp4" "$out/mirrored.mp4" 0 1 1 0
+# 5. H.264 with B-frames in AVI (decode timestamps only), whose headers declare one frame more
+#    than it holds.
+ff $(moving 176 144 40) $(x264) -g 16 "$tmp/h264.avi"
+patch avi-declare "$tmp/h264.avi" "$out/h264_bframes.avi" 1
+
 # A codec this build cannot know: the MPEG-4 AVI with its FourCC (FMP4) replaced by a made-up one.
 /usr/bin/python3 - "$out/mpeg4.avi" "$out/unknown_codec.avi" <<'PY'
 import sys

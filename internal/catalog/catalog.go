@@ -197,7 +197,7 @@ func isVideo(name string) bool {
 }
 
 // cacheVersion changes whenever what Probe records changes, so old tables are not trusted.
-const cacheVersion = 2
+const cacheVersion = 3
 
 type cacheFile struct {
 	Version int
@@ -239,6 +239,38 @@ func (c *cachedError) restore(path string) error {
 		return &decode.Error{Path: path, Kind: kind, Detail: c.Detail}
 	}
 	return fmt.Errorf("%s: %s", path, c.Detail)
+}
+
+// RememberUnusable marks, in the probe tables of root cached under dir, the keyframes decoding
+// found unusable (decode.Pool.UnusableKeyframes: frames by video path), so that the next scan's
+// tables start clips earlier at once. A missing cache is left missing.
+func RememberUnusable(dir, root string, marks map[string][]int) error {
+	if dir == "" || len(marks) == 0 {
+		return nil
+	}
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return err
+	}
+	c := loadCache(dir, root)
+	changed := false
+	for rel, e := range c.Entries {
+		frames := marks[filepath.Join(root, filepath.FromSlash(rel))]
+		if e.Info == nil || len(frames) == 0 {
+			continue
+		}
+		for i := range e.Info.Keyframes {
+			for _, f := range frames {
+				if e.Info.Keyframes[i].Frame == f && !e.Info.Keyframes[i].Unusable {
+					e.Info.Keyframes[i].Unusable, changed = true, true
+				}
+			}
+		}
+	}
+	if changed {
+		saveCache(dir, root, c)
+	}
+	return nil
 }
 
 // CachePath is where the probe tables of root are kept under dir.

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,5 +81,31 @@ func TestScan(t *testing.T) {
 	}
 	if _, err := Scan(context.Background(), Options{Root: filepath.Join(src, "nope")}); err == nil {
 		t.Error("missing root accepted")
+	}
+}
+
+// TestRememberUnusable: keyframes marked unusable reach the cached tables, and the next scan's.
+func TestRememberUnusable(t *testing.T) {
+	src, cacheDir := t.TempDir(), t.TempDir()
+	copyFile(t, testvideo.Path("h264_gop16.mp4"), filepath.Join(src, "a.mp4"))
+	scan := func() []Video {
+		vs, err := Scan(context.Background(), Options{Root: src, CacheDir: cacheDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vs
+	}
+	vs := scan()
+	if err := RememberUnusable(cacheDir, src, map[string][]int{vs[0].Info.Path: {32, 48}}); err != nil {
+		t.Fatal(err)
+	}
+	var marked []int
+	for _, k := range scan()[0].Info.Keyframes {
+		if k.Unusable {
+			marked = append(marked, k.Frame)
+		}
+	}
+	if fmt.Sprint(marked) != "[32 48]" {
+		t.Errorf("keyframes unusable after a rescan: %v, want [32 48]", marked)
 	}
 }
