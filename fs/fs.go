@@ -95,7 +95,7 @@ func New(cfg Config) (*FS, error) {
 	}
 	f := &FS{
 		cfg: cfg, lay: lay, log: cfg.Log, start: time.Now(),
-		out: decode.Output{Width: lay.Spec.Width, Height: lay.Spec.Height, Resize: cfg.Resize},
+		out: SampleOutput(lay, cfg.Resize),
 	}
 	f.problems.init(cfg.Source, cfg.Skipped)
 	f.dirNumber = map[string]int{}
@@ -123,12 +123,21 @@ func New(cfg Config) (*FS, error) {
 // Close stops decoding and frees the cache. The decoder is the caller's to close.
 func (f *FS) Close() { f.cache.Close() }
 
+// SampleClip is the clip sample i of lay holds: what a mount decodes for it (and vidfs verify).
+func SampleClip(lay *layout.Layout, i int) decode.Clip {
+	s, spec := lay.Samples[i], lay.Spec
+	return decode.Clip{Start: s.Start, Frames: spec.Frames, Stride: spec.Stride, PadEnd: s.Pad}
+}
+
+// SampleOutput is the shape every frame of lay's samples is brought to.
+func SampleOutput(lay *layout.Layout, resize decode.Resize) decode.Output {
+	return decode.Output{Width: lay.Spec.Width, Height: lay.Spec.Height, Resize: resize}
+}
+
 // decodeSample decodes sample i into buf, for the cache.
 func (f *FS) decodeSample(ctx context.Context, i int, buf []byte) error {
 	s := f.lay.Samples[i]
-	spec := f.lay.Spec
-	clip := decode.Clip{Start: s.Start, Frames: spec.Frames, Stride: spec.Stride, PadEnd: s.Pad}
-	err := f.cfg.Decoder.DecodeClip(ctx, f.cfg.Infos[s.Video], clip, f.out, buf)
+	err := f.cfg.Decoder.DecodeClip(ctx, f.cfg.Infos[s.Video], SampleClip(f.lay, i), f.out, buf)
 	if err == nil {
 		f.decodeRate.Add(1, time.Now())
 		return nil

@@ -48,6 +48,7 @@ func commands() map[string]*command {
 		"stats":  statsCommand(),
 		"bench":  benchCommand(),
 		"top":    topCommand(),
+		"verify": verifyCommand(),
 	}
 }
 

@@ -18,28 +18,86 @@ import (
 	"github.com/vidfs/vidfs/decode"
 	vfs "github.com/vidfs/vidfs/fs"
 	"github.com/vidfs/vidfs/internal/catalog"
+	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
 )
 
-// mountOptions are vidfs mount's flags.
-type mountOptions struct {
+// layoutOptions are the flags that say what the samples are, shared by mount and verify.
+type layoutOptions struct {
 	frames, stride, step, clipsPerVideo int
 	size                                sizeValue
 	resize                              resizeValue
 	short                               string
-	cacheMem                            bytesValue
-	prefetch, workers, probeWorkers     int
+	probeWorkers                        int
 	probeCache                          string
-	allowOther, debugFUSE               bool
-	logLevel                            string
-	metricsAddr                         string
-	hwaccel                             hwValue
-	gpuDecoders                         int
+}
+
+func newLayoutOptions() layoutOptions {
+	return layoutOptions{size: sizeValue{224, 224}, resize: resizeValue{decode.Crop}}
+}
+
+func (l *layoutOptions) register(fs *pflag.FlagSet) {
+	fs.IntVarP(&l.frames, "frames", "t", 16, "frames per sample (T)")
+	fs.IntVar(&l.stride, "stride", 1, "distance between a sample's frames")
+	fs.IntVar(&l.step, "step", 0, "a sample starts every STEP frames (default: T)")
+	fs.IntVar(&l.clipsPerVideo, "clips-per-video", 0, "instead of --step, take N evenly spaced samples per video")
+	fs.Var(&l.size, "size", "sample frame size, height x width")
+	fs.Var(&l.resize, "resize", "how frames are fitted: crop (short side, centre), stretch or pad")
+	fs.StringVar(&l.short, "short", "pad", "videos shorter than one sample: pad (repeat the last frame) or skip")
+	fs.IntVar(&l.probeWorkers, "probe-workers", runtime.NumCPU(), "videos probed at once")
+	fs.StringVar(&l.probeCache, "probe-cache", defaultProbeCache(), "directory for cached probe tables (\"\" for none)")
+}
+
+// spec checks the flags and returns the layout's spec.
+func (l *layoutOptions) spec() (layout.Spec, error) {
+	if l.short != "pad" && l.short != "skip" {
+		return layout.Spec{}, usageError{fmt.Sprintf("--short %q: want pad or skip", l.short)}
+	}
+	spec := layout.Spec{Frames: l.frames, Stride: l.stride, Step: l.step, ClipsPerVideo: l.clipsPerVideo,
+		Height: l.size.h, Width: l.size.w, PadShort: l.short == "pad"}
+	if err := spec.Validate(); err != nil {
+		return spec, usageError{err.Error()}
+	}
+	return spec, nil
+}
+
+// scan finds and probes the videos under src and lays them out under spec, reporting progress
+// on w and naming (on log) the first videos left out.
+func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src string) (*layout.Layout, []*decode.Info, []wire.Problem, error) {
+	videos, err := catalog.Scan(ctx, catalog.Options{Root: src, Workers: l.probeWorkers, CacheDir: l.probeCache, Progress: newProgress(w)})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lay, infos, skipped, err := arrange(spec, videos)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, p := range skipped[:min(len(skipped), 20)] {
+		log.Warn("video left out", "file", p.File, "reason", p.Reason)
+	}
+	if len(skipped) > 20 {
+		log.Warn("more videos left out", "count", len(skipped))
+	}
+	if lay.Len() == 0 {
+		return nil, nil, nil, fmt.Errorf("%s: no samples (%d videos found, %d readable, none with %d frames)", src, len(videos), len(lay.Videos), spec.Span())
+	}
+	return lay, infos, skipped, nil
+}
+
+// mountOptions are vidfs mount's flags.
+type mountOptions struct {
+	layoutOptions
+	cacheMem              bytesValue
+	prefetch, workers     int
+	allowOther, debugFUSE bool
+	logLevel              string
+	metricsAddr           string
+	hwaccel               hwValue
+	gpuDecoders           int
 }
 
 func mountCommand() *command {
-	o := &mountOptions{size: sizeValue{224, 224}, resize: resizeValue{decode.Crop}, cacheMem: bytesValue{defaultCacheMem()},
-		hwaccel: hwValue{decode.HWAuto}}
+	o := &mountOptions{layoutOptions: newLayoutOptions(), cacheMem: bytesValue{defaultCacheMem()}, hwaccel: hwValue{decode.HWAuto}}
 	return &command{
 		summary: "mount a directory of videos as fixed-shape sample files",
 		usage:   "SRC MNT [flags]",
@@ -63,20 +121,12 @@ Videos that cannot be read are left out and listed in the stats; a damaged part 
 the samples that need it with EIO and a logged reason. SRC is only read. Probe tables are cached
 (--probe-cache), so mounting the same videos again starts at once.`,
 		flags: func(fs *pflag.FlagSet) {
-			fs.IntVarP(&o.frames, "frames", "t", 16, "frames per sample (T)")
-			fs.IntVar(&o.stride, "stride", 1, "distance between a sample's frames")
-			fs.IntVar(&o.step, "step", 0, "a sample starts every STEP frames (default: T)")
-			fs.IntVar(&o.clipsPerVideo, "clips-per-video", 0, "instead of --step, take N evenly spaced samples per video")
-			fs.Var(&o.size, "size", "sample frame size, height x width")
-			fs.Var(&o.resize, "resize", "how frames are fitted: crop (short side, centre), stretch or pad")
-			fs.StringVar(&o.short, "short", "pad", "videos shorter than one sample: pad (repeat the last frame) or skip")
+			o.layoutOptions.register(fs)
 			fs.Var(&o.cacheMem, "cache-mem", "memory for decoded samples, e.g. 4GiB (default: a quarter of RAM, at most 8GiB)")
 			fs.IntVar(&o.prefetch, "prefetch", 0, "samples to keep decoded ahead of the reader (default: as many as fit in the cache)")
 			fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "samples decoded at once ahead of the reader")
 			fs.Var(&o.hwaccel, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto (if there is one), cuda (require one) or none")
 			fs.IntVar(&o.gpuDecoders, "gpu-decoders", 8, "decoders open on the GPU at once, which bounds its memory; more videos decode on the CPU")
-			fs.IntVar(&o.probeWorkers, "probe-workers", runtime.NumCPU(), "videos probed at once while mounting")
-			fs.StringVar(&o.probeCache, "probe-cache", defaultProbeCache(), "directory for cached probe tables (\"\" for none)")
 			fs.BoolVar(&o.allowOther, "allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
 			fs.StringVar(&o.logLevel, "log-level", "info", "log detail on stderr: debug, info, warn or error")
 			fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9100 (path /metrics)")
@@ -121,13 +171,9 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	if o.short != "pad" && o.short != "skip" {
-		return usageError{fmt.Sprintf("--short %q: want pad or skip", o.short)}
-	}
-	spec := layout.Spec{Frames: o.frames, Stride: o.stride, Step: o.step, ClipsPerVideo: o.clipsPerVideo,
-		Height: o.size.h, Width: o.size.w, PadShort: o.short == "pad"}
-	if err := spec.Validate(); err != nil {
-		return usageError{err.Error()}
+	spec, err := o.spec()
+	if err != nil {
+		return err
 	}
 	src, _ = filepath.Abs(src)
 	mnt, _ = filepath.Abs(mnt)
@@ -144,23 +190,9 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 		}
 	}
 	began := time.Now()
-	progress := newProgress(e.stderr)
-	videos, err := catalog.Scan(ctx, catalog.Options{Root: src, Workers: o.probeWorkers, CacheDir: o.probeCache, Progress: progress})
+	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, src)
 	if err != nil {
 		return err
-	}
-	lay, infos, skipped, err := arrange(spec, videos)
-	if err != nil {
-		return err
-	}
-	for _, p := range skipped[:min(len(skipped), 20)] {
-		log.Warn("video left out", "file", p.File, "reason", p.Reason)
-	}
-	if len(skipped) > 20 {
-		log.Warn("more videos left out; .vidfs/stats lists them", "count", len(skipped))
-	}
-	if lay.Len() == 0 {
-		return fmt.Errorf("%s: no samples (%d videos found, %d readable, none with %d frames)", src, len(videos), len(lay.Videos), spec.Span())
 	}
 	if S := spec.SampleBytes(); S%4096 != 0 {
 		log.Warn("sample size is not a multiple of 4 KiB: memory-mapped readers of clips.npy will also touch (and make vidfs decode) neighbouring samples; pread readers are unaffected",
@@ -178,6 +210,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 		return err
 	}
 	defer pool.Close()
+	defer rememberUnusable(o.probeCache, src, pool, log)
 	f, err := vfs.New(vfs.Config{Source: src, Layout: lay, Infos: infos, Resize: o.resize.r, Decoder: pool,
 		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Log: log})
 	if err != nil {
@@ -214,6 +247,15 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 		log.Info("unmounted from outside", "at", mnt)
 	}
 	return nil
+}
+
+// rememberUnusable writes the keyframes the pool found unusable into the probe cache, so that the
+// next mount starts clips earlier at once.
+func rememberUnusable(cacheDir, src string, pool *decode.Pool, log *slog.Logger) {
+	marks := pool.UnusableKeyframes()
+	if err := catalog.RememberUnusable(cacheDir, src, marks); err != nil {
+		log.Warn("could not note unusable keyframes in the probe cache", "dir", cacheDir, "err", err)
+	}
 }
 
 // newProgress returns a catalog progress reporter: a line rewritten in place on a terminal,
