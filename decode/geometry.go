@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/vidfs/vidfs/internal/enum"
 )
 
 // Resize says how a frame is fitted to the output size.
@@ -19,24 +21,12 @@ const (
 	Pad
 )
 
-var resizeNames = [...]string{Crop: "crop", Stretch: "stretch", Pad: "pad"}
+var resizeNames = []string{Crop: "crop", Stretch: "stretch", Pad: "pad"}
 
-func (r Resize) String() string {
-	if int(r) < len(resizeNames) {
-		return resizeNames[r]
-	}
-	return fmt.Sprintf("Resize(%d)", int(r))
-}
+func (r Resize) String() string { return enum.Name(resizeNames, "Resize", r) }
 
 // ParseResize reads "crop", "stretch" or "pad".
-func ParseResize(s string) (Resize, error) {
-	for i, n := range resizeNames {
-		if s == n {
-			return Resize(i), nil
-		}
-	}
-	return 0, fmt.Errorf("resize mode %q: want crop, stretch or pad", s)
-}
+func ParseResize(s string) (Resize, error) { return enum.Parse[Resize](resizeNames, "resize mode", s) }
 
 // MarshalText writes the mode's name.
 func (r Resize) MarshalText() ([]byte, error) { return []byte(r.String()), nil }

@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"github.com/asticode/go-astiav"
+
+	"github.com/vidfs/vidfs/internal/enum"
 )
 
 // HWAccel says where videos are decoded.
@@ -21,24 +23,12 @@ const (
 	HWCUDA
 )
 
-var hwNames = [...]string{HWNone: "none", HWAuto: "auto", HWCUDA: "cuda"}
+var hwNames = []string{HWNone: "none", HWAuto: "auto", HWCUDA: "cuda"}
 
-func (h HWAccel) String() string {
-	if int(h) < len(hwNames) {
-		return hwNames[h]
-	}
-	return fmt.Sprintf("HWAccel(%d)", int(h))
-}
+func (h HWAccel) String() string { return enum.Name(hwNames, "HWAccel", h) }
 
-// ParseHWAccel reads "auto", "cuda" or "none".
-func ParseHWAccel(s string) (HWAccel, error) {
-	for i, n := range hwNames {
-		if s == n {
-			return HWAccel(i), nil
-		}
-	}
-	return 0, fmt.Errorf("hwaccel %q: want auto, cuda or none", s)
-}
+// ParseHWAccel reads "none", "auto" or "cuda".
+func ParseHWAccel(s string) (HWAccel, error) { return enum.Parse[HWAccel](hwNames, "hwaccel", s) }
 
 // CheckGPU reports whether an NVIDIA GPU and driver are usable for NVDEC, and if not, why.
 func CheckGPU() error {

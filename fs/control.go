@@ -15,26 +15,30 @@ import (
 	"github.com/vidfs/vidfs/order"
 )
 
-// orderFile is .vidfs/order (and .vidfs/order.npy): the plan. Writing it (truncating, as `>`
-// and open(..., "w") do) replaces the plan when the file is closed; appending (`>>`, "a")
-// queues the written plan behind the current one. A plan that does not parse is refused whole:
-// close fails with EINVAL, the reason is logged, and the plan in force stays. Reading it gives
-// the plan in force, as text.
-type orderFile struct{ node }
+// planFile is a plan: .vidfs/plans/NAME, or .vidfs/order (and .vidfs/order.npy), the plan named
+// "default". Writing it (truncating, as `>` and open(..., "w") do) replaces the plan when the
+// file is closed; appending (`>>`, "a") queues the written plan behind the current one. A plan
+// that does not parse is refused whole: close fails with EINVAL, the reason is logged, and the
+// plan in force stays. Reading it gives the plan in force, as text.
+type planFile struct {
+	node
+	name string
+}
 
 // Setattr accepts truncation (the open's O_TRUNC says what it means).
-func (o *orderFile) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+func (p *planFile) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	if size, ok := in.GetSize(); ok && size != 0 {
 		return syscall.EINVAL
 	}
-	o.f.attr(&out.Attr, o.mode, 0)
+	p.f.attr(&out.Attr, p.mode, 0)
 	return 0
 }
 
-func (o *orderFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+func (p *planFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		entries, _ := p.f.plans.Entries(p.name)
 		var b bytes.Buffer
-		for i, s := range o.f.tracker.Plan() {
+		for i, s := range entries {
 			if i > 0 {
 				b.WriteByte(' ')
 			}
@@ -45,19 +49,73 @@ func (o *orderFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 		}
 		return &bytesHandle{data: b.Bytes()}, fuse.FOPEN_DIRECT_IO, 0
 	}
-	return &orderWriter{f: o.f, appendPlan: flags&syscall.O_APPEND != 0, dirty: flags&syscall.O_TRUNC != 0}, fuse.FOPEN_DIRECT_IO, 0
+	return p.f.planWriter(p.name, flags), fuse.FOPEN_DIRECT_IO, 0
 }
 
-// orderWriter collects what one open of the order file writes.
-type orderWriter struct {
+// planWriter returns the handle that collects what one open for writing of plan name writes.
+func (f *FS) planWriter(name string, flags uint32) *planWriter {
+	return &planWriter{f: f, name: name, appendPlan: flags&syscall.O_APPEND != 0, dirty: flags&syscall.O_TRUNC != 0}
+}
+
+// planFileMode is the mode of every plan file.
+const planFileMode = syscall.S_IFREG | 0o644
+
+// plansDir is .vidfs/plans: a file per reader's plan. Creating a file (writing it) creates the
+// plan; unlinking it removes the plan.
+type plansDir struct{ node }
+
+func (d *plansDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if _, ok := d.f.plans.Entries(name); !ok {
+		return nil, syscall.ENOENT
+	}
+	d.f.attr(&out.Attr, planFileMode, 0)
+	return d.NewInode(ctx, &planFile{node{f: d.f, mode: planFileMode}, name}, gofs.StableAttr{Mode: syscall.S_IFREG}), 0
+}
+
+func (d *plansDir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	var list []fuse.DirEntry
+	for _, name := range d.f.plans.Names() {
+		list = append(list, fuse.DirEntry{Name: name, Mode: syscall.S_IFREG})
+	}
+	return gofs.NewListDirStream(list), 0
+}
+
+// Create makes a plan: empty until what is written is closed (or what was there, on append).
+func (d *plansDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	if err := order.ValidName(name); err != nil {
+		d.f.log.Error("plan refused", "reason", err)
+		return nil, nil, 0, syscall.EINVAL
+	}
+	if _, ok := d.f.plans.Entries(name); !ok {
+		d.f.SetPlan(name, nil, false)
+	}
+	d.f.attr(&out.Attr, planFileMode, 0)
+	ch := d.NewInode(ctx, &planFile{node{f: d.f, mode: planFileMode}, name}, gofs.StableAttr{Mode: syscall.S_IFREG})
+	w := d.f.planWriter(name, flags)
+	w.dirty = w.dirty || !w.appendPlan // a file created for writing is a new plan, even left empty
+	return ch, w, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// Unlink removes a plan: its samples are no longer due, and its counters go.
+func (d *plansDir) Unlink(ctx context.Context, name string) syscall.Errno {
+	if !d.f.RemovePlan(name) {
+		return syscall.ENOENT
+	}
+	d.f.log.Info("plan removed", "plan", name)
+	return 0
+}
+
+// planWriter collects what one open of a plan file writes.
+type planWriter struct {
 	f          *FS
+	name       string
 	appendPlan bool
 	buf        []byte
 	dirty      bool          // there is something to apply at close
 	tooLarge   syscall.Errno // EFBIG once a write went past the size limit
 }
 
-func (w *orderWriter) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+func (w *planWriter) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	if w.appendPlan {
 		off = int64(len(w.buf))
 	}
@@ -74,54 +132,62 @@ func (w *orderWriter) Write(ctx context.Context, data []byte, off int64) (uint32
 	return uint32(len(data)), 0
 }
 
-func (w *orderWriter) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+func (w *planWriter) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	return fuse.ReadResultData(sliceAt(w.buf, dest, off)), 0
 }
 
 // Flush applies the plan written through this open, at close. The kernel flushes once per
 // close of a descriptor (a dup'ed or inherited descriptor flushes again): what was written is
 // applied at the first flush after it was written, once.
-func (w *orderWriter) Flush(ctx context.Context) syscall.Errno {
+func (w *planWriter) Flush(ctx context.Context) syscall.Errno {
 	if !w.dirty {
 		return 0
 	}
 	w.dirty = false
-	var plan []int32
+	var entries []int32
 	var err error
 	errno := syscall.EINVAL
 	if w.tooLarge != 0 {
 		err, errno = fmt.Errorf("more than %d bytes written: no plan for %d samples is that long", order.MaxBytes(w.f.lay.Len()), w.f.lay.Len()), w.tooLarge
 	} else {
-		plan, err = order.Parse(w.buf, w.f.lay.Len())
+		entries, err = order.Parse(w.buf, w.f.lay.Len())
+	}
+	file := ".vidfs/plans/" + w.name
+	if w.name == order.DefaultPlan {
+		file = ".vidfs/order"
 	}
 	if err != nil {
 		w.buf = nil
-		w.f.log.Error("order refused; the previous plan stays", "reason", err)
-		w.f.problems.add(wire.Problem{Time: time.Now(), File: ".vidfs/order", Sample: -1, Reason: "order refused: " + err.Error()})
+		w.f.log.Error("plan refused; the one in force stays", "plan", w.name, "reason", err)
+		w.f.problems.add(wire.Problem{Time: time.Now(), File: file, Sample: -1, Reason: "plan refused: " + err.Error()})
 		return errno
 	}
-	w.f.SetPlan(plan, w.appendPlan)
+	w.f.SetPlan(w.name, entries, w.appendPlan)
 	verb := "new plan"
 	if w.appendPlan {
 		verb = "plan appended"
 	}
-	pos, length := w.f.tracker.Position()
-	w.f.log.Info(verb, "samples", len(plan), "position", pos, "length", length)
+	all, _ := w.f.plans.Entries(w.name)
+	w.f.log.Info(verb, "plan", w.name, "samples", len(entries), "length", len(all))
 	return 0
 }
 
 // Release drops what was written.
-func (w *orderWriter) Release(ctx context.Context) syscall.Errno {
+func (w *planWriter) Release(ctx context.Context) syscall.Errno {
 	w.buf = nil
 	return 0
 }
 
-// statsFile is .vidfs/stats: a JSON snapshot taken when it is opened.
-type statsFile struct{ node }
+// snapshotFile is a file whose contents are made when it is opened: .vidfs/stats (JSON) and
+// .vidfs/failed (CSV).
+type snapshotFile struct {
+	node
+	take func() []byte
+}
 
-func (s *statsFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+func (s *snapshotFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if errno := refuseWrites(flags); errno != 0 {
 		return nil, 0, errno
 	}
-	return &bytesHandle{data: jsonBytes(s.f.Stats())}, fuse.FOPEN_DIRECT_IO, 0
+	return &bytesHandle{data: s.take()}, fuse.FOPEN_DIRECT_IO, 0
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -13,15 +14,17 @@ import (
 
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/order"
 )
 
 // fakeDecoder stands in for decode.Pool: frame k of a clip is filled with the byte
 // frameByte(video, frame index). It counts its clips and fails the videos named in fail.
 type fakeDecoder struct {
-	mu    sync.Mutex
-	clips map[[2]int]int // (video number, start) -> decodes
-	fail  map[string]error
-	video map[string]int // path -> video number, for frameByte
+	mu       sync.Mutex
+	clips    map[[2]int]int // (video number, start) -> decodes
+	fail     map[string]error
+	failClip map[[2]int]error // (video number, start) -> its error
+	video    map[string]int   // path -> video number, for frameByte
 }
 
 func frameByte(video, frame int) byte { return byte(video*37 + frame) }
@@ -40,6 +43,9 @@ func (d *fakeDecoder) DecodeClip(ctx context.Context, info *decode.Info, c decod
 		return err
 	}
 	v := d.video[info.Path]
+	if err := d.failClip[[2]int{v, c.Start}]; err != nil {
+		return err
+	}
 	d.clips[[2]int{v, c.Start}]++
 	fs := o.FrameBytes()
 	for k, i := range idx {
@@ -75,18 +81,24 @@ var fakeVideos = []layout.Video{{Path: "a/one.mp4", Frames: 64}, {Path: "a/two.m
 // fakeFS is an FS over fakeVideos with a fake decoder and a cache of cacheSamples samples.
 func fakeFS(t *testing.T, cacheSamples, workers int, fail map[string]error) (*FS, *fakeDecoder) {
 	t.Helper()
+	return fakeFSWith(t, cacheSamples, workers, fail, OnErrorEIO)
+}
+
+// fakeFSWith is fakeFS with an on-error policy.
+func fakeFSWith(t *testing.T, cacheSamples, workers int, fail map[string]error, onError OnError) (*FS, *fakeDecoder) {
+	t.Helper()
 	spec := layout.Spec{Frames: 4, Stride: 1, Height: 4, Width: 4}
 	lay, err := layout.New(spec, fakeVideos)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := &fakeDecoder{clips: map[[2]int]int{}, fail: fail, video: map[string]int{}}
+	dec := &fakeDecoder{clips: map[[2]int]int{}, fail: fail, failClip: map[[2]int]error{}, video: map[string]int{}}
 	infos := make([]*decode.Info, len(lay.Videos))
 	for i, v := range lay.Videos {
 		infos[i] = &decode.Info{Path: v.Path, Frames: v.Frames}
 		dec.video[v.Path] = i
 	}
-	f, err := New(Config{Source: "/fake", Layout: lay, Infos: infos, Decoder: dec, Workers: workers,
+	f, err := New(Config{Source: "/fake", Layout: lay, Infos: infos, Decoder: dec, Workers: workers, OnError: onError,
 		CacheBytes: int64(cacheSamples) * spec.SampleBytes(), Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +208,7 @@ func TestPlanFake(t *testing.T) {
 		for i := range plan {
 			plan[i] = int32((i * 7) % n) // every sample once, shuffled (7 and n are coprime)
 		}
-		f.SetPlan(plan, false)
+		f.SetPlan(order.DefaultPlan, plan, false)
 		S := int(f.lay.Spec.SampleBytes())
 		hdr := len(f.lay.NpyHeader())
 		for _, s := range plan {
@@ -219,4 +231,67 @@ func TestPlanFake(t *testing.T) {
 			t.Errorf("%d evicted, %d of them unread; want the read ones to make room", st.Cache.Evicted, st.Cache.EvictedUnread)
 		}
 	})
+}
+
+// TestOnErrorFake: under substitute, a failed sample is served by a good sample of its video,
+// nearest first, or when the whole video fails, by one of its class, or with no class, zeros;
+// under zeros, zeros; every read of it gets the same bytes, and .vidfs/failed lists each failed
+// sample and what it is served with.
+func TestOnErrorFake(t *testing.T) {
+	bad := errors.New("made up")
+	hdr := func(f *FS) int64 { return int64(len(f.lay.NpyHeader())) }
+	S := func(f *FS) int { return int(f.lay.Spec.SampleBytes()) }
+	sampleAt := func(t *testing.T, f *FS, i int) []byte {
+		b, errno := readAt(t, f, hdr(f)+int64(i*S(f)), S(f))
+		if errno != 0 {
+			t.Fatalf("sample %d: %v", i, errno)
+		}
+		return b
+	}
+	whole := map[string]error{"a/two.mp4": bad, "b/three.mp4": bad}
+
+	f, dec := fakeFSWith(t, 40, 1, whole, OnErrorSubstitute)
+	dec.failClip[[2]int{0, 20}] = bad // a/one.mp4's sample 5 (starts 0, 4, ..., 60)
+	// Sample 5 of a/one.mp4: its neighbour 4 (nearest, tried first) serves.
+	for range 2 {
+		if !bytes.Equal(sampleAt(t, f, 5), want(f, 4)) {
+			t.Error("a/one.mp4's failed sample 5 not served by sample 4")
+		}
+	}
+	// a/two.mp4 fails whole: a/one.mp4, the same class, serves.
+	first, _ := f.lay.VideoSamples(1)
+	got := sampleAt(t, f, first)
+	if v := f.lay.Samples[15].Video; v != 0 || !bytes.Equal(got, want(f, 15)) {
+		t.Errorf("a/two.mp4's sample 0 not served by a/one.mp4's last sample (15)")
+	}
+	// b/three.mp4 fails whole and is alone in its class: zeros.
+	bfirst, _ := f.lay.VideoSamples(2)
+	if !bytes.Equal(sampleAt(t, f, bfirst), make([]byte, S(f))) {
+		t.Error("b/three.mp4's sample not served as zeros")
+	}
+	// Listed: the three samples read, with what they are served, and the samples tried in their
+	// place that failed too (EIO: nothing read them).
+	csv := string(f.failed.csv())
+	for _, row := range []string{"sample,file,frame,reason,served", "5,a/one.mp4,,made up,4", itoa(first) + ",a/two.mp4,,made up,15",
+		itoa(bfirst) + ",b/three.mp4,,made up,zeros", itoa(first+1) + ",a/two.mp4,,made up,EIO"} {
+		if !strings.Contains(csv, row+"\n") {
+			t.Errorf(".vidfs/failed lacks %q:\n%s", row, csv)
+		}
+	}
+	for _, row := range strings.Split(strings.TrimSpace(csv), "\n")[1:] {
+		if !strings.Contains(row, "a/two.mp4") && !strings.Contains(row, "b/three.mp4") && !strings.HasPrefix(row, "5,") {
+			t.Errorf(".vidfs/failed lists a sample that decodes: %q", row)
+		}
+	}
+	if st := f.Stats(); st.Reads.Substituted != 3 || st.Reads.Zeroed != 1 {
+		t.Errorf("%d accesses substituted, %d zeroed; want 3 and 1", st.Reads.Substituted, st.Reads.Zeroed)
+	}
+
+	z, _ := fakeFSWith(t, 40, 1, whole, OnErrorZeros)
+	if !bytes.Equal(sampleAt(t, z, first), make([]byte, S(z))) {
+		t.Error("under zeros, a failed sample is not zeros")
+	}
+	if !strings.Contains(string(z.failed.csv()), itoa(first)+",a/two.mp4,,made up,zeros\n") {
+		t.Errorf(".vidfs/failed under zeros:\n%s", z.failed.csv())
+	}
 }

@@ -47,6 +47,11 @@ type Config struct {
 	Prefetch int
 	// Workers is how many samples are decoded at once ahead of the reader (0: CPU count).
 	Workers int
+	// PlanIdle is how long a plan may go unread and unwritten before it stops holding cache
+	// (0: 10 minutes).
+	PlanIdle time.Duration
+	// OnError says what reads of a sample that cannot be decoded get.
+	OnError OnError
 	// Skipped lists videos left out of the layout, with the reason, for reports.
 	Skipped []wire.Problem
 	Log     *slog.Logger
@@ -54,13 +59,13 @@ type Config struct {
 
 // FS is the state of a mount: the layout, the decoder, the cache, the plan and the counters.
 type FS struct {
-	cfg     Config
-	lay     *layout.Layout
-	out     decode.Output
-	cache   *cache.Cache
-	tracker *order.Tracker
-	log     *slog.Logger
-	start   time.Time
+	cfg   Config
+	lay   *layout.Layout
+	out   decode.Output
+	cache *cache.Cache
+	plans *order.Plans
+	log   *slog.Logger
+	start time.Time
 	// directIO: serve the tensor files with FOPEN_DIRECT_IO, which the kernel can memory-map
 	// from Linux 6.6 on (FUSE_DIRECT_IO_ALLOW_MMAP). Set when mounting.
 	directIO  atomic.Bool
@@ -69,9 +74,10 @@ type FS struct {
 	reads      readCounters
 	decodeRate metrics.Rate
 	problems   problemLog
+	failed     failures
 }
 
-// New builds a mount's state: cache and plan tracker over cfg.Decoder. Close it when done.
+// New builds a mount's state: cache and plans over cfg.Decoder. Close it when done.
 func New(cfg Config) (*FS, error) {
 	lay := cfg.Layout
 	if lay == nil || len(cfg.Infos) != len(lay.Videos) {
@@ -102,12 +108,12 @@ func New(cfg Config) (*FS, error) {
 	for i, d := range lay.Dirs() {
 		f.dirNumber[d] = i
 	}
-	// The cache asks the tracker what is due; the tracker is made once the cache says how deep it
+	// The cache asks the plans what is due; they are made once the cache says how deep it
 	// prefetches, before anything can ask (nothing does before a read or a plan kicks the cache).
 	c, err := cache.New(cache.Options{
 		SampleBytes: S, Capacity: capacity, Workers: workers, Prefetch: cfg.Prefetch, Load: f.decodeSample,
-		NextUse: func(s int) int { return f.tracker.NextUse(s) },
-		Want:    func(dst []int, n int) []int { return f.tracker.Upcoming(dst, n) },
+		NextUse: func(s int) int { return f.plans.NextUse(s) },
+		Want:    func(dst []int, n int) []int { return f.plans.Upcoming(dst, n) },
 	})
 	if err != nil {
 		return nil, err
@@ -116,7 +122,11 @@ func New(cfg Config) (*FS, error) {
 	if cfg.Prefetch > c.Depth() {
 		cfg.Log.Warn("prefetch depth exceeds what the cache holds beside what readers use; lowered", "asked", cfg.Prefetch, "depth", c.Depth())
 	}
-	f.tracker = order.NewTracker(256, c.Depth()+256)
+	idle := cfg.PlanIdle
+	if idle <= 0 {
+		idle = 10 * time.Minute
+	}
+	f.plans = order.NewPlans(256, c.Depth()+256, idle)
 	return f, nil
 }
 
@@ -144,18 +154,24 @@ func (f *FS) decodeSample(ctx context.Context, i int, buf []byte) error {
 	}
 	if ctx.Err() == nil {
 		file := f.lay.Videos[s.Video].Path
-		f.log.Error("sample failed; its reads get EIO", "sample", i, "file", file, "start", s.Start, "err", err)
+		f.log.Error("sample failed", "sample", i, "file", file, "start", s.Start, "err", err, "reads_get", f.cfg.OnError.String())
 		f.problems.add(wire.Problem{Time: time.Now(), File: file, Sample: i, Reason: err.Error()})
+		f.failed.add(i, file, err)
 	}
 	return err
 }
 
-// SetPlan replaces the plan (or, with appendPlan, queues it behind the current one).
-func (f *FS) SetPlan(plan []int32, appendPlan bool) {
-	if appendPlan {
-		f.tracker.Append(plan)
-	} else {
-		f.tracker.Replace(plan)
-	}
+// SetPlan makes entries the plan called name, creating it if need be (or, with appendPlan,
+// queues them behind it).
+func (f *FS) SetPlan(name string, entries []int32, appendPlan bool) {
+	f.plans.Set(name, entries, appendPlan)
 	f.cache.Kick()
+}
+
+// RemovePlan drops the plan called name, and what its readers were counted for.
+func (f *FS) RemovePlan(name string) bool {
+	ok := f.plans.Remove(name)
+	f.reads.forget(name)
+	f.cache.Kick()
+	return ok
 }

@@ -41,6 +41,7 @@ type mountSetup struct {
 	cacheBytes int64
 	workers    int
 	prefetch   int
+	onError    OnError
 }
 
 // allGood is a source tree of every decodable test video, in class folders.
@@ -77,7 +78,7 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 	}
 	t.Cleanup(pool.Close)
 	f, err := New(Config{Source: src, Layout: lay, Infos: in, Resize: s.resize, Decoder: pool, CacheBytes: s.cacheBytes,
-		Workers: s.workers, Prefetch: s.prefetch, Skipped: skipped, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+		Workers: s.workers, Prefetch: s.prefetch, Skipped: skipped, OnError: s.onError, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,11 @@ package fs
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -226,11 +228,83 @@ print(write(order, ""), plan())
 	st := tm.stats(t)
 	refused := 0
 	for _, p := range st.Errors {
-		if strings.HasPrefix(p.Reason, "order refused") {
+		if strings.HasPrefix(p.Reason, "plan refused") && p.File == ".vidfs/order" {
 			refused++
 		}
 	}
 	if refused != 7 || st.Plan.Length != 0 {
 		t.Errorf("%d refusals reported, plan length %d; want 7 and 0", refused, st.Plan.Length)
+	}
+}
+
+// mmapHashes reads every sample of clips.npy through np.load(mmap_mode="r") and prints each one's
+// SHA-256, then .vidfs/failed. A failed sample's read under EIO would raise SIGBUS and kill it.
+const mmapHashes = `
+import hashlib, os, sys
+import numpy as np
+a = np.load(os.path.join(sys.argv[1], "clips.npy"), mmap_mode="r")
+for i in range(len(a)):
+    print(i, hashlib.sha256(np.array(a[i]).tobytes()).hexdigest())
+print(open(os.path.join(sys.argv[1], ".vidfs", "failed")).read(), end="")
+`
+
+// TestOnErrorSubstituteMmap: over damaged videos, a memory-mapped reader of clips.npy reads every
+// sample under --on-error substitute; .vidfs/failed lists exactly the samples an EIO mount fails,
+// and every other sample is what the EIO mount serves, byte for byte.
+func TestOnErrorSubstituteMmap(t *testing.T) {
+	files := map[string]string{"good/a.mp4": "h264_gop16.mp4", "bad/corrupt.mp4": "corrupt.mp4", "bad/truncated.mp4": "truncated.mp4",
+		"bad/b.mp4": "h264_gop250.mp4"}
+	spec := layout.Spec{Frames: 4, Stride: 1, Step: 4, Height: 32, Width: 32} // 12 KiB: samples on page boundaries
+	eio := mountVideos(t, mountSetup{files: files, spec: spec})
+	sub := mountVideos(t, mountSetup{files: files, spec: spec, onError: OnErrorSubstitute})
+
+	fd, err := os.Open(filepath.Join(eio.dir, "clips.raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	S := eio.lay.Spec.SampleBytes()
+	want := map[int]string{}
+	var failed []int
+	buf := make([]byte, S)
+	for i := range eio.lay.Len() {
+		if _, err := fd.ReadAt(buf, int64(i)*S); err != nil {
+			failed = append(failed, i)
+			continue
+		}
+		want[i] = sha(buf)
+	}
+	if len(failed) == 0 {
+		t.Fatal("no sample of the damaged videos fails: regenerate testdata")
+	}
+
+	out := sub.python(t, mmapHashes)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	n := sub.lay.Len()
+	if len(lines) < n+1 {
+		t.Fatalf("the reader stopped early:\n%s", out)
+	}
+	for _, l := range lines[:n] {
+		var i int
+		var h string
+		fmt.Sscan(l, &i, &h)
+		if w, ok := want[i]; ok && h != w {
+			t.Errorf("sample %d differs from the EIO mount's", i)
+		}
+	}
+	var listed []int
+	for _, row := range lines[n+1:] { // after the CSV's header
+		f := strings.Split(row, ",")
+		i, _ := strconv.Atoi(f[0])
+		listed = append(listed, i)
+		if served := f[len(f)-1]; served == "EIO" || served == "" {
+			t.Errorf(".vidfs/failed row %q: nothing served", row)
+		}
+	}
+	if fmt.Sprint(listed) != fmt.Sprint(failed) {
+		t.Errorf(".vidfs/failed lists %v; the EIO mount fails %v", listed, failed)
+	}
+	if st := sub.stats(t); st.Reads.Substituted == 0 {
+		t.Errorf("no substitution counted: %+v", st.Reads)
 	}
 }

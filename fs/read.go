@@ -12,42 +12,75 @@ import (
 )
 
 // readCounters is what the read path counts. Accesses (a sample read in pieces is one) are the
-// tracker's to count; these are the rest.
+// plans' to count; these are the rest, in all and by the plan an access counted toward.
 type readCounters struct {
 	latency metrics.Histogram // of whole read requests
 
 	mu       sync.Mutex
 	requests int64
 	bytes    int64
-	hits     int64 // accesses served that found their sample ready
-	misses   int64 // accesses served that waited for a decode
-	waited   time.Duration
+	all      accessCounts
+	byPlan   map[string]*accessCounts
+}
+
+// accessCounts counts accesses served, and the time readers waited for them.
+type accessCounts struct {
+	hits   int64 // accesses that found their sample ready
+	misses int64 // accesses that waited for a decode
+	waited time.Duration
+}
+
+func (a *accessCounts) add(hit bool, waited time.Duration) {
+	if hit {
+		a.hits++
+	} else {
+		a.misses++
+	}
+	a.waited += waited
+}
+
+// forget drops a removed plan's counts.
+func (c *readCounters) forget(plan string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.byPlan, plan)
+}
+
+// counted is one access a read served.
+type counted struct {
+	plan   string
+	hit    bool
+	waited time.Duration
 }
 
 // read serves [off, off+len(dest)) of a file made of hdr and then samples first..first+count-1.
 // It returns fewer bytes than asked (a short read, which readers handle) in two cases: a read
 // that starts in the header stops at its end, so that reading the header (np.load does, with
-// a large buffer) decodes nothing; and a read that reaches a sample whose decode fails returns
-// the bytes before it; reading on then fails with EIO.
+// a large buffer) decodes nothing; and, under OnErrorEIO, a read that reaches a sample whose
+// decode fails returns the bytes before it; reading on then fails with EIO. Under the other
+// policies such a sample's bytes are another sample's, or zeros.
 func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	start := time.Now()
 	S := f.lay.Spec.SampleBytes()
 	n := 0
 	var waited time.Duration
-	var hits, misses int64
+	var accesses []counted
 	var errno syscall.Errno
 	for _, p := range f.lay.Pieces(int64(len(hdr)), first, count, off, int64(len(dest))) {
 		if p.Sample < 0 {
 			n += copy(dest[n:], hdr[p.Offset:p.Offset+p.Len])
 			break
 		}
-		access := f.tracker.Observe(p.Sample, p.Len, S, start)
+		access, plan := f.plans.Observe(p.Sample, p.Len, S, start)
 		if access {
 			f.cache.Kick() // the reader may have moved on in the plan
 		}
 		t0 := time.Now()
 		h, hit, err := f.cache.Get(ctx, p.Sample)
-		f.tracker.Done(p.Sample) // pinned (or failed): it may look unwanted now
+		f.plans.Done(p.Sample) // pinned (or failed): it may look unwanted now
+		if err != nil && ctx.Err() == nil && f.cfg.OnError != OnErrorEIO {
+			h, err = f.insteadOf(ctx, p.Sample) // logged once, when first served
+		}
 		if err != nil {
 			errno = syscall.EIO // logged once, when the decode failed
 			if ctx.Err() != nil {
@@ -55,14 +88,18 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 			}
 			break
 		}
+		var w time.Duration
 		if !hit {
-			waited += time.Since(t0)
+			w = time.Since(t0)
+			waited += w
 		}
-		switch {
-		case access && hit:
-			hits++
-		case access:
-			misses++
+		if access {
+			accesses = append(accesses, counted{plan, hit, w})
+		}
+		if h == nil { // zeros in place of a sample that cannot be decoded
+			clear(dest[n : n+int(p.Len)])
+			n += int(p.Len)
+			continue
 		}
 		n += copy(dest[n:], h.Bytes()[p.Offset:p.Offset+p.Len])
 		h.Release()
@@ -75,9 +112,19 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 	c.mu.Lock()
 	c.requests++
 	c.bytes += int64(n)
-	c.hits += hits
-	c.misses += misses
-	c.waited += waited
+	for _, a := range accesses {
+		c.all.add(a.hit, 0)
+		if a.plan != "" {
+			if c.byPlan == nil {
+				c.byPlan = map[string]*accessCounts{}
+			}
+			if c.byPlan[a.plan] == nil {
+				c.byPlan[a.plan] = &accessCounts{}
+			}
+			c.byPlan[a.plan].add(a.hit, a.waited)
+		}
+	}
+	c.all.waited += waited
 	c.mu.Unlock()
 	return fuse.ReadResultData(dest[:n]), 0
 }

@@ -11,18 +11,43 @@ import (
 func (f *FS) Stats() wire.Stats {
 	now := time.Now()
 	cs := f.cache.Stats()
-	ts := f.tracker.Stats()
+	ts := f.plans.Stats()
 	ds := f.cfg.Decoder.Stats()
-	pos, length := f.tracker.Position()
 	depth := f.cache.Depth()
-	ahead, inWindow := f.cache.ReadyAhead(f.tracker.Upcoming(nil, depth))
+	ahead, inWindow := f.cache.ReadyAhead(f.plans.Upcoming(nil, depth))
 	S := f.lay.Spec.SampleBytes()
 
 	r := &f.reads
 	r.mu.Lock()
-	hits, misses, requests, bytes, waited := r.hits, r.misses, r.requests, r.bytes, r.waited
+	hits, misses, requests, bytes, waited := r.all.hits, r.all.misses, r.requests, r.bytes, r.all.waited
+	byPlan := make(map[string]accessCounts, len(r.byPlan))
+	for name, c := range r.byPlan {
+		byPlan[name] = *c
+	}
 	r.mu.Unlock()
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	substituted, zeroed := f.failed.counts()
+
+	plan := wire.PlanStats{PrefetchDepth: depth, ReadyAhead: ahead, ReadyInWindow: inWindow, OnPlanReads: ts.OnPlan, OffPlanReads: ts.OffPlan}
+	plans := []wire.PlanEntry{}
+	for _, p := range ts.Plans {
+		c := byPlan[p.Name]
+		e := wire.PlanEntry{Name: p.Name, Length: p.Length, Position: p.Position, Active: p.Active, Pace: p.Pace,
+			IdleSeconds: now.Sub(p.LastUse).Seconds(), Hits: c.hits, Misses: c.misses, WaitSeconds: c.waited.Seconds(),
+			OnPlanReads: p.OnPlan, Skipped: p.Skipped, Writes: p.Writes}
+		e.ReadyAhead, _ = f.cache.ReadyAhead(f.plans.UpcomingOf(p.Name, nil, depth))
+		if n := c.hits + c.misses; n > 0 {
+			e.HitRate = float64(c.hits) / float64(n)
+		}
+		plans = append(plans, e)
+		plan.Length += p.Length
+		plan.Position += p.Position
+		plan.Skipped += p.Skipped
+		plan.Writes += p.Writes
+		if p.Active {
+			plan.Active++
+		}
+	}
 
 	st := wire.Stats{
 		Time: now, UptimeSeconds: now.Sub(f.start).Seconds(), Source: f.cfg.Source,
@@ -32,10 +57,8 @@ func (f *FS) Stats() wire.Stats {
 			UsedSamples: cs.Used, UsedBytes: int64(cs.Used) * S, ReadySamples: cs.Ready, PinnedSamples: cs.Pinned,
 			Hits: hits, Misses: misses, Evicted: cs.Evicted, EvictedUnread: cs.EvictedUnread,
 		},
-		Plan: wire.PlanStats{
-			Length: length, Position: pos, PrefetchDepth: depth, ReadyAhead: ahead, ReadyInWindow: inWindow,
-			OnPlanReads: ts.OnPlan, OffPlanReads: ts.OffPlan, Skipped: ts.Skipped, Plans: ts.Plans,
-		},
+		Plan:  plan,
+		Plans: plans,
 		Decode: wire.DecodeStats{
 			Workers: f.cache.Workers(), InFlight: cs.Loading, Queued: cs.Queued,
 			Clips: cs.Loaded, Failed: cs.Failed, Prefetched: cs.Prefetched, OnDemand: cs.Demand, Cancelled: cs.Cancelled,
@@ -46,6 +69,7 @@ func (f *FS) Stats() wire.Stats {
 		},
 		Reads: wire.ReadStats{
 			Requests: requests, Bytes: bytes, Accesses: ts.Accesses, WaitSeconds: waited.Seconds(),
+			Substituted: substituted, Zeroed: zeroed,
 			LatencyMs: wire.Latency{
 				P50: ms(r.latency.Quantile(0.5)), P90: ms(r.latency.Quantile(0.9)),
 				P99: ms(r.latency.Quantile(0.99)), Max: ms(r.latency.Max()),

@@ -10,6 +10,8 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/vidfs/vidfs/order"
 )
 
 // Inode numbers: fixed ones for the top-level files, and ranges for the samples/ tree, so that
@@ -103,9 +105,11 @@ func (r *root) OnAdd(ctx context.Context) {
 	add(&r.Inode, "classes.txt", &staticFile{f: f, data: []byte(strings.Join(lay.Classes, "\n") + "\n")}, syscall.S_IFREG, 5)
 	add(&r.Inode, "samples", &samplesDir{node: dirNode(f), path: ""}, syscall.S_IFDIR, 6)
 	ctl := add(&r.Inode, ".vidfs", &node{f: f, mode: dirMode}, syscall.S_IFDIR, 7)
-	add(ctl, "order", &orderFile{node{f: f, mode: syscall.S_IFREG | 0o644}}, syscall.S_IFREG, 8)
-	add(ctl, "order.npy", &orderFile{node{f: f, mode: syscall.S_IFREG | 0o644}}, syscall.S_IFREG, 9)
-	add(ctl, "stats", &statsFile{node{f: f, mode: syscall.S_IFREG | 0o444}}, syscall.S_IFREG, 10)
+	add(ctl, "order", &planFile{node{f: f, mode: planFileMode}, order.DefaultPlan}, syscall.S_IFREG, 8)
+	add(ctl, "order.npy", &planFile{node{f: f, mode: planFileMode}, order.DefaultPlan}, syscall.S_IFREG, 9)
+	add(ctl, "plans", &plansDir{node{f: f, mode: syscall.S_IFDIR | 0o755}}, syscall.S_IFDIR, 12)
+	add(ctl, "stats", &snapshotFile{node{f: f, mode: syscall.S_IFREG | 0o444}, func() []byte { return jsonBytes(f.Stats()) }}, syscall.S_IFREG, 10)
+	add(ctl, "failed", &snapshotFile{node{f: f, mode: syscall.S_IFREG | 0o444}, f.failed.csv}, syscall.S_IFREG, 13)
 	add(ctl, "layout.json", &staticFile{f: f, data: jsonBytes(f.dataset())}, syscall.S_IFREG, 11)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/vidfs/vidfs/internal/npy"
@@ -64,136 +65,246 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// read observes a whole-sample read of sample s (of 100 bytes), through.
-func read(tr *Tracker, s int) bool { return piece(tr, s, 100, time.Now()) }
+// read observes a whole-sample read of sample s (of 100 bytes), through, and says whether it was
+// an access.
+func read(ps *Plans, s int) bool { return piece(ps, s, 100, time.Now()) }
 
 // piece observes a read of n bytes of sample s (of 100 bytes) at now, through.
-func piece(tr *Tracker, s int, n int64, now time.Time) bool {
-	access := tr.Observe(s, n, 100, now)
-	tr.Done(s)
+func piece(ps *Plans, s int, n int64, now time.Time) bool {
+	access, _ := ps.Observe(s, n, 100, now)
+	ps.Done(s)
 	return access
 }
 
-func TestTrackerInOrder(t *testing.T) {
-	tr := NewTracker(4, 8)
-	tr.Replace([]int32{5, 3, 9, 1, 7, 0})
-	if got := tr.Upcoming(nil, 3); fmt.Sprint(got) != "[5 3 9]" {
+// readAt observes a whole read of sample s at now and says which plan it counted toward.
+func readAt(ps *Plans, s int, now time.Time) string {
+	_, plan := ps.Observe(s, 100, 100, now)
+	ps.Done(s)
+	return plan
+}
+
+// position is where the plan called name stands, and its length.
+func position(ps *Plans, name string) (int, int) {
+	for _, p := range ps.Stats().Plans {
+		if p.Name == name {
+			return p.Position, p.Length
+		}
+	}
+	return -1, -1
+}
+
+// one returns Plans holding entries as its default plan.
+func one(window, horizon int, entries ...int32) *Plans {
+	ps := NewPlans(window, horizon, 0)
+	ps.Set(DefaultPlan, entries, false)
+	return ps
+}
+
+func TestPlanInOrder(t *testing.T) {
+	ps := one(4, 8, 5, 3, 9, 1, 7, 0)
+	if got := ps.Upcoming(nil, 3); fmt.Sprint(got) != "[5 3 9]" {
 		t.Errorf("upcoming %v", got)
 	}
-	if tr.NextUse(9) != 2 || tr.NextUse(8) != -1 {
-		t.Errorf("NextUse(9) = %d, NextUse(8) = %d", tr.NextUse(9), tr.NextUse(8))
+	// Due in milliseconds at the pace assumed before any read, 100 samples a second.
+	if ps.NextUse(9) != 20 || ps.NextUse(8) != -1 {
+		t.Errorf("NextUse(9) = %d, NextUse(8) = %d; want 20 and -1", ps.NextUse(9), ps.NextUse(8))
 	}
 	for _, s := range []int{5, 3} {
-		read(tr, s)
+		read(ps, s)
 	}
-	if pos, n := tr.Position(); pos != 2 || n != 6 {
+	if pos, n := position(ps, DefaultPlan); pos != 2 || n != 6 {
 		t.Errorf("position %d of %d, want 2 of 6", pos, n)
 	}
 	// Readers out of order within the window: 1 before 9.
-	read(tr, 1)
-	if pos, _ := tr.Position(); pos != 2 {
+	read(ps, 1)
+	if pos, _ := position(ps, DefaultPlan); pos != 2 {
 		t.Errorf("position %d after reading ahead, want 2", pos)
 	}
-	if got := tr.Upcoming(nil, 10); fmt.Sprint(got) != "[9 7 0]" {
+	if got := ps.Upcoming(nil, 10); fmt.Sprint(got) != "[9 7 0]" {
 		t.Errorf("upcoming %v, want [9 7 0]", got)
 	}
-	read(tr, 9)
-	if pos, _ := tr.Position(); pos != 4 {
+	read(ps, 9)
+	if pos, _ := position(ps, DefaultPlan); pos != 4 {
 		t.Errorf("position %d, want 4", pos)
 	}
-	read(tr, 42) // not in the plan
-	st := tr.Stats()
-	if st.OnPlan != 4 || st.OffPlan != 1 || st.Accesses != 5 {
+	read(ps, 42) // not in the plan
+	st := ps.Stats()
+	if st.OnPlan != 4 || st.OffPlan != 1 || st.Accesses != 5 || st.Plans[0].OnPlan != 4 {
 		t.Errorf("stats %+v", st)
 	}
 }
 
-func TestTrackerPieces(t *testing.T) {
-	tr := NewTracker(4, 8)
-	tr.Replace([]int32{1, 2, 1})
+func TestPlanPieces(t *testing.T) {
+	ps := one(4, 8, 1, 2, 1)
 	now := time.Now()
 	// Sample 1 read in three pieces, in any order, is one access.
-	if !piece(tr, 1, 40, now) || piece(tr, 1, 20, now) || piece(tr, 1, 40, now) {
+	if !piece(ps, 1, 40, now) || piece(ps, 1, 20, now) || piece(ps, 1, 40, now) {
 		t.Error("pieces of one sample counted as several accesses")
 	}
-	if pos, _ := tr.Position(); pos != 1 {
+	if pos, _ := position(ps, DefaultPlan); pos != 1 {
 		t.Errorf("position %d, want 1", pos)
 	}
 	// While a sample is being read in pieces it is due now, plan or no plan.
-	if tr.NextUse(7) != -1 {
+	if ps.NextUse(7) != -1 {
 		t.Error("sample 7 due before any read")
 	}
-	piece(tr, 7, 10, time.Now())
-	if tr.NextUse(7) != 0 {
-		t.Errorf("NextUse of a sample being read = %d, want 0", tr.NextUse(7))
+	piece(ps, 7, 10, time.Now())
+	if ps.NextUse(7) != 0 {
+		t.Errorf("NextUse of a sample being read = %d, want 0", ps.NextUse(7))
 	}
-	piece(tr, 7, 90, time.Now())
-	if tr.NextUse(7) != -1 {
-		t.Errorf("NextUse of a sample read through = %d, want -1", tr.NextUse(7))
+	piece(ps, 7, 90, time.Now())
+	if ps.NextUse(7) != -1 {
+		t.Errorf("NextUse of a sample read through = %d, want -1", ps.NextUse(7))
 	}
 	// A new read of sample 1 once it was read through is the next occurrence.
-	read(tr, 2)
-	if !piece(tr, 1, 50, now) {
+	read(ps, 2)
+	if !piece(ps, 1, 50, now) {
 		t.Error("second reading of sample 1 not a new access")
 	}
-	if pos, _ := tr.Position(); pos != 3 {
+	if pos, _ := position(ps, DefaultPlan); pos != 3 {
 		t.Errorf("position %d, want 3", pos)
 	}
 	// A partial read that stops: after the timeout the sample's next read is new.
-	tr.Replace([]int32{4, 4})
-	piece(tr, 4, 10, now)
-	if !piece(tr, 4, 10, now.Add(3*time.Second)) {
+	ps.Set(DefaultPlan, []int32{4, 4}, false)
+	piece(ps, 4, 10, now)
+	if !piece(ps, 4, 10, now.Add(3*time.Second)) {
 		t.Error("read after the timeout not a new access")
 	}
-	if pos, _ := tr.Position(); pos != 2 {
+	if pos, _ := position(ps, DefaultPlan); pos != 2 {
 		t.Errorf("position %d, want 2", pos)
 	}
 }
 
-// TestTrackerReading: a sample is due now from the read that consumes its plan entry until the
+// TestPlanReading: a sample is due now from the read that consumes its plan entry until the
 // reader has it, so that nothing evicts it in between.
-func TestTrackerReading(t *testing.T) {
-	tr := NewTracker(4, 8)
-	tr.Replace([]int32{5, 6})
-	if !tr.Observe(5, 100, 100, time.Now()) {
-		t.Fatal("first read not an access")
+func TestPlanReading(t *testing.T) {
+	ps := one(4, 8, 5, 6)
+	if access, plan := ps.Observe(5, 100, 100, time.Now()); !access || plan != DefaultPlan {
+		t.Fatalf("first read: access %v, plan %q", access, plan)
 	}
-	if pos, _ := tr.Position(); pos != 1 || tr.NextUse(5) != 0 {
-		t.Errorf("position %d, NextUse(5) = %d while being read; want 1 and 0", pos, tr.NextUse(5))
+	if pos, _ := position(ps, DefaultPlan); pos != 1 || ps.NextUse(5) != 0 {
+		t.Errorf("position %d, NextUse(5) = %d while being read; want 1 and 0", pos, ps.NextUse(5))
 	}
-	tr.Done(5)
-	if tr.NextUse(5) != -1 {
-		t.Errorf("NextUse(5) = %d once read, want -1", tr.NextUse(5))
+	ps.Done(5)
+	if ps.NextUse(5) != -1 {
+		t.Errorf("NextUse(5) = %d once read, want -1", ps.NextUse(5))
 	}
 }
 
-func TestTrackerSkipsAndEpochs(t *testing.T) {
-	tr := NewTracker(2, 4)
-	tr.Replace([]int32{0, 1, 2, 3, 4, 5, 6, 7})
+func TestPlanSkipsAndEpochs(t *testing.T) {
+	ps := one(2, 4, 0, 1, 2, 3, 4, 5, 6, 7)
 	// Entry 0 is never read; reads move on past the window and give it up.
 	for _, s := range []int{1, 2, 3, 4} {
-		read(tr, s)
+		read(ps, s)
 	}
-	if pos, _ := tr.Position(); pos != 5 {
+	if pos, _ := position(ps, DefaultPlan); pos != 5 {
 		t.Errorf("position %d, want 5 (entry 0 given up)", pos)
 	}
-	if tr.Stats().Skipped != 1 {
-		t.Errorf("skipped %d, want 1", tr.Stats().Skipped)
+	if ps.Stats().Plans[0].Skipped != 1 {
+		t.Errorf("skipped %d, want 1", ps.Stats().Plans[0].Skipped)
 	}
 	// The next epoch queued behind: Upcoming runs on into it.
-	tr.Append([]int32{7, 6, 5})
-	if got := tr.Upcoming(nil, 10); fmt.Sprint(got) != "[5 6 7]" {
+	ps.Set(DefaultPlan, []int32{7, 6, 5}, true)
+	if got := ps.Upcoming(nil, 10); fmt.Sprint(got) != "[5 6 7]" {
 		t.Errorf("upcoming %v, want [5 6 7] (each once)", got)
 	}
 	for _, s := range []int{5, 6, 7, 7, 6, 5} {
-		read(tr, s)
+		read(ps, s)
 	}
-	if pos, n := tr.Position(); pos != n {
+	if pos, n := position(ps, DefaultPlan); pos != n {
 		t.Errorf("position %d of %d, want the end", pos, n)
 	}
 	// Replacing starts over.
-	tr.Replace([]int32{2})
-	if pos, n := tr.Position(); pos != 0 || n != 1 || tr.NextUse(2) != 0 {
-		t.Errorf("after Replace: %d of %d, NextUse %d", pos, n, tr.NextUse(2))
+	ps.Set(DefaultPlan, []int32{2}, false)
+	if pos, n := position(ps, DefaultPlan); pos != 0 || n != 1 || ps.NextUse(2) != 0 || ps.Stats().Plans[0].Writes != 3 {
+		t.Errorf("after a new plan: %d of %d, NextUse %d, %d writes", pos, n, ps.NextUse(2), ps.Stats().Plans[0].Writes)
+	}
+}
+
+// TestPlansShare: two plans; a sample is due as soon as either wants it, a read counts toward the
+// plan that has it due soonest, and a sample both want comes up once.
+func TestPlansShare(t *testing.T) {
+	ps := NewPlans(8, 16, 0)
+	ps.Set("rank0", []int32{1, 2, 3, 4}, false)
+	ps.Set("rank1", []int32{9, 8, 3, 7}, false)
+	if got := ps.Upcoming(nil, 10); fmt.Sprint(got) != "[1 9 2 8 3 4 7]" {
+		t.Errorf("upcoming %v, want the plans merged, 3 once", got)
+	}
+	if ps.NextUse(3) != 20 || ps.NextUse(8) != 10 {
+		t.Errorf("NextUse(3) = %d, NextUse(8) = %d; want 20 and 10", ps.NextUse(3), ps.NextUse(8))
+	}
+	now := time.Now()
+	for _, s := range []int{1, 9, 8} {
+		readAt(ps, s, now)
+	}
+	// 3 is next in rank1 (its position is at 3) and second in rank0: rank1's.
+	if plan := readAt(ps, 3, now); plan != "rank1" {
+		t.Errorf("read of 3 counted toward %q, want rank1", plan)
+	}
+	if plan := readAt(ps, 3, now); plan != "rank0" {
+		t.Errorf("second read of 3 counted toward %q, want rank0", plan)
+	}
+	if plan := readAt(ps, 42, now); plan != "" {
+		t.Errorf("read of a sample no plan has counted toward %q", plan)
+	}
+	if !ps.Remove("rank1") || ps.Remove("rank1") || fmt.Sprint(ps.Names()) != "[rank0]" {
+		t.Errorf("after removing rank1: %v", ps.Names())
+	}
+	if ps.NextUse(7) != -1 {
+		t.Errorf("a removed plan's sample is due in %d ms", ps.NextUse(7))
+	}
+}
+
+// TestPlansPace: a plan read four times as fast as another gets about four times its share of
+// what is due next.
+func TestPlansPace(t *testing.T) {
+	ps := NewPlans(8, 1000, 0)
+	fast, slow := make([]int32, 200), make([]int32, 200)
+	for i := range fast {
+		fast[i], slow[i] = int32(i), int32(1000+i)
+	}
+	ps.Set("fast", fast, false)
+	ps.Set("slow", slow, false)
+	t0 := time.Now()
+	for i := range 10 {
+		readAt(ps, i, t0.Add(time.Duration(i)*25*time.Millisecond))       // 40 a second
+		readAt(ps, 1000+i, t0.Add(time.Duration(i)*100*time.Millisecond)) // 10 a second
+	}
+	n := map[bool]int{}
+	for _, s := range ps.Upcoming(nil, 50) {
+		n[s < 1000]++
+	}
+	if n[true] < 35 || n[true] > 45 {
+		t.Errorf("of the next 50 samples, %d are the fast plan's and %d the slow one's; want about 40 and 10", n[true], n[false])
+	}
+}
+
+// TestPlansIdle: a plan nobody reads or writes for the idle time stops being due, and counts
+// again once read.
+func TestPlansIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := NewPlans(8, 16, 10*time.Minute)
+		ps.Set("job", []int32{1, 2, 3}, false)
+		readAt(ps, 1, time.Now())
+		time.Sleep(11 * time.Minute)
+		if ps.NextUse(2) != -1 || len(ps.Upcoming(nil, 5)) != 0 || ps.Stats().Plans[0].Active {
+			t.Errorf("an idle plan: NextUse(2) = %d, upcoming %v, stats %+v", ps.NextUse(2), ps.Upcoming(nil, 5), ps.Stats().Plans[0])
+		}
+		if plan := readAt(ps, 2, time.Now()); plan != "job" || ps.NextUse(3) < 0 {
+			t.Errorf("read of an idle plan's sample counted toward %q; NextUse(3) = %d", plan, ps.NextUse(3))
+		}
+	})
+}
+
+func TestValidName(t *testing.T) {
+	for _, n := range []string{"rank0", "job-7.rank3", "default", "_x"} {
+		if err := ValidName(n); err != nil {
+			t.Errorf("%q: %v", n, err)
+		}
+	}
+	for _, n := range []string{"", ".hidden", "-x", "a/b", strings.Repeat("x", 65), "sp ace"} {
+		if ValidName(n) == nil {
+			t.Errorf("%q accepted", n)
+		}
 	}
 }

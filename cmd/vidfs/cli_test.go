@@ -174,7 +174,7 @@ func TestHWAccelFlag(t *testing.T) {
 	if code != 0 || !strings.Contains(errs, "decoded on the ") {
 		t.Errorf("clip --hwaccel auto: exit %d, %q", code, errs)
 	}
-	if code, _, errs := vidfs(t, "clip", path, "--hwaccel", "vaapi", "-o", out); code != 2 || !strings.Contains(errs, "want auto, cuda or none") {
+	if code, _, errs := vidfs(t, "clip", path, "--hwaccel", "vaapi", "-o", out); code != 2 || !strings.Contains(errs, "want none, auto or cuda") {
 		t.Errorf("--hwaccel vaapi: exit %d, %q", code, errs)
 	}
 	if noGPU != nil {

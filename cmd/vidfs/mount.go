@@ -94,6 +94,8 @@ type mountOptions struct {
 	metricsAddr           string
 	hwaccel               hwValue
 	gpuDecoders           int
+	onError               string
+	planIdle              time.Duration
 }
 
 func mountCommand() *command {
@@ -114,14 +116,20 @@ at a fixed stride, turned upright and fitted to H x W, as uint8 RGB of shape (T,
   MNT/.vidfs/order          write the sample indices the trainer will read, in order (text, or
                             a 1-D integer .npy): vidfs decodes them ahead of the reader.
                             Writing replaces the plan at close; appending queues the next epoch.
-  MNT/.vidfs/stats          JSON: hit rate, position in the plan, decode rate, wait time, errors
+  MNT/.vidfs/plans/NAME     the same, one plan per reader (a DDP rank, a job): writing creates
+                            it, unlinking removes it; .vidfs/order is the plan named default
+  MNT/.vidfs/stats          JSON: hit rate, position in each plan, decode rate, wait time, errors
+  MNT/.vidfs/failed         CSV: every sample that could not be decoded, why, what is served
   MNT/.vidfs/layout.json    the shape of it all
 
 Videos that cannot be read are left out and listed in the stats; a damaged part of a video fails
-the samples that need it with EIO and a logged reason. SRC is only read. Probe tables are cached
+the samples that need it with EIO and a logged reason, or with --on-error, serves another sample
+or zeros in their place. SRC is only read. Probe tables are cached
 (--probe-cache), so mounting the same videos again starts at once.`,
 		flags: func(fs *pflag.FlagSet) {
 			o.layoutOptions.register(fs)
+			fs.StringVar(&o.onError, "on-error", "eio", "what a read of a sample that cannot be decoded gets: eio, substitute (a good sample of the same video, else of the same class, else zeros) or zeros; .vidfs/failed lists them")
+			fs.DurationVar(&o.planIdle, "plan-idle", 10*time.Minute, "a plan nobody reads or writes for this long stops holding cache")
 			fs.Var(&o.cacheMem, "cache-mem", "memory for decoded samples, e.g. 4GiB (default: a quarter of RAM, at most 8GiB)")
 			fs.IntVar(&o.prefetch, "prefetch", 0, "samples to keep decoded ahead of the reader (default: as many as fit in the cache)")
 			fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "samples decoded at once ahead of the reader")
@@ -175,6 +183,10 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	if err != nil {
 		return err
 	}
+	onError, err := vfs.ParseOnError(o.onError)
+	if err != nil {
+		return usageError{"--" + err.Error()}
+	}
 	src, _ = filepath.Abs(src)
 	mnt, _ = filepath.Abs(mnt)
 	if st, err := os.Stat(mnt); err != nil || !st.IsDir() {
@@ -212,7 +224,8 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	defer pool.Close()
 	defer rememberUnusable(o.probeCache, src, pool, log)
 	f, err := vfs.New(vfs.Config{Source: src, Layout: lay, Infos: infos, Resize: o.resize.r, Decoder: pool,
-		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Log: log})
+		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Log: log,
+		OnError: onError, PlanIdle: o.planIdle})
 	if err != nil {
 		return err
 	}

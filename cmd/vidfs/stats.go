@@ -95,12 +95,20 @@ func printStats(w io.Writer, mnt string, lay wire.Dataset, st wire.Stats) {
 		c.UsedSamples, c.CapacitySamples, c.ReadySamples, c.PinnedSamples)
 	fmt.Fprintf(w, "           hits %d, misses %d: hit rate %s; evicted %d (%d never read)\n", c.Hits, c.Misses,
 		pct(c.Hits, c.Hits+c.Misses), c.Evicted, c.EvictedUnread)
-	plan := "no plan (write the order to .vidfs/order)"
-	if p.Length > 0 {
-		plan = fmt.Sprintf("position %d of %d", p.Position, p.Length)
+	plan := "no plan (write the order to .vidfs/order, or one per reader to .vidfs/plans/NAME)"
+	if len(st.Plans) > 0 {
+		plan = fmt.Sprintf("%d plans (%d active), position %d of %d in all", len(st.Plans), p.Active, p.Position, p.Length)
 	}
 	fmt.Fprintf(w, "  plan     %s; %d ready ahead, %d of the next %d ready\n", plan, p.ReadyAhead, p.ReadyInWindow, p.PrefetchDepth)
 	fmt.Fprintf(w, "           reads on plan %d, off plan %d, entries skipped %d\n", p.OnPlanReads, p.OffPlanReads, p.Skipped)
+	for _, e := range st.Plans {
+		state := fmt.Sprintf("%.1f samples/s", e.Pace)
+		if !e.Active {
+			state = fmt.Sprintf("idle %s, holds no cache", time.Duration(e.IdleSeconds*float64(time.Second)).Round(time.Second))
+		}
+		fmt.Fprintf(w, "    %-12s position %d of %d, %s; hit rate %s, waited %.2f s; %d ready ahead\n",
+			e.Name, e.Position, e.Length, state, pct(e.Hits, e.Hits+e.Misses), e.WaitSeconds, e.ReadyAhead)
+	}
 	fmt.Fprintf(w, "  decode   %d workers: %d in flight, %d queued; %d clips done (%d ahead of reads, %d on a miss), %d failed; %.1f clips/s now\n",
 		d.Workers, d.InFlight, d.Queued, d.Clips, d.Prefetched, d.OnDemand, d.Failed, d.ClipsPerSecond)
 	fmt.Fprintf(w, "           %d queued prefetches dropped when the plan moved on\n", d.Cancelled)
@@ -109,6 +117,9 @@ func printStats(w io.Writer, mnt string, lay wire.Dataset, st wire.Stats) {
 	fmt.Fprintf(w, "           by decoder: NVDEC %d clips, CPU %d clips; %d videos moved to the CPU after NVDEC failed\n",
 		d.ByDecoder.NVDEC, d.ByDecoder.CPU, d.GPUFallbacks)
 	fmt.Fprintf(w, "  reads    %d requests, %s, %d sample accesses; waited %.2f s for decoding\n", r.Requests, formatBytes(r.Bytes), r.Accesses, r.WaitSeconds)
+	if r.Substituted+r.Zeroed > 0 {
+		fmt.Fprintf(w, "           failed samples served with another sample %d times, with zeros %d times (.vidfs/failed)\n", r.Substituted, r.Zeroed)
+	}
 	fmt.Fprintf(w, "           latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.LatencyMs.P50, r.LatencyMs.P90, r.LatencyMs.P99, r.LatencyMs.Max)
 	fmt.Fprintf(w, "  errors   %d\n", len(st.Errors))
 	for i, e := range st.Errors {

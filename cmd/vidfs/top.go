@@ -135,10 +135,16 @@ func (m topModel) View() string {
 	line("cache", "%s %d / %d samples  (%s)", bar(float64(c.UsedSamples)/float64(max(c.CapacitySamples, 1)), 30),
 		c.UsedSamples, c.CapacitySamples, formatBytes(c.CapacityBytes))
 	line("hit rate", "%s overall, %s last interval   (%d hits, %d misses, %d evicted)", pct(c.Hits, c.Hits+c.Misses), recentHit, c.Hits, c.Misses, c.Evicted)
-	if p.Length > 0 {
-		line("plan", "position %d / %d", p.Position, p.Length)
-	} else {
-		line("plan", "none: write the order to %s/.vidfs/order", m.mnt)
+	if len(m.cur.Plans) == 0 {
+		line("plan", "none: write the order to %s/.vidfs/order or .vidfs/plans/NAME", m.mnt)
+	}
+	for _, e := range m.cur.Plans {
+		state := fmt.Sprintf("%5.1f/s", e.Pace)
+		if !e.Active {
+			state = "idle"
+		}
+		line("plan", "%-10s %s position %d / %d  %s  hit %s  waited %.1f s  %d ready", e.Name,
+			bar(float64(e.Position)/float64(max(e.Length, 1)), 20), e.Position, e.Length, state, pct(e.Hits, e.Hits+e.Misses), e.WaitSeconds, e.ReadyAhead)
 	}
 	line("ahead", "%s %d of the next %d ready, %d without a gap", bar(float64(p.ReadyInWindow)/float64(max(p.PrefetchDepth, 1)), 30),
 		p.ReadyInWindow, p.PrefetchDepth, p.ReadyAhead)

@@ -22,6 +22,14 @@ type Collector struct {
 	metrics   []metric
 	latDesc   *prometheus.Desc
 	byDecoder *prometheus.Desc
+	perPlan   []planMetric
+}
+
+// planMetric is a metric of each plan, labelled by its name.
+type planMetric struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(p *wire.PlanEntry) float64
 }
 
 // New returns a collector that calls snapshot and latency at each scrape.
@@ -40,14 +48,15 @@ func New(snapshot func() wire.Stats, latency func() metrics.Cumulative) *Collect
 	add("cache_misses_total", "Sample accesses that waited for a decode.", counter, func(s *wire.Stats) float64 { return float64(s.Cache.Misses) })
 	add("cache_evicted_total", "Samples dropped to make room.", counter, func(s *wire.Stats) float64 { return float64(s.Cache.Evicted) })
 	add("cache_evicted_unread_total", "Samples dropped before anyone read them.", counter, func(s *wire.Stats) float64 { return float64(s.Cache.EvictedUnread) })
-	add("plan_length", "Entries in the plan.", gauge, func(s *wire.Stats) float64 { return float64(s.Plan.Length) })
-	add("plan_position", "The reader's position in the plan.", gauge, func(s *wire.Stats) float64 { return float64(s.Plan.Position) })
+	add("plan_length", "Entries in all the plans.", gauge, func(s *wire.Stats) float64 { return float64(s.Plan.Length) })
+	add("plan_position", "The readers' positions in their plans, summed.", gauge, func(s *wire.Stats) float64 { return float64(s.Plan.Position) })
+	add("plans_active", "Plans read or written within the idle time.", gauge, func(s *wire.Stats) float64 { return float64(s.Plan.Active) })
 	add("plan_ready_ahead", "Upcoming samples ready, without a gap.", gauge, func(s *wire.Stats) float64 { return float64(s.Plan.ReadyAhead) })
 	add("plan_prefetch_depth", "Samples kept decoded ahead of the reader.", gauge, func(s *wire.Stats) float64 { return float64(s.Plan.PrefetchDepth) })
 	add("plan_on_plan_reads_total", "Sample accesses the plan expected.", counter, func(s *wire.Stats) float64 { return float64(s.Plan.OnPlanReads) })
 	add("plan_off_plan_reads_total", "Sample accesses the plan did not expect.", counter, func(s *wire.Stats) float64 { return float64(s.Plan.OffPlanReads) })
 	add("plan_skipped_total", "Plan entries given up as never read.", counter, func(s *wire.Stats) float64 { return float64(s.Plan.Skipped) })
-	add("plans_total", "Plans written (replaced or appended).", counter, func(s *wire.Stats) float64 { return float64(s.Plan.Plans) })
+	add("plan_writes_total", "Plans written (replaced or appended).", counter, func(s *wire.Stats) float64 { return float64(s.Plan.Writes) })
 	add("decode_in_flight", "Samples being decoded.", gauge, func(s *wire.Stats) float64 { return float64(s.Decode.InFlight) })
 	add("decode_queued", "Samples waiting for a decoder.", gauge, func(s *wire.Stats) float64 { return float64(s.Decode.Queued) })
 	add("decode_clips_total", "Samples decoded.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.Clips) })
@@ -64,7 +73,25 @@ func New(snapshot func() wire.Stats, latency func() metrics.Cumulative) *Collect
 	add("read_bytes_total", "Bytes read.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Bytes) })
 	add("read_accesses_total", "Reads that started an access to a sample.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Accesses) })
 	add("read_wait_seconds_total", "Time readers waited for samples to be decoded.", counter, func(s *wire.Stats) float64 { return s.Reads.WaitSeconds })
+	add("read_substituted_total", "Accesses to failed samples served with another sample.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Substituted) })
+	add("read_zeroed_total", "Accesses to failed samples served with zeros.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Zeroed) })
 	add("errors", "Errors on record (left-out videos, failed samples, refused plans; the last 100).", gauge, func(s *wire.Stats) float64 { return float64(len(s.Errors)) })
+	plan := func(name, help string, kind prometheus.ValueType, v func(p *wire.PlanEntry) float64) {
+		c.perPlan = append(c.perPlan, planMetric{prometheus.NewDesc("vidfs_plan_"+name, help, []string{"plan"}, nil), kind, v})
+	}
+	plan("entries", "Entries in the plan.", gauge, func(p *wire.PlanEntry) float64 { return float64(p.Length) })
+	plan("reader_position", "The reader's position in the plan.", gauge, func(p *wire.PlanEntry) float64 { return float64(p.Position) })
+	plan("reader_pace", "The reader's samples per second lately.", gauge, func(p *wire.PlanEntry) float64 { return p.Pace })
+	plan("ready", "Of the plan's next samples, how many are ready without a gap.", gauge, func(p *wire.PlanEntry) float64 { return float64(p.ReadyAhead) })
+	plan("hits_total", "Accesses counted toward the plan that found their sample ready.", counter, func(p *wire.PlanEntry) float64 { return float64(p.Hits) })
+	plan("misses_total", "Accesses counted toward the plan that waited for a decode.", counter, func(p *wire.PlanEntry) float64 { return float64(p.Misses) })
+	plan("wait_seconds_total", "Time the plan's readers waited for decoding.", counter, func(p *wire.PlanEntry) float64 { return p.WaitSeconds })
+	plan("active", "1 if the plan was read or written within the idle time.", gauge, func(p *wire.PlanEntry) float64 {
+		if p.Active {
+			return 1
+		}
+		return 0
+	})
 	c.latDesc = prometheus.NewDesc("vidfs_read_latency_seconds", "Read request latency since the mount started.", nil, nil)
 	c.byDecoder = prometheus.NewDesc("vidfs_decode_clips_by_decoder_total", "Samples decoded, by decoder: nvdec (the GPU) or cpu.", []string{"decoder"}, nil)
 	return c
@@ -77,6 +104,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- c.latDesc
 	ch <- c.byDecoder
+	for _, m := range c.perPlan {
+		ch <- m.desc
+	}
 }
 
 // Collect takes a snapshot and sends every metric.
@@ -87,6 +117,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.byDecoder, prometheus.CounterValue, float64(s.Decode.ByDecoder.NVDEC), "nvdec")
 	ch <- prometheus.MustNewConstMetric(c.byDecoder, prometheus.CounterValue, float64(s.Decode.ByDecoder.CPU), "cpu")
+	for i := range s.Plans {
+		for _, m := range c.perPlan {
+			ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(&s.Plans[i]), s.Plans[i].Name)
+		}
+	}
 	h := c.latency()
 	buckets := make(map[float64]uint64, len(h.Buckets))
 	for le, n := range h.Buckets {

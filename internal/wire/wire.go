@@ -35,7 +35,8 @@ type Stats struct {
 	Samples       int         `json:"samples"`
 	SampleBytes   int64       `json:"sample_bytes"`
 	Cache         CacheStats  `json:"cache"`
-	Plan          PlanStats   `json:"plan"`
+	Plan          PlanStats   `json:"plan"` // over all the plans
+	Plans         []PlanEntry `json:"plans"`
 	Decode        DecodeStats `json:"decode"`
 	Reads         ReadStats   `json:"reads"`
 	// Errors are the last problems on record: videos left out, samples that failed, plans refused.
@@ -58,7 +59,9 @@ type CacheStats struct {
 	EvictedUnread   int64   `json:"evicted_unread"` // of those, prefetched and never read
 }
 
-// PlanStats is the reader's position in the plan, and how much is ready ahead of it.
+// PlanStats is where the readers are in their plans, and how much is ready ahead of them, over
+// all the plans: lengths, positions and counts are sums; ready_ahead and ready_in_window are
+// over what is due next in all of them, soonest first.
 type PlanStats struct {
 	Length        int   `json:"length"`
 	Position      int   `json:"position"`
@@ -68,7 +71,27 @@ type PlanStats struct {
 	OnPlanReads   int64 `json:"on_plan_reads"`
 	OffPlanReads  int64 `json:"off_plan_reads"`
 	Skipped       int64 `json:"skipped"` // plan entries given up as never read
-	Plans         int64 `json:"plans"`   // plans written (replaced or appended)
+	Writes        int64 `json:"writes"`  // plans written (replaced or appended)
+	Active        int   `json:"active"`  // plans read or written within the idle time
+}
+
+// PlanEntry is one reader's plan (.vidfs/plans/NAME; .vidfs/order is the one named "default"):
+// where its reader is, at what pace, and how it was served.
+type PlanEntry struct {
+	Name        string  `json:"name"`
+	Length      int     `json:"length"`
+	Position    int     `json:"position"`
+	Active      bool    `json:"active"`      // read or written within the idle time; if not, it holds no cache
+	Pace        float64 `json:"pace"`        // its reader's samples per second lately
+	IdleSeconds float64 `json:"idle_s"`      // since it was last read or written
+	ReadyAhead  int     `json:"ready_ahead"` // of its next samples, how many are ready without a gap
+	Hits        int64   `json:"hits"`
+	Misses      int64   `json:"misses"`
+	HitRate     float64 `json:"hit_rate"`
+	WaitSeconds float64 `json:"wait_s"`
+	OnPlanReads int64   `json:"on_plan_reads"`
+	Skipped     int64   `json:"skipped"`
+	Writes      int64   `json:"writes"`
 }
 
 // DecodeStats is the decoders' work. frames_decoded / frames_served is the decode amplification.
@@ -103,6 +126,10 @@ type ReadStats struct {
 	Bytes       int64   `json:"bytes"`
 	Accesses    int64   `json:"accesses"` // reads that started an access to a sample
 	WaitSeconds float64 `json:"wait_s"`   // total time readers waited for samples to be decoded
+	// Under --on-error substitute or zeros: accesses to failed samples served with another
+	// sample, and with zeros (.vidfs/failed lists the samples).
+	Substituted int64   `json:"substituted"`
+	Zeroed      int64   `json:"zeroed"`
 	LatencyMs   Latency `json:"latency_ms"`
 }
 

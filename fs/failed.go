@@ -1,0 +1,235 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/vidfs/vidfs/cache"
+	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/enum"
+)
+
+// OnError says what a read of a sample that cannot be decoded gets.
+type OnError int
+
+const (
+	// OnErrorEIO fails the read with EIO (a memory-mapped read of it raises SIGBUS).
+	OnErrorEIO OnError = iota
+	// OnErrorSubstitute serves a good sample of the same video instead, or if it has none, one of
+	// the same class, or if there is none, zeros.
+	OnErrorSubstitute
+	// OnErrorZeros serves zeros.
+	OnErrorZeros
+)
+
+var onErrorNames = []string{OnErrorEIO: "eio", OnErrorSubstitute: "substitute", OnErrorZeros: "zeros"}
+
+func (o OnError) String() string { return enum.Name(onErrorNames, "OnError", o) }
+
+// ParseOnError reads "eio", "substitute" or "zeros".
+func ParseOnError(s string) (OnError, error) { return enum.Parse[OnError](onErrorNames, "on-error", s) }
+
+// maxCandidates bounds the samples tried in place of one that failed.
+const maxCandidates = 16
+
+// failedSample is a sample whose decode failed, and what its reads are served instead.
+type failedSample struct {
+	file   string
+	frame  *int
+	reason string
+	served int // the sample served instead; zeros: -1; nothing yet (EIO): -2
+}
+
+const (
+	servedZeros = -1
+	servedEIO   = -2
+)
+
+// failures is the record behind .vidfs/failed: every sample that failed, and what is served.
+type failures struct {
+	mu                 sync.Mutex
+	samples            map[int]*failedSample
+	substitute, zeroed int64 // accesses served with another sample, with zeros
+}
+
+func (fl *failures) add(sample int, file string, err error) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if fl.samples == nil {
+		fl.samples = map[int]*failedSample{}
+	}
+	fs := &failedSample{file: file, reason: err.Error(), served: servedEIO}
+	var de *decode.Error
+	if errors.As(err, &de) {
+		fs.frame = de.Frame
+		fs.reason = strings.TrimPrefix(err.Error(), de.Path+": ")
+		if de.Frame != nil {
+			fs.reason = strings.TrimPrefix(fs.reason, fmt.Sprintf("frame %d: ", *de.Frame))
+		}
+	}
+	fl.samples[sample] = fs
+}
+
+// served returns what is served for a failed sample, and whether it was decided.
+func (fl *failures) served(sample int) (int, bool) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if fs := fl.samples[sample]; fs != nil && fs.served != servedEIO {
+		return fs.served, true
+	}
+	return 0, false
+}
+
+// serve records what a failed sample's reads get, and counts one such read.
+func (fl *failures) serve(sample, with int) (first bool) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	fs := fl.samples[sample]
+	if fs == nil {
+		fs = &failedSample{reason: "decode failed"}
+		fl.samples[sample] = fs
+	}
+	first = fs.served == servedEIO
+	fs.served = with
+	if with == servedZeros {
+		fl.zeroed++
+	} else {
+		fl.substitute++
+	}
+	return first
+}
+
+// counts returns the accesses served with another sample and with zeros.
+func (fl *failures) counts() (substitute, zeroed int64) {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	return fl.substitute, fl.zeroed
+}
+
+// csv is .vidfs/failed: sample, file, frame, reason, served (a sample's index, "zeros" or
+// "EIO"), one row per failed sample, in sample order.
+func (fl *failures) csv() []byte {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	keys := slices.Sorted(maps.Keys(fl.samples))
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	w.Write([]string{"sample", "file", "frame", "reason", "served"})
+	for _, k := range keys {
+		fs := fl.samples[k]
+		frame, served := "", "EIO"
+		if fs.frame != nil {
+			frame = strconv.Itoa(*fs.frame)
+		}
+		switch {
+		case fs.served == servedZeros:
+			served = "zeros"
+		case fs.served >= 0:
+			served = strconv.Itoa(fs.served)
+		}
+		w.Write([]string{strconv.Itoa(k), fs.file, frame, fs.reason, served})
+	}
+	w.Flush()
+	return b.Bytes()
+}
+
+// insteadOf returns what is served for sample, whose decode failed, under the mount's policy: a
+// pinned good sample, or nil for zeros. The choice is made once and kept, so that every read of
+// the sample gets the same bytes.
+func (f *FS) insteadOf(ctx context.Context, sample int) (*cache.Handle, error) {
+	if with, ok := f.failed.served(sample); ok {
+		f.failed.serve(sample, with)
+		if with == servedZeros {
+			return nil, nil
+		}
+		h, _, err := f.cache.Get(ctx, with)
+		return h, err
+	}
+	if f.cfg.OnError == OnErrorSubstitute {
+		for _, c := range f.candidates(sample, wholeFile(f.cache.Failed(sample))) {
+			if f.cache.Failed(c) != nil {
+				continue
+			}
+			h, _, err := f.cache.Get(ctx, c)
+			if err == nil {
+				if f.failed.serve(sample, c) {
+					f.log.Warn("sample failed; serving another in its place", "sample", sample, "file", f.sampleFile(sample),
+						"instead", c, "instead_file", f.sampleFile(c))
+				}
+				return h, nil
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+		}
+	}
+	if f.failed.serve(sample, servedZeros) {
+		f.log.Warn("sample failed; serving zeros in its place", "sample", sample, "file", f.sampleFile(sample))
+	}
+	return nil, nil
+}
+
+// sampleFile is the source video of sample i.
+func (f *FS) sampleFile(i int) string { return f.lay.Videos[f.lay.Samples[i].Video].Path }
+
+// wholeFile tells whether err concerns a whole video file rather than some of its data, so that
+// none of its samples can stand in for another.
+func wholeFile(err error) bool {
+	for _, k := range []error{decode.ErrUnreadable, decode.ErrNotVideo, decode.ErrNoVideo, decode.ErrUnsupportedCodec, decode.ErrChanged} {
+		if errors.Is(err, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// candidates lists the samples to try in place of sample i: the other samples of its video,
+// nearest first (unless otherVideos), then those of the other videos of its class, nearest in
+// clips.npy first; at most maxCandidates.
+func (f *FS) candidates(i int, otherVideos bool) []int {
+	lay := f.lay
+	v := lay.Samples[i].Video
+	var cs []int
+	first, end := lay.VideoSamples(v)
+	if otherVideos {
+		first, end = i, i+1
+	}
+	for d := 1; len(cs) < maxCandidates && (i-d >= first || i+d < end); d++ {
+		for _, j := range []int{i - d, i + d} {
+			if j >= first && j < end && len(cs) < maxCandidates {
+				cs = append(cs, j)
+			}
+		}
+	}
+	label := lay.Label(v)
+	if label < 0 {
+		return cs
+	}
+	for d := 1; len(cs) < maxCandidates && (v-d >= 0 || v+d < len(lay.Videos)); d++ {
+		for _, w := range []int{v - d, v + d} {
+			if w < 0 || w >= len(lay.Videos) || lay.Label(w) != label {
+				continue
+			}
+			wf, we := lay.VideoSamples(w)
+			for k := range we - wf {
+				if len(cs) == maxCandidates {
+					break
+				}
+				if w < v {
+					cs = append(cs, we-1-k) // a video before: from its end
+				} else {
+					cs = append(cs, wf+k)
+				}
+			}
+		}
+	}
+	return cs
+}

@@ -1,0 +1,164 @@
+package order
+
+import "time"
+
+// plan follows one reader through its plan. Its position is the first entry not yet read.
+// Several readers of it (DataLoader workers) run a little out of order; an entry still unread
+// when reads have landed more than window entries past it is given up, so that a reader that
+// skips samples does not hold the position back. Its methods are called with Plans.mu held.
+type plan struct {
+	name     string
+	entries  []int32
+	consumed []bool
+	pos      int // first entry not yet consumed
+	furthest int // furthest entry consumed
+	// ahead maps a sample to its first unconsumed entry in [pos, pos+aheadSpan); rebuilt when dirty.
+	ahead     map[int32]int
+	aheadSpan int
+	dirty     bool
+
+	onPlan, skipped, writes int64
+	lastUse                 time.Time
+	pace                    paceMeter
+}
+
+// set makes entries the plan, from its start, or with appendPlan queues them behind it.
+func (p *plan) set(entries []int32, appendPlan bool, now time.Time) {
+	if appendPlan {
+		// Drop what was read, so that appending epoch after epoch does not grow without bound.
+		p.entries = append(p.entries[p.pos:], entries...)
+		p.consumed = append(p.consumed[p.pos:], make([]bool, len(entries))...)
+		p.furthest -= p.pos
+	} else {
+		p.entries = append([]int32(nil), entries...)
+		p.consumed = make([]bool, len(entries))
+		p.furthest = -1
+	}
+	p.pos, p.dirty = 0, true
+	p.writes++
+	p.lastUse = now
+}
+
+// active tells whether the plan was read or written within idle (0: always).
+func (p *plan) active(now time.Time, idle time.Duration) bool {
+	return idle <= 0 || now.Sub(p.lastUse) < idle
+}
+
+// rebuild recomputes ahead over span entries from the position, when the plan or the position
+// moved or span changed.
+func (p *plan) rebuild(span int) {
+	if !p.dirty && p.aheadSpan == span {
+		return
+	}
+	p.ahead = make(map[int32]int, min(span, len(p.entries)-p.pos))
+	for q := p.pos; q < min(p.pos+span, len(p.entries)); q++ {
+		if _, seen := p.ahead[p.entries[q]]; !seen && !p.consumed[q] {
+			p.ahead[p.entries[q]] = q
+		}
+	}
+	p.aheadSpan, p.dirty = span, false
+}
+
+// due returns how soon sample is next due in this plan, in milliseconds at its reader's pace (or
+// fallback, not known yet), or -1 when it is not within horizon entries of the position.
+func (p *plan) due(sample, horizon int, fallback float64) int {
+	p.rebuild(horizon)
+	q, ok := p.ahead[int32(sample)]
+	if !ok {
+		return -1
+	}
+	return msAt(q-p.pos, p.pace.or(fallback))
+}
+
+// msAt is how many milliseconds d entries take at pace samples a second.
+func msAt(d int, pace float64) int { return int(float64(d) * 1000 / pace) }
+
+// consume marks the sample's next occurrence within horizon as read, moves the position, and
+// notes the reader's pace.
+func (p *plan) consume(sample, window, horizon int, now time.Time) {
+	p.rebuild(horizon)
+	q := p.ahead[int32(sample)]
+	p.onPlan++
+	p.lastUse = now
+	p.pace.add(now)
+	p.consumed[q] = true
+	p.furthest = max(p.furthest, q)
+	// Find the sample's next occurrence within the horizon, if any.
+	delete(p.ahead, int32(sample))
+	for r := q + 1; r < min(p.pos+p.aheadSpan, len(p.entries)); r++ {
+		if p.entries[r] == int32(sample) && !p.consumed[r] {
+			p.ahead[int32(sample)] = r
+			break
+		}
+	}
+	moved := false
+	for p.pos < len(p.entries) && (p.consumed[p.pos] || p.pos < p.furthest-window) {
+		if !p.consumed[p.pos] {
+			p.skipped++
+		}
+		p.pos++
+		moved = true
+	}
+	if moved {
+		p.dirty = true
+	}
+}
+
+// cursor walks the plan's unread entries from its position, up to span of them.
+func (p *plan) cursor(span int, fallback float64) *cursor {
+	return &cursor{p: p, q: p.pos - 1, end: min(p.pos+span, len(p.entries)), pace: p.pace.or(fallback)}
+}
+
+// cursor is a position in a plan's unread entries, for merging plans by how soon samples are due.
+type cursor struct {
+	p      *plan
+	q, end int
+	pace   float64
+}
+
+// next moves to the next unread entry and says whether there is one.
+func (c *cursor) next() bool {
+	for c.q++; c.q < c.end; c.q++ {
+		if !c.p.consumed[c.q] {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *cursor) sample() int32 { return c.p.entries[c.q] }
+func (c *cursor) dueMs() int    { return msAt(c.q-c.p.pos, c.pace) }
+
+// paceMeter measures a reader's pace from the times of its last accesses.
+type paceMeter struct {
+	times [16]time.Time
+	n     int // accesses seen
+}
+
+func (m *paceMeter) add(t time.Time) {
+	m.times[m.n%len(m.times)] = t
+	m.n++
+}
+
+// perSecond is the pace over the last accesses, or 0 before there are two a moment apart.
+func (m *paceMeter) perSecond() float64 {
+	k := min(m.n, len(m.times))
+	if k < 2 {
+		return 0
+	}
+	last := m.times[(m.n-1)%len(m.times)]
+	first := m.times[(m.n-k)%len(m.times)]
+	span := last.Sub(first).Seconds()
+	if span <= 0 {
+		return 0
+	}
+	return float64(k-1) / span
+}
+
+// or is the pace, or fallback while it is not known.
+func (m *paceMeter) or(fallback float64) float64 {
+	if v := m.perSecond(); v > 0 {
+		return v
+	}
+	return fallback
+}
