@@ -400,6 +400,12 @@ func (c *Cache) takeBuffer(sample int, demand bool) []byte {
 	return c.drop(v)
 }
 
+// prefetchMargin is how much later than the sample a prefetch loads another must be due for
+// the prefetch to take its buffer. How soon a sample is due is an estimate that moves as readers
+// speed up, pause and start (the first reads of an epoch); evicting a sample for one due nearly
+// as late only to load it back moments later is a decode wasted.
+const prefetchMargin = 2
+
 // victim picks the entry to evict for sample. Called with c.mu held.
 func (c *Cache) victim(sample int, demand bool) *entry {
 	due := func(s int) int {
@@ -408,11 +414,13 @@ func (c *Cache) victim(sample int, demand bool) *entry {
 		}
 		return c.opts.NextUse(s)
 	}
-	limit := -1 // a prefetch may only take from samples due after this one
+	limit := -1 // a prefetch may only take from samples due well after this one
 	if !demand {
-		if limit = due(sample); limit < 0 {
+		d := due(sample)
+		if d < 0 {
 			return nil // not due itself: no reason to evict anything
 		}
+		limit = d * prefetchMargin
 	}
 	var best *entry
 	bestDue := -1

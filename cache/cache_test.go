@@ -281,6 +281,54 @@ func TestPrefetch(t *testing.T) {
 	})
 }
 
+// TestPrefetchMargin: a prefetch takes the buffer of a ready sample only when that sample is
+// due at least prefetchMargin times as late; a reader's miss takes it regardless.
+func TestPrefetchMargin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newLoader()
+		var mu sync.Mutex
+		due := map[int]int{1: 300, 2: 500}
+		var want []int
+		nextUse := func(s int) int {
+			mu.Lock()
+			defer mu.Unlock()
+			if d, ok := due[s]; ok {
+				return d
+			}
+			return -1
+		}
+		wantFn := func(dst []int) []int {
+			mu.Lock()
+			defer mu.Unlock()
+			return append(dst, want...)
+		}
+		c := newCache(t, f, 2, 1, nextUse, wantFn)
+		mu.Lock()
+		want = []int{1, 2}
+		mu.Unlock()
+		c.Kick()
+		synctest.Wait()
+		// 3 is due sooner than 1 and 2, but not half as soon as either: they stay.
+		mu.Lock()
+		due[3], want = 260, []int{3, 1, 2}
+		mu.Unlock()
+		c.Kick()
+		synctest.Wait()
+		if f.count(3) != 0 || c.Stats().EvictedUnread != 0 {
+			t.Fatalf("sample 3 (due in 260) loaded %d times in place of one due in 300 or 500", f.count(3))
+		}
+		// 4, due in 200, takes the place of 2 (due in 500), not 1 (due in 300).
+		mu.Lock()
+		due[4], want = 200, []int{4, 3, 1, 2}
+		mu.Unlock()
+		c.Kick()
+		synctest.Wait()
+		if f.count(4) != 1 || !get(t, c, 1) || get(t, c, 2) {
+			t.Error("want sample 2, due more than twice as late as 4, evicted for it, and 1 kept")
+		}
+	})
+}
+
 func TestDemandAheadOfPrefetch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newLoader()

@@ -54,7 +54,7 @@ func (p *planFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 
 // planWriter returns the handle that collects what one open for writing of plan name writes.
 func (f *FS) planWriter(name string, flags uint32) *planWriter {
-	return &planWriter{f: f, name: name, appendPlan: flags&syscall.O_APPEND != 0, dirty: flags&syscall.O_TRUNC != 0}
+	return &planWriter{f: f, name: name, appendPlan: flags&syscall.O_APPEND != 0, truncate: flags&syscall.O_TRUNC != 0}
 }
 
 // planFileMode is the mode of every plan file.
@@ -87,18 +87,18 @@ func (d *plansDir) Create(ctx context.Context, name string, flags uint32, mode u
 		return nil, nil, 0, syscall.EINVAL
 	}
 	if _, ok := d.f.plans.Entries(name); !ok {
-		d.f.SetPlan(name, nil, false)
+		d.f.setPlan(name, nil, false, 0)
 	}
 	d.f.attr(&out.Attr, planFileMode, 0)
 	ch := d.NewInode(ctx, &planFile{node{f: d.f, mode: planFileMode}, name}, gofs.StableAttr{Mode: syscall.S_IFREG})
 	w := d.f.planWriter(name, flags)
-	w.dirty = w.dirty || !w.appendPlan // a file created for writing is a new plan, even left empty
+	w.truncate = w.truncate || !w.appendPlan // a file created for writing is a new plan, even left empty
 	return ch, w, fuse.FOPEN_DIRECT_IO, 0
 }
 
 // Unlink removes a plan: its samples are no longer due, and its counters go.
 func (d *plansDir) Unlink(ctx context.Context, name string) syscall.Errno {
-	if !d.f.RemovePlan(name) {
+	if !d.f.removePlan(name) {
 		return syscall.ENOENT
 	}
 	d.f.log.Info("plan removed", "plan", name)
@@ -111,7 +111,9 @@ type planWriter struct {
 	name       string
 	appendPlan bool
 	buf        []byte
-	dirty      bool          // there is something to apply at close
+	dirty      bool          // written since what was last applied
+	truncate   bool          // opened to replace the plan: if nothing is written, it is emptied
+	applied    bool          // something written was applied
 	tooLarge   syscall.Errno // EFBIG once a write went past the size limit
 }
 
@@ -137,13 +139,14 @@ func (w *planWriter) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 }
 
 // Flush applies the plan written through this open, at close. The kernel flushes once per
-// close of a descriptor (a dup'ed or inherited descriptor flushes again): what was written is
-// applied at the first flush after it was written, once.
+// close of a descriptor (a dup'ed or inherited descriptor flushes again, and a shell's
+// redirection closes one before anything is written): what was written is applied at the first
+// flush after it was written, once.
 func (w *planWriter) Flush(ctx context.Context) syscall.Errno {
 	if !w.dirty {
 		return 0
 	}
-	w.dirty = false
+	w.dirty, w.applied = false, true
 	var entries []int32
 	var err error
 	errno := syscall.EINVAL
@@ -162,7 +165,7 @@ func (w *planWriter) Flush(ctx context.Context) syscall.Errno {
 		w.f.problems.add(wire.Problem{Time: time.Now(), File: file, Sample: -1, Reason: "plan refused: " + err.Error()})
 		return errno
 	}
-	w.f.SetPlan(w.name, entries, w.appendPlan)
+	w.f.setPlan(w.name, entries, w.appendPlan, callerPid(ctx))
 	verb := "new plan"
 	if w.appendPlan {
 		verb = "plan appended"
@@ -172,8 +175,13 @@ func (w *planWriter) Flush(ctx context.Context) syscall.Errno {
 	return 0
 }
 
-// Release drops what was written.
+// Release drops what was written, once the last descriptor is closed. A plan opened to be
+// replaced (O_TRUNC, or created) and closed with nothing written is emptied now.
 func (w *planWriter) Release(ctx context.Context) syscall.Errno {
+	if w.truncate && !w.applied {
+		w.f.setPlan(w.name, nil, false, 0)
+		w.f.log.Info("plan emptied", "plan", w.name)
+	}
 	w.buf = nil
 	return 0
 }

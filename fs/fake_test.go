@@ -208,7 +208,7 @@ func TestPlanFake(t *testing.T) {
 		for i := range plan {
 			plan[i] = int32((i * 7) % n) // every sample once, shuffled (7 and n are coprime)
 		}
-		f.SetPlan(order.DefaultPlan, plan, false)
+		f.setPlan(order.DefaultPlan, plan, false, 0)
 		S := int(f.lay.Spec.SampleBytes())
 		hdr := len(f.lay.NpyHeader())
 		for _, s := range plan {

@@ -59,13 +59,14 @@ type Config struct {
 
 // FS is the state of a mount: the layout, the decoder, the cache, the plan and the counters.
 type FS struct {
-	cfg   Config
-	lay   *layout.Layout
-	out   decode.Output
-	cache *cache.Cache
-	plans *order.Plans
-	log   *slog.Logger
-	start time.Time
+	cfg    Config
+	lay    *layout.Layout
+	out    decode.Output
+	cache  *cache.Cache
+	plans  *order.Plans
+	owners *owners // which process wrote which plan
+	log    *slog.Logger
+	start  time.Time
 	// directIO: serve the tensor files with FOPEN_DIRECT_IO, which the kernel can memory-map
 	// from Linux 6.6 on (FUSE_DIRECT_IO_ALLOW_MMAP). Set when mounting.
 	directIO  atomic.Bool
@@ -101,7 +102,7 @@ func New(cfg Config) (*FS, error) {
 	}
 	f := &FS{
 		cfg: cfg, lay: lay, log: cfg.Log, start: time.Now(),
-		out: SampleOutput(lay, cfg.Resize),
+		out: SampleOutput(lay, cfg.Resize), owners: newOwners("/proc"),
 	}
 	f.problems.init(cfg.Source, cfg.Skipped)
 	f.dirNumber = map[string]int{}
@@ -161,16 +162,19 @@ func (f *FS) decodeSample(ctx context.Context, i int, buf []byte) error {
 	return err
 }
 
-// SetPlan makes entries the plan called name, creating it if need be (or, with appendPlan,
-// queues them behind it).
-func (f *FS) SetPlan(name string, entries []int32, appendPlan bool) {
+// setPlan makes entries the plan called name, creating it if need be (or, with appendPlan,
+// queues them behind it). writer is the thread that wrote it (0: not known): its process's
+// reads, and its children's, count toward the plan.
+func (f *FS) setPlan(name string, entries []int32, appendPlan bool, writer int) {
 	f.plans.Set(name, entries, appendPlan)
+	f.owners.wrote(name, writer)
 	f.cache.Kick()
 }
 
-// RemovePlan drops the plan called name, and what its readers were counted for.
-func (f *FS) RemovePlan(name string) bool {
+// removePlan drops the plan called name, and what its readers were counted for.
+func (f *FS) removePlan(name string) bool {
 	ok := f.plans.Remove(name)
+	f.owners.forget(name)
 	f.reads.forget(name)
 	f.cache.Kick()
 	return ok

@@ -2,7 +2,9 @@ package fs
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -163,4 +165,55 @@ func numbers(from, to int) string {
 		b.WriteString(itoa(i) + " ")
 	}
 	return b.String()
+}
+
+// TestPlansOwnReaders: a read by the process that wrote a plan, or by one of its children (a
+// DataLoader worker), counts toward that plan, though another plan has the sample due sooner; a
+// read by a process that wrote no plan counts toward the plan with the sample due soonest.
+func TestPlansOwnReaders(t *testing.T) {
+	f, _ := fakeFS(t, 40, 1, nil)
+	mnt := mountFake(t, f)
+	plans := filepath.Join(mnt, ".vidfs", "plans")
+	if err := os.WriteFile(filepath.Join(plans, "other"), []byte("5 6 7"), 0o644); err != nil { // this process
+		t.Fatal(err)
+	}
+	hdr, S := len(f.lay.NpyHeader()), int(f.lay.Spec.SampleBytes())
+	readSample := fmt.Sprintf("dd if=%s/clips.npy of=/dev/null bs=%d iflag=skip_bytes skip=%d count=1 status=none", mnt, S, hdr+5*S)
+	// A shell writes its plan, in which sample 5 comes sixth, and its child dd reads sample 5.
+	sh := exec.Command("sh", "-c", fmt.Sprintf("printf '0 1 2 3 4 5 6 7 8 9' > %s/mine && %s", plans, readSample))
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	// A process that wrote no plan reads sample 5 again: due soonest in other.
+	if out, err := exec.Command("sh", "-c", readSample).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	got := map[string]int64{}
+	for _, p := range f.Stats().Plans {
+		got[p.Name] = p.Hits + p.Misses
+	}
+	if got["mine"] != 1 || got["other"] != 1 {
+		t.Errorf("reads counted toward mine %d, other %d; want 1 each (the writer's child's toward mine)", got["mine"], got["other"])
+	}
+	// A shell's redirection closes a descriptor of the plan before it writes: the plan is
+	// replaced once, not emptied first. Truncating it with nothing written empties it.
+	writes := func() int64 {
+		for _, p := range f.Stats().Plans {
+			if p.Name == "other" {
+				return p.Writes
+			}
+		}
+		return -1
+	}
+	before := writes()
+	if out, err := exec.Command("sh", "-c", fmt.Sprintf("echo 9 8 > %s/other", plans)).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if e, _ := f.plans.Entries("other"); writes() != before+1 || fmt.Sprint(e) != "[9 8]" {
+		t.Errorf("after echo 9 8 > other: %d writes (was %d), plan %v", writes(), before, e)
+	}
+	if out, err := exec.Command("sh", "-c", fmt.Sprintf(": > %s/other", plans)).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	waitUntil(t, "other emptied", func() bool { e, ok := f.plans.Entries("other"); return ok && len(e) == 0 })
 }

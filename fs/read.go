@@ -66,12 +66,17 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 	var waited time.Duration
 	var accesses []counted
 	var errno syscall.Errno
+	var mine []string // the plans the reader wrote
+	mineKnown := false
 	for _, p := range f.lay.Pieces(int64(len(hdr)), first, count, off, int64(len(dest))) {
 		if p.Sample < 0 {
 			n += copy(dest[n:], hdr[p.Offset:p.Offset+p.Len])
 			break
 		}
-		access, plan := f.plans.Observe(p.Sample, p.Len, S, start)
+		if !mineKnown {
+			mine, mineKnown = f.owners.of(callerPid(ctx)), true
+		}
+		access, plan := f.plans.Observe(p.Sample, p.Len, S, start, mine)
 		if access {
 			f.cache.Kick() // the reader may have moved on in the plan
 		}

@@ -71,14 +71,14 @@ func read(ps *Plans, s int) bool { return piece(ps, s, 100, time.Now()) }
 
 // piece observes a read of n bytes of sample s (of 100 bytes) at now, through.
 func piece(ps *Plans, s int, n int64, now time.Time) bool {
-	access, _ := ps.Observe(s, n, 100, now)
+	access, _ := ps.Observe(s, n, 100, now, nil)
 	ps.Done(s)
 	return access
 }
 
 // readAt observes a whole read of sample s at now and says which plan it counted toward.
 func readAt(ps *Plans, s int, now time.Time) string {
-	_, plan := ps.Observe(s, 100, 100, now)
+	_, plan := ps.Observe(s, 100, 100, now, nil)
 	ps.Done(s)
 	return plan
 }
@@ -179,7 +179,7 @@ func TestPlanPieces(t *testing.T) {
 // reader has it, so that nothing evicts it in between.
 func TestPlanReading(t *testing.T) {
 	ps := one(4, 8, 5, 6)
-	if access, plan := ps.Observe(5, 100, 100, time.Now()); !access || plan != DefaultPlan {
+	if access, plan := ps.Observe(5, 100, 100, time.Now(), nil); !access || plan != DefaultPlan {
 		t.Fatalf("first read: access %v, plan %q", access, plan)
 	}
 	if pos, _ := position(ps, DefaultPlan); pos != 1 || ps.NextUse(5) != 0 {
@@ -265,18 +265,60 @@ func TestPlansPace(t *testing.T) {
 	}
 	ps.Set("fast", fast, false)
 	ps.Set("slow", slow, false)
+	share := func(ps *Plans, when string, want int) {
+		t.Helper()
+		n := map[bool]int{}
+		for _, s := range ps.Upcoming(nil, 50) {
+			n[s < 1000]++
+		}
+		if n[true] < want-5 || n[true] > want+5 {
+			t.Errorf("%s: of the next 50 samples, %d are the fast plan's and %d the slow one's; want about %d and %d", when, n[true], n[false], want, 50-want)
+		}
+	}
+	// The burst of a DataLoader's first batches does not pass for a pace.
+	ps2 := NewPlans(8, 1000, 0)
+	ps2.Set("fast", fast, false)
+	ps2.Set("slow", slow, false)
 	t0 := time.Now()
-	for i := range 10 {
-		readAt(ps, i, t0.Add(time.Duration(i)*25*time.Millisecond))       // 40 a second
+	for i := range 20 {
+		readAt(ps2, i, t0.Add(time.Duration(i)*time.Millisecond))
+	}
+	share(ps2, "a burst", 25)
+	for i := range 30 { // over 3 s: a pace is not trusted sooner
+		for j := range 4 {
+			readAt(ps, 4*i+j, t0.Add(time.Duration(4*i+j)*25*time.Millisecond)) // 40 a second
+		}
 		readAt(ps, 1000+i, t0.Add(time.Duration(i)*100*time.Millisecond)) // 10 a second
 	}
-	n := map[bool]int{}
-	for _, s := range ps.Upcoming(nil, 50) {
-		n[s < 1000]++
+	share(ps, "reading", 40)
+	// A pause (an epoch's end, a validation pass) does not make a reader look slow, and a burst
+	// of a few reads as DataLoader workers start does not make it look fast.
+	t1 := t0.Add(time.Minute)
+	for i := range 8 {
+		readAt(ps, 120+i, t1.Add(time.Duration(i)*25*time.Millisecond))
+		readAt(ps, 1030+i, t1.Add(time.Duration(i)*time.Millisecond))
 	}
-	if n[true] < 35 || n[true] > 45 {
-		t.Errorf("of the next 50 samples, %d are the fast plan's and %d the slow one's; want about 40 and 10", n[true], n[false])
+	share(ps, "after a pause and a burst", 40)
+}
+
+// TestPlansOwnReads: a read by a reader whose own plan has the sample due counts toward that
+// plan, even when another plan (another rank's next epoch) has it due sooner.
+func TestPlansOwnReads(t *testing.T) {
+	ps := NewPlans(4, 100, 0)
+	ps.Set("rank0", []int32{1, 2, 3, 4, 5, 6, 7, 8}, false)
+	ps.Set("rank1", []int32{8, 9, 10}, false)
+	if _, plan := ps.Observe(8, 100, 100, time.Now(), []string{"rank0"}); plan != "rank0" {
+		t.Errorf("rank0's read of sample 8 counted toward %q", plan)
 	}
+	ps.Done(8)
+	if _, plan := ps.Observe(9, 100, 100, time.Now(), []string{"rank0"}); plan != "rank1" {
+		t.Errorf("rank0's read of sample 9, which only rank1 has, counted toward %q", plan)
+	}
+	ps.Done(9)
+	if _, plan := ps.Observe(8, 100, 100, time.Now(), nil); plan != "rank1" {
+		t.Errorf("an unknown reader's read of sample 8 counted toward %q, not the plan with it due soonest", plan)
+	}
+	ps.Done(8)
 }
 
 // TestPlansIdle: a plan nobody reads or writes for the idle time stops being due, and counts

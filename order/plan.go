@@ -129,30 +129,62 @@ func (c *cursor) next() bool {
 func (c *cursor) sample() int32 { return c.p.entries[c.q] }
 func (c *cursor) dueMs() int    { return msAt(c.q-c.p.pos, c.pace) }
 
-// paceMeter measures a reader's pace from the times of its last accesses.
+// paceMeter measures a reader's pace from the times of its last accesses: how fast it reads
+// while it reads. The accesses measured span many batches, so that the burst of reads as a
+// DataLoader's workers start does not pass for its pace. A pause between accesses counts as at
+// most maxGap; a pause longer than restGap (the end of an epoch, a validation pass) starts the
+// measure afresh, and until it has minAccesses again the pace from before the pause stands.
 type paceMeter struct {
-	times [16]time.Time
-	n     int // accesses seen
+	times  [64]time.Time
+	n      int     // accesses measured
+	before float64 // the pace before the last long pause
 }
 
+const (
+	// maxGap is the most one interval between a reader's accesses counts toward its pace.
+	maxGap = time.Second
+	// restGap is a pause after which the pace is measured afresh.
+	restGap = 5 * time.Second
+	// minAccesses and minSpan are how many accesses, over how long, a pace is measured before
+	// it is trusted: less may be the burst of a DataLoader's first batches.
+	minAccesses = 16
+	minSpan     = 2 * time.Second
+)
+
 func (m *paceMeter) add(t time.Time) {
+	if m.n > 0 && t.Sub(m.times[(m.n-1)%len(m.times)]) > restGap {
+		if v := m.measured(); v > 0 {
+			m.before = v
+		}
+		m.n = 0
+	}
 	m.times[m.n%len(m.times)] = t
 	m.n++
 }
 
-// perSecond is the pace over the last accesses, or 0 before there are two a moment apart.
+// perSecond is the pace, or 0 while it is not known.
 func (m *paceMeter) perSecond() float64 {
+	if v := m.measured(); v > 0 {
+		return v
+	}
+	return m.before
+}
+
+// measured is the pace over the accesses since the last long pause, or 0 before there are
+// minAccesses of them over minSpan (or a full record of them).
+func (m *paceMeter) measured() float64 {
 	k := min(m.n, len(m.times))
-	if k < 2 {
+	if k < minAccesses {
 		return 0
 	}
-	last := m.times[(m.n-1)%len(m.times)]
-	first := m.times[(m.n-k)%len(m.times)]
-	span := last.Sub(first).Seconds()
-	if span <= 0 {
+	var span time.Duration
+	for i := m.n - k + 1; i < m.n; i++ {
+		span += min(m.times[i%len(m.times)].Sub(m.times[(i-1)%len(m.times)]), maxGap)
+	}
+	if span <= 0 || span < minSpan && k < len(m.times) {
 		return 0
 	}
-	return float64(k-1) / span
+	return float64(k-1) / span.Seconds()
 }
 
 // or is the pace, or fallback while it is not known.

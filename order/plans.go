@@ -30,8 +30,10 @@ func ValidName(name string) error {
 
 // Plans follows every reader through its own plan: the samples it will read, in order (one
 // DataLoader, one DDP rank). Each read is reported with Observe; a read that starts a new access
-// to a sample (not the rest of a sample being read in pieces) counts toward the plan that has the
-// sample due soonest, and consumes its next unread occurrence there. How soon a sample is due is
+// to a sample (not the rest of a sample being read in pieces) counts toward the reader's own plan
+// when the caller knows which that is (the process that wrote it, or its DataLoader workers) and
+// it has the sample due, else toward the plan that has the sample due soonest, and consumes its
+// next unread occurrence there. How soon a sample is due is
 // a time: its distance from a plan's position, at the pace that plan's reader reads. So the
 // cache, which keeps and decodes first what is due soonest, serves every plan by its pace, and a
 // sample two plans want is wanted once. A plan nobody has read or written for the idle time stops
@@ -126,11 +128,15 @@ func (ps *Plans) Entries(name string) ([]int32, bool) {
 }
 
 // Observe reports a read of n bytes of sample (of sampleBytes bytes) and says whether it started
-// a new access to the sample, and if so, which plan it counted toward ("" for none). Pieces of a
-// sample may come in any order (page faults do), so only their sizes count. The sample is due now
-// until the read calls Done: an access consumes its plan entry at once, and the sample must not
-// look unwanted to the cache before the reader has it.
-func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time) (bool, string) {
+// a new access to the sample, and if so, which plan it counted toward ("" for none). mine names
+// the plans the reader wrote, when the caller knows (nil when not): the access counts toward the
+// one of them that has the sample due soonest, and only if none has it due, toward the plan of
+// all that has. Without that, a rank's read of a sample it has due now could count toward
+// another rank's next epoch, whose position would move while its own stalled. Pieces of a sample
+// may come in any order (page faults do), so only their sizes count. The sample is due now until
+// the read calls Done: an access consumes its plan entry at once, and the sample must not look
+// unwanted to the cache before the reader has it.
+func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine []string) (bool, string) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	ps.reading[sample]++
@@ -155,12 +161,23 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time) (bool,
 		delete(ps.open, sample)
 	}
 	ps.stats.Accesses++
-	// The plan that has the sample due soonest.
+	// The reader's own plan that has the sample due soonest, else any plan's.
+	pace := ps.fallbackPace()
 	var best *plan
 	bestDue := -1
-	for _, p := range ps.plans {
-		if d := p.due(sample, ps.horizon, ps.fallbackPace()); d >= 0 && (best == nil || d < bestDue) {
+	consider := func(p *plan) {
+		if d := p.due(sample, ps.horizon, pace); d >= 0 && (best == nil || d < bestDue) {
 			best, bestDue = p, d
+		}
+	}
+	for _, name := range mine {
+		if p := ps.plans[name]; p != nil {
+			consider(p)
+		}
+	}
+	if best == nil {
+		for _, p := range ps.plans {
+			consider(p)
 		}
 	}
 	if best == nil {

@@ -1,23 +1,28 @@
 """Reading a vidfs mount from Python: samples as NumPy arrays, a Dataset for PyTorch's DataLoader,
-and a sampler that tells vidfs each epoch's order so that it decodes ahead of the reader.
+and a sampler that tells vidfs each epoch's order, one plan per reader, so that it decodes ahead.
 
-Only NumPy is needed; the classes work with torch.utils.data.DataLoader without importing torch.
+NumPy is the only dependency; torch is imported only if it is installed (for DistributedSampler's
+exact shuffle). The classes work with torch.utils.data.DataLoader without subclassing torch's.
 
     from vidfs import Mount, Dataset, PlanSampler
     mnt = Mount("/mnt/videos")
-    loader = torch.utils.data.DataLoader(Dataset(mnt), batch_size=8, num_workers=4,
-                                         sampler=PlanSampler(mnt, seed=0))
+    sampler = PlanSampler(mnt, seed=0)      # under torchrun: this rank's share, plan "rank<N>"
+    loader = torch.utils.data.DataLoader(Dataset(mnt), batch_size=8, num_workers=4, sampler=sampler)
     for epoch in range(10):
-        loader.sampler.set_epoch(epoch)
-        for clips, labels in loader:   # clips: (8, T, H, W, 3) uint8
+        sampler.set_epoch(epoch)
+        for clips, labels in loader:         # clips: (8, T, H, W, 3) uint8
             ...
 """
 import csv
+import errno
 import json
+import math
 import os
-import random
+import warnings
 
 import numpy as np
+
+__all__ = ["Mount", "Dataset", "PlanSampler"]
 
 
 class Mount:
@@ -25,7 +30,8 @@ class Mount:
 
     Samples are read from clips.npy with one pread() each (not through a memory map): every
     read reaches vidfs whole, and a sample that cannot be decoded raises OSError (EIO) instead
-    of killing the process with SIGBUS, as a memory-mapped read of it would.
+    of killing the process with SIGBUS, as a memory-mapped read of it would (unless the mount
+    serves another sample in its place: vidfs mount --on-error substitute).
     """
 
     def __init__(self, path):
@@ -37,7 +43,7 @@ class Mount:
         self.sample_bytes = lay["sample_bytes"]
         self.header = lay["npy_header_bytes"]  # sample i is at header + i * sample_bytes
         self._fd, self._pid = None, None
-        self._labels = None
+        self._index = None
 
     def __len__(self):
         return self.layout["samples"]
@@ -66,61 +72,204 @@ class Mount:
         """All samples as one memory-mapped array (N, T, H, W, 3)."""
         return np.load(os.path.join(self.path, "clips.npy"), mmap_mode="r")
 
+    def index(self):
+        """index.csv's rows: for each sample, its path, video, start frame, stride, label, class."""
+        if self._index is None:
+            with open(os.path.join(self.path, "index.csv")) as f:
+                self._index = list(csv.DictReader(f))
+        return self._index
+
     def labels(self):
         """Each sample's label: the index of its class in classes.txt, or -1."""
-        if self._labels is None:
-            with open(os.path.join(self.path, "index.csv")) as f:
-                self._labels = [int(row["label"]) for row in csv.DictReader(f)]
-        return self._labels
+        return [int(row["label"]) for row in self.index()]
+
+    def videos(self):
+        """The samples of each video, in clips.npy order: a list of lists of sample indices."""
+        out, last = [], None
+        for i, row in enumerate(self.index()):
+            if row["video"] != last:
+                out.append([])
+                last = row["video"]
+            out[-1].append(i)
+        return out
 
     def classes(self):
         with open(os.path.join(self.path, "classes.txt")) as f:
             return [line.rstrip("\n") for line in f if line.strip()]
 
-    def write_plan(self, order, append=False):
-        """Tell vidfs the samples about to be read, in order. append queues them behind the plan
-        in force (the next epoch). An invalid plan raises OSError (EINVAL) and changes nothing."""
-        with open(os.path.join(self.path, ".vidfs", "order"), "a" if append else "w") as f:
+    def plan_path(self, name=None):
+        """The file of plan name: .vidfs/plans/NAME, or .vidfs/order for the default plan."""
+        if name is None or name == "default":
+            return os.path.join(self.path, ".vidfs", "order")
+        return os.path.join(self.path, ".vidfs", "plans", name)
+
+    def write_plan(self, order, append=False, name=None):
+        """Tell vidfs the samples a reader is about to read, in order: plan name (one per reader,
+        e.g. a DDP rank), or the default plan. append queues them behind the plan in force (the
+        next epoch). An invalid plan raises OSError (EINVAL) and changes nothing."""
+        with open(self.plan_path(name), "a" if append else "w") as f:
             f.write(" ".join(str(int(i)) for i in order))
             f.write("\n")
 
+    def remove_plan(self, name):
+        """Drop plan name, so that it holds no cache."""
+        os.unlink(self.plan_path(name))
+
     def stats(self):
-        """What vidfs is doing: hit rate, position in the plan, decode rate, waits, errors."""
+        """What vidfs is doing: hit rate, each plan's position and wait, decode rate, errors."""
         with open(os.path.join(self.path, ".vidfs", "stats")) as f:
             return json.load(f)
 
+    def failed(self):
+        """.vidfs/failed's rows: every sample that could not be decoded, at which frame, why, and
+        what the mount serves in its place (a sample's index, "zeros" or "EIO")."""
+        with open(os.path.join(self.path, ".vidfs", "failed")) as f:
+            return list(csv.DictReader(f))
+
 
 class Dataset:
-    """A map-style dataset of (clip, label): clip is (T, H, W, 3) uint8, as a NumPy array."""
+    """A map-style dataset of (clip, label): clip is (T, H, W, 3) uint8, as a NumPy array.
 
-    def __init__(self, mount, transform=None):
+    on_error says what a sample that cannot be decoded (OSError EIO) gives: "raise" raises it;
+    "skip" warns once per sample and gives the next sample that can be read instead."""
+
+    def __init__(self, mount, transform=None, on_error="raise"):
+        if on_error not in ("raise", "skip"):
+            raise ValueError("on_error %r: want 'raise' or 'skip'" % (on_error,))
         self.mount = mount if isinstance(mount, Mount) else Mount(mount)
         self.transform = transform
+        self.on_error = on_error
+        self._warned = set()
 
     def __len__(self):
         return len(self.mount)
 
     def __getitem__(self, i):
-        clip = self.mount.read(i)
-        if self.transform is not None:
-            clip = self.transform(clip)
-        return clip, self.mount.labels()[i]
+        n = len(self.mount)
+        for k in range(n if self.on_error == "skip" else 1):
+            j = (i + k) % n
+            try:
+                clip = self.mount.read(j)
+            except OSError as e:
+                if e.errno != errno.EIO or self.on_error != "skip":
+                    raise
+                if j not in self._warned:
+                    self._warned.add(j)
+                    warnings.warn("vidfs: sample %d cannot be decoded (see %s/.vidfs/failed); skipped" % (j, self.mount.path))
+                continue
+            if self.transform is not None:
+                clip = self.transform(clip)
+            return clip, self.mount.labels()[j]
+        raise OSError(errno.EIO, "no sample from %d on can be decoded" % i)
+
+
+def _dist_env():
+    """This process's rank and the world size: torch.distributed's when it is initialised, else
+    torchrun's environment (RANK, WORLD_SIZE), else 0 and 1."""
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except ImportError:
+        pass
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+def _permutation(n, seed):
+    """torch.randperm(n) from a generator seeded with seed, as DistributedSampler draws it; NumPy's
+    (not the same order) where torch is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return np.random.default_rng(seed).permutation(n).tolist()
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return torch.randperm(n, generator=g).tolist()
 
 
 class PlanSampler:
-    """Yields a shuffled order of all samples each epoch. Before yielding, it writes that order
-    to .vidfs/order followed by the next epoch's (orders depend only on seed and epoch), so that
-    vidfs decodes just ahead of the DataLoader's workers, across the end of the epoch too. Give
-    epochs (the number the training runs) so that the last epoch plans no next one, whose first
-    samples vidfs would otherwise decode in vain."""
+    """Yields this reader's samples for the epoch, and tells vidfs: before yielding, it writes them,
+    followed by the next epoch's, to its plan (.vidfs/plans/NAME), so that vidfs decodes just ahead
+    of the DataLoader's workers, across the end of the epoch too.
 
-    def __init__(self, mount, seed=0, shuffle=True, epochs=None):
+    With a rank and world size (by default torch.distributed's, else torchrun's RANK and
+    WORLD_SIZE), it shuffles, pads and splits exactly as torch.utils.data.DistributedSampler does
+    with the same seed, shuffle and drop_last, and set_epoch means what it means there; its plan
+    is then named "rank<N>" (give name= for several jobs on one node). Without, the plan is the
+    mount's default (.vidfs/order).
+
+    Which samples make an epoch (mount a dense grid of samples per video with a small --step):
+    clips="all" takes every sample; clips="random" draws clips_per_video random samples of each
+    video each epoch (the same on every rank); clips="uniform" takes clips_per_video evenly spaced
+    samples of each video, for evaluation. skip_failed leaves out the samples .vidfs/failed lists
+    (then the split no longer matches DistributedSampler's). epochs, if given, keeps the last
+    epoch from planning one after it."""
+
+    def __init__(self, mount, rank=None, world_size=None, seed=0, shuffle=True, drop_last=False,
+                 clips="all", clips_per_video=1, epochs=None, name=None, skip_failed=False):
+        if clips not in ("all", "random", "uniform"):
+            raise ValueError("clips %r: want 'all', 'random' or 'uniform'" % (clips,))
         self.mount = mount if isinstance(mount, Mount) else Mount(mount)
-        self.seed, self.shuffle, self.epoch, self.epochs = seed, shuffle, 0, epochs
+        env_rank, env_world = _dist_env()
+        self.rank = env_rank if rank is None else rank
+        self.world_size = env_world if world_size is None else world_size
+        if not 0 <= self.rank < self.world_size:
+            raise ValueError("rank %d of a world of %d" % (self.rank, self.world_size))
+        self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
+        self.clips, self.clips_per_video, self.epochs = clips, clips_per_video, epochs
+        self.skip_failed = skip_failed
+        if name is None:
+            name = "default" if self.world_size == 1 else "rank%d" % self.rank
+        self.name = name
+        self.epoch = 0
         self._written = None  # the epoch whose plan vidfs has
         self._write()  # vidfs starts decoding while the trainer sets up
 
+    def epoch_samples(self, epoch=None):
+        """The samples of an epoch, for all the ranks together, before shuffling."""
+        epoch = self.epoch if epoch is None else epoch
+        if self.clips == "all":
+            samples = list(range(len(self.mount)))
+        else:
+            samples, k = [], self.clips_per_video
+            rng = np.random.default_rng([self.seed, epoch])
+            for video in self.mount.videos():
+                if self.clips == "random":
+                    pick = rng.choice(len(video), size=k, replace=len(video) < k)
+                else:
+                    pick = [min(len(video) - 1, (j * len(video)) // k + len(video) // (2 * k)) for j in range(k)]
+                samples.extend(video[p] for p in sorted(pick))
+        if self.skip_failed:
+            failed = {int(row["sample"]) for row in self.mount.failed()}
+            samples = [s for s in samples if s not in failed]
+        return samples
+
+    def _sizes(self, n):
+        """DistributedSampler's num_samples and total_size for a dataset of n."""
+        if self.drop_last and n % self.world_size != 0:
+            per = math.ceil((n - self.world_size) / self.world_size)
+        else:
+            per = math.ceil(n / self.world_size)
+        return per, per * self.world_size
+
+    def order(self, epoch=None):
+        """This rank's samples for an epoch, in order."""
+        epoch = self.epoch if epoch is None else epoch
+        samples = self.epoch_samples(epoch)
+        n = len(samples)
+        if n == 0:
+            return []
+        idx = _permutation(n, self.seed + epoch) if self.shuffle else list(range(n))
+        _, total = self._sizes(n)
+        if not self.drop_last:
+            pad = total - len(idx)
+            idx += idx[:pad] if pad <= len(idx) else (idx * math.ceil(pad / len(idx)))[:pad]
+        else:
+            idx = idx[:total]
+        return [samples[i] for i in idx[self.rank:total:self.world_size]]
+
     def set_epoch(self, epoch):
+        """Take epoch's samples (and seed), as DistributedSampler.set_epoch does, and tell vidfs."""
         self.epoch = epoch
         self._write()
 
@@ -132,20 +281,12 @@ class PlanSampler:
     def _write(self):
         """Write this epoch's plan, once: writing it again would restart vidfs's count."""
         if self._written != self.epoch:
-            self.mount.write_plan(self._plan())
+            self.mount.write_plan(self._plan(), name=self.name)
             self._written = self.epoch
 
-    def order(self, epoch=None):
-        order = list(range(len(self.mount)))
-        if self.shuffle:
-            random.Random(self.seed * 100003 + (self.epoch if epoch is None else epoch)).shuffle(order)
-        return order
-
     def __iter__(self):
-        order = self.order()
         self._write()
-        self.epoch += 1
-        return iter(order)
+        return iter(self.order())
 
     def __len__(self):
-        return len(self.mount)
+        return self._sizes(len(self.epoch_samples()))[0]

@@ -12,8 +12,9 @@ pkgs=(build-essential pkg-config nasm dpkg-dev libdav1d-dev zlib1g-dev ca-certif
 case $purpose in
   build) ;;
   # Tests: FUSE, Debian's ffmpeg CLI (test videos and reference decodes), real footage
-  # (opencv-doc's Megamind.avi), NumPy for the Python client tests, fio, tmux (vidfs top's test).
-  test) pkgs+=(fuse3 ffmpeg opencv-doc python3-numpy fio tmux) ;;
+  # (opencv-doc's Megamind.avi), NumPy for the Python client tests, torch for the DDP test, venv,
+  # pip and setuptools for the package's install test, fio, tmux (vidfs top's test).
+  test) pkgs+=(fuse3 ffmpeg opencv-doc python3-numpy fio tmux python3-torch python3-venv python3-pip python3-setuptools) ;;
   demo) pkgs+=(fuse3 python3-numpy) ;;
   # Benchmarks: the loaders vidfs is compared with, and matplotlib for the chart.
   bench) pkgs+=(fuse3 ffmpeg opencv-doc python3-numpy python3-av python3-opencv python3-torch python3-matplotlib fio) ;;

@@ -28,10 +28,12 @@ type command struct {
 	flags   func(fs *pflag.FlagSet) // registers the command's flags, bound to its own options
 }
 
-// env is what a command reads and writes: the process's streams, injectable for tests.
+// env is what a command reads and writes: the process's streams, injectable for tests, and the
+// command line as given (vidfs mount --daemon runs it again).
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	args           []string
 }
 
 // usageError is a mistake on the command line: it prints the command's usage too.
@@ -61,6 +63,7 @@ func main() {
 
 // run executes one command line and returns the exit status.
 func run(ctx context.Context, args []string, e *env) int {
+	e.args = args
 	cmds := commands()
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 {

@@ -96,6 +96,8 @@ type mountOptions struct {
 	gpuDecoders           int
 	onError               string
 	planIdle              time.Duration
+	daemon                bool
+	logFile, pidFile      string
 }
 
 func mountCommand() *command {
@@ -139,6 +141,9 @@ or zeros in their place. SRC is only read. Probe tables are cached
 			fs.StringVar(&o.logLevel, "log-level", "info", "log detail on stderr: debug, info, warn or error")
 			fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9100 (path /metrics)")
 			fs.BoolVar(&o.debugFUSE, "debug-fuse", false, "log every FUSE request")
+			fs.BoolVar(&o.daemon, "daemon", false, "serve in the background: return once the mount serves, log to --log-file, write --pid-file")
+			fs.StringVar(&o.logFile, "log-file", "", "with --daemon, where the mount logs (default: ~/.cache/vidfs/mounts/MNT-HASH.log)")
+			fs.StringVar(&o.pidFile, "pid-file", "", "write the mount's pid here while it serves (default with --daemon: beside the log)")
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			if len(args) != 2 {
@@ -201,6 +206,16 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 			return fmt.Errorf("--hwaccel cuda: %w", err)
 		}
 	}
+	if o.daemon {
+		logFile, pidFile := daemonPaths(mnt)
+		if o.logFile != "" {
+			logFile = o.logFile
+		}
+		if o.pidFile != "" {
+			pidFile = o.pidFile
+		}
+		return startDaemon(e, e.args, mnt, logFile, pidFile)
+	}
 	began := time.Now()
 	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, src)
 	if err != nil {
@@ -247,6 +262,12 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 		"videos", len(lay.Videos), "left_out", len(skipped), "classes", len(lay.Classes),
 		"cache", formatBytes(st.Cache.CapacityBytes), "cache_samples", st.Cache.CapacitySamples,
 		"prefetch", st.Plan.PrefetchDepth, "workers", st.Decode.Workers, "ready_in", time.Since(began).Round(time.Millisecond))
+	done, err := serving(o.pidFile)
+	defer done()
+	if err != nil {
+		m.Unmount()
+		return err
+	}
 
 	served := make(chan struct{})
 	go func() { m.Wait(); close(served) }()

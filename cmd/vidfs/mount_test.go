@@ -237,3 +237,48 @@ func TestProbeCacheAndUmount(t *testing.T) {
 		t.Errorf("vidfs umount after kill: exit %d, %s; still mounted: %v", code, errs, mounted(second.dir))
 	}
 }
+
+// TestDaemon: vidfs mount --daemon returns once the mount serves, with its pid in the pid file and
+// its log in the log file; vidfs umount stops it, and the pid file goes. A mount that cannot start
+// makes --daemon fail, saying why.
+func TestDaemon(t *testing.T) {
+	src, mnt, dir := makeSource(t), t.TempDir(), t.TempDir()
+	logFile, pidFile := filepath.Join(dir, "m.log"), filepath.Join(dir, "m.pid")
+	vidfsProc := func(args ...string) (string, error) {
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "VIDFS_TEST_MAIN=1")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := vidfsProc("mount", src, mnt, "--daemon", "--log-file", logFile, "--pid-file", pidFile, "--size", "32x32", "--probe-cache", "")
+	if err != nil || !strings.Contains(out, "vidfs mounted on "+mnt) {
+		t.Fatalf("mount --daemon: %v\n%s", err, out)
+	}
+	defer exec.Command("fusermount3", "-u", "-z", mnt).Run()
+	b, err := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 || syscall.Kill(pid, 0) != nil || !strings.Contains(out, fmt.Sprintf("pid %d", pid)) {
+		t.Fatalf("pid file %q (%v) names no live process; mount said %s", b, err, out)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, ".vidfs", "stats")); err != nil {
+		t.Errorf("the mount does not serve after --daemon returned: %v", err)
+	}
+	if l, _ := os.ReadFile(logFile); !strings.Contains(string(l), "msg=mounted") {
+		t.Errorf("log file lacks the mount's log:\n%s", l)
+	}
+	if out, err := vidfsProc("umount", mnt); err != nil {
+		t.Fatalf("umount: %v\n%s", err, out)
+	}
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon did not exit after umount")
+		}
+	}
+	if _, err := os.Stat(pidFile); !os.IsNotExist(err) {
+		t.Errorf("pid file left after the daemon exited: %v", err)
+	}
+	out, err = vidfsProc("mount", filepath.Join(src, "nope"), mnt, "--daemon", "--log-file", logFile, "--pid-file", pidFile)
+	if err == nil || !strings.Contains(out, "did not start") || !strings.Contains(out, "no such file or directory") {
+		t.Errorf("--daemon of a missing source: %v\n%s", err, out)
+	}
+}

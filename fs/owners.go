@@ -1,0 +1,171 @@
+package fs
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// owners remembers which process wrote each plan, and finds the plans a reading process wrote:
+// itself, or a process it descends from. A DDP rank's sampler writes its plan from the rank's
+// process and its DataLoader workers, children of that process, read; so a read is counted
+// toward the plan of the rank that reads, even when another rank's next epoch has the same
+// sample due sooner. A read whose process wrote no plan (nor did its parents) has no owner,
+// and counts as order.Plans decides from the plans alone.
+//
+// Processes are known by their thread group (the kernel tells FUSE the reading thread), from
+// /proc, which is looked at only while some plan has an owner, and remembered for a while.
+type owners struct {
+	proc string // where procfs is: /proc
+
+	mu     sync.Mutex
+	byProc map[int][]string // process (thread group) id -> the plans it wrote last
+	known  map[int]procInfo // thread id -> its process and parent, as lately read
+}
+
+// procInfo is what /proc said of a thread.
+type procInfo struct {
+	tgid, ppid int
+	at         time.Time
+}
+
+// procTTL is how long what /proc said of a thread is trusted. Thread ids are reused, but not
+// this soon on a machine that is not creating threads by the thousand.
+const procTTL = 10 * time.Second
+
+// maxAncestry bounds the walk up from a reading process to the one that wrote its plan.
+const maxAncestry = 16
+
+func newOwners(proc string) *owners {
+	return &owners{proc: proc, byProc: map[int][]string{}, known: map[int]procInfo{}}
+}
+
+// callerPid is the id of the thread whose request ctx carries, or 0 when it carries none.
+func callerPid(ctx context.Context) int {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return int(c.Pid)
+	}
+	return 0
+}
+
+// wrote records that thread pid wrote plan (which no other process owns from now on).
+func (o *owners) wrote(plan string, pid int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.forgetLocked(plan)
+	if pid <= 0 {
+		return
+	}
+	info, err := o.infoLocked(pid, time.Now())
+	if err != nil {
+		return // gone already: no reader can descend from it
+	}
+	o.byProc[info.tgid] = append(o.byProc[info.tgid], plan)
+}
+
+// forget drops plan's owner (the plan was removed).
+func (o *owners) forget(plan string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.forgetLocked(plan)
+}
+
+func (o *owners) forgetLocked(plan string) {
+	for p, names := range o.byProc {
+		if names = slices.DeleteFunc(names, func(n string) bool { return n == plan }); len(names) == 0 {
+			delete(o.byProc, p)
+		} else {
+			o.byProc[p] = names
+		}
+	}
+}
+
+// of returns the plans written by thread pid's process or the nearest of its ancestors that
+// wrote any; nil when there are none or pid is not known (0).
+func (o *owners) of(pid int) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.byProc) == 0 || pid <= 0 {
+		return nil
+	}
+	now := time.Now()
+	for range maxAncestry {
+		info, err := o.infoLocked(pid, now)
+		if err != nil {
+			return nil
+		}
+		if names := o.byProc[info.tgid]; len(names) > 0 {
+			return names
+		}
+		if info.ppid <= 1 {
+			return nil
+		}
+		pid = info.ppid
+	}
+	return nil
+}
+
+// infoLocked returns thread pid's process and parent, from what is remembered or from /proc.
+func (o *owners) infoLocked(pid int, now time.Time) (procInfo, error) {
+	if info, ok := o.known[pid]; ok && now.Sub(info.at) < procTTL {
+		return info, nil
+	}
+	tgid, ppid, err := readStatus(fmt.Sprintf("%s/%d/status", o.proc, pid))
+	if err != nil {
+		delete(o.known, pid)
+		return procInfo{}, err
+	}
+	if len(o.known) >= 4096 {
+		for p, info := range o.known {
+			if now.Sub(info.at) >= procTTL {
+				delete(o.known, p)
+			}
+		}
+	}
+	info := procInfo{tgid: tgid, ppid: ppid, at: now}
+	o.known[pid] = info
+	return info, nil
+}
+
+// readStatus reads a thread's process id (Tgid) and its parent's (PPid) from a /proc status
+// file.
+func readStatus(path string) (tgid, ppid int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	found := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() && found < 2 {
+		key, val, ok := strings.Cut(sc.Text(), ":")
+		if !ok || key != "Tgid" && key != "PPid" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(val))
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %s: %w", path, key, err)
+		}
+		if key == "Tgid" {
+			tgid = n
+		} else {
+			ppid = n
+		}
+		found++
+	}
+	if err := sc.Err(); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", path, err)
+	}
+	if found < 2 {
+		return 0, 0, fmt.Errorf("%s: no Tgid and PPid", path)
+	}
+	return tgid, ppid, nil
+}

@@ -1,0 +1,71 @@
+package fs
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// fakeProc writes a /proc of threads: tid -> {tgid, ppid}.
+func fakeProc(t *testing.T, threads map[int][2]int) string {
+	dir := t.TempDir()
+	for tid, p := range threads {
+		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprint(tid)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		status := fmt.Sprintf("Name:\tpython3\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t%d\nNgid:\t0\nPid:\t%d\nPPid:\t%d\n", p[0], tid, p[1])
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(tid), "status"), []byte(status), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestOwners: a plan belongs to the process that wrote it (whichever of its threads did), and
+// reads by it, its threads and its descendants (DataLoader workers) find it; others find none.
+func TestOwners(t *testing.T) {
+	o := newOwners(fakeProc(t, map[int][2]int{
+		100: {100, 1},   // torchrun
+		200: {200, 100}, // rank 0
+		201: {200, 100}, // a thread of rank 0
+		210: {210, 200}, // rank 0's DataLoader worker
+		211: {211, 210}, // a worker's child
+		300: {300, 100}, // rank 1
+		310: {310, 300}, // rank 1's worker
+		400: {400, 1},   // a shell
+	}))
+	if got := o.of(210); got != nil {
+		t.Errorf("before any plan has an owner: %v", got)
+	}
+	o.wrote("rank0", 201)
+	o.wrote("rank1", 300)
+	o.wrote("val1", 300)
+	for pid, want := range map[int][]string{200: {"rank0"}, 201: {"rank0"}, 210: {"rank0"}, 211: {"rank0"},
+		300: {"rank1", "val1"}, 310: {"rank1", "val1"}, 400: nil, 100: nil, 999: nil, 0: nil} {
+		if got := o.of(pid); !slices.Equal(got, want) {
+			t.Errorf("plans of %d: %v, want %v", pid, got, want)
+		}
+	}
+	o.wrote("rank0", 400) // the shell rewrote it: rank 0's process owns it no longer
+	o.forget("val1")
+	if got := o.of(210); got != nil {
+		t.Errorf("rank 0's worker after rank0 was rewritten by another process: %v", got)
+	}
+	if got := o.of(400); !slices.Equal(got, []string{"rank0"}) {
+		t.Errorf("the shell: %v", got)
+	}
+	if got := o.of(310); !slices.Equal(got, []string{"rank1"}) {
+		t.Errorf("rank 1's worker after val1 was removed: %v", got)
+	}
+}
+
+// TestOwnersProc: the real /proc says this process descends from its parent.
+func TestOwnersProc(t *testing.T) {
+	o := newOwners("/proc")
+	o.wrote("mine", os.Getppid())
+	if got := o.of(os.Getpid()); !slices.Equal(got, []string{"mine"}) {
+		t.Errorf("plans of this process, whose parent wrote one: %v", got)
+	}
+}
