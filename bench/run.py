@@ -12,7 +12,9 @@
 4. fio's whole-sample random and sequential reads of clips.raw (1 and 4 jobs, psync and mmap),
    each on a fresh mount, and on a tmpfs file of the same size, the ceiling.
 5. vidfs bench (the built-in reader) with the plan pattern.
-6. The figures go into docs/benchmarks.md (between markers) and docs/benchmarks.png.
+6. DDP: vidfs (one mount, PlanSampler) against PyAV with DistributedSampler, 2 ranks x 1
+   DataLoader worker (bench/ddp.py), flat out and paced, every process on the same 2 cores.
+7. The figures go into docs/benchmarks.md (between markers) and docs/benchmarks.png.
 """
 import argparse
 import datetime
@@ -37,6 +39,7 @@ CACHE_MEM = "512MiB"
 WORKERS = "2"
 EPOCHS = 2
 BATCH = 8
+DDP_WORLD = 2
 CONTENDERS = ["pyav", "opencv", "vidfs", "vidfs-plan", "npy"]
 NAMES = {"pyav": "PyAV Dataset", "opencv": "OpenCV VideoCapture Dataset", "vidfs": "vidfs, no plan",
          "vidfs-plan": "vidfs, plan each epoch", "npy": "pre-decoded .npy (ceiling)"}
@@ -114,6 +117,40 @@ def scenario(source, index, ceiling_dir, step):
         else:
             results[c] = train(c, source, index, ceiling_dir, step)
     return results
+
+
+def ddp_run(contender, source, mnt, step, vidfs_pid=0):
+    cmd = ["/usr/bin/python3", os.path.join(HERE, "ddp.py"), "--contender", contender, "--mnt", mnt, "--source", source,
+           "--world", str(DDP_WORLD), "--workers", "1", "--epochs", str(EPOCHS), "--batch", str(BATCH), "--step", "%.4f" % step]
+    if vidfs_pid:
+        cmd += ["--vidfs-pid", str(vidfs_pid)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    log("  %-11s %d ranks: %6.1f clips/s, waited %5.1f %%, %.3f CPU s/clip, peak %5.0f MiB%s" % (
+        contender, DDP_WORLD, r["clips_per_s"], 100 * r["wait_fraction"], r["cpu_s_per_clip"], r["peak_pss_mib"],
+        ", hit rate %.0f %%, %d decodes" % (100 * r["hit_rate"], r["decoded_clips"]) if "hit_rate" in r else ""))
+    return r
+
+
+def ddp_scenario(source, index, step):
+    """vidfs (one mount, a plan per rank) and PyAV with DistributedSampler, DDP_WORLD ranks x 1
+    DataLoader worker each, on whatever cores this process may use."""
+    results = {}
+    with Mounted(source) as m:
+        results["vidfs-plan"] = ddp_run("vidfs-plan", source, m.dir, step, m.proc.pid)
+    results["pyav"] = ddp_run("pyav", source, index, step)
+    return results
+
+
+def ddp_table(results):
+    rows = ["| loader, %d ranks x 1 DataLoader worker | clips/s | trainer waited | CPU s per clip | peak memory | vidfs hit rate | vidfs decodes |" % DDP_WORLD,
+            "|---|---:|---:|---:|---:|---:|---:|"]
+    for c, name in [("pyav", "PyAV Dataset, DistributedSampler"), ("vidfs-plan", "vidfs, PlanSampler (a plan per rank, one mount)")]:
+        r = results[c]
+        rows.append("| %s | %.1f | %.1f %% | %.3f | %.0f MiB | %s | %s |" % (
+            name, r["clips_per_s"], 100 * r["wait_fraction"], r["cpu_s_per_clip"], r["peak_pss_mib"],
+            "%.1f %%" % (100 * r["hit_rate"]) if "hit_rate" in r else "", r.get("decoded_clips", "")))
+    return "\n".join(rows)
 
 
 def fio(path, bs, pattern, jobs, engine, runtime):
@@ -253,6 +290,18 @@ def main():
     step = BATCH / rate
     log("paced: a %.0f ms training step per batch of %d, %.1f clips/s (75 %% of vidfs's flat-out rate)" % (1000 * step, BATCH, rate))
     paced = scenario(source, index, ceiling_dir, step)
+    cores = sorted(os.sched_getaffinity(0))[:int(WORKERS)]
+    everything = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cores)  # the mount, the ranks and their workers inherit it
+    try:
+        log("DDP, %d ranks x 1 worker, on cores %s: flat out" % (DDP_WORLD, cores))
+        ddp_flat = ddp_scenario(source, index, 0.0)
+        ddp_rate = 0.75 * ddp_flat["vidfs-plan"]["clips_per_s"]
+        ddp_step = DDP_WORLD * BATCH / ddp_rate
+        log("DDP paced: a %.0f ms step per batch of %d on each rank, %.1f clips/s in all" % (1000 * ddp_step, BATCH, ddp_rate))
+        ddp_paced = ddp_scenario(source, index, ddp_step)
+    finally:
+        os.sched_setaffinity(0, everything)
     log("fio")
     fios = fio_all(source, lay["samples"] * lay["sample_bytes"], lay["sample_bytes"], a.fio_runtime)
     log("vidfs bench")
@@ -306,6 +355,28 @@ Where vidfs loses:
 
 %(losses)s
 
+### DDP on one node: %(world)d ranks x 1 DataLoader worker (issue 11)
+
+The same clips, as a `torch.distributed` job (gloo) of %(world)d ranks, each with a DataLoader of one
+worker, batch %(batch)d, an all-reduce per step as DistributedDataParallel does, %(epochs)d epochs
+(`bench/ddp.py`). PyAV splits the clips with torch's `DistributedSampler`; vidfs with
+`vidfs.PlanSampler`, the same split, each rank writing its own plan to one mount
+(`--workers %(workers)s --cache-mem %(cache)s`). Equal cores: every process of both (ranks, workers,
+the mount) is pinned to cores %(cores)s. CPU time and memory add up all of them.
+
+Flat out (no training step):
+
+%(ddp_flat)s
+
+Paced: a %(ddp_step_ms).0f ms step per batch on each rank (%(ddp_rate).1f clips/s in all, 75 %% of vidfs's
+flat-out rate):
+
+%(ddp_paced)s
+
+vidfs against PyAV: flat out, %(ddp_ratio).2fx the clips/s at %(ddp_cpu).2fx the CPU per clip; paced, the
+ranks waited %(ddp_wait_v).1f %% of the time against %(ddp_wait_p).1f %%. Each run reads %(ddp_reads)d samples (%(epochs)d epochs of
+%(n)d); vidfs decodes fewer where a sample read in one epoch was still cached when the next came to it.
+
 ### fio: whole-sample reads of clips.raw (%(bs).1f MiB blocks), %(runtime)d s each
 
 Each vidfs row is a freshly mounted vidfs without a plan, so every first read of a sample waits
@@ -326,7 +397,13 @@ for its decode: these rows measure the decoders behind FUSE. tmpfs is a file of 
         "ratio": ratio, "losses": losses(flat, paced),
         "wait_met": "met" if wait < 0.05 else "not met", "ratio_met": "met" if ratio >= 1.5 else "not met",
         "ceiling_wait": 100 * paced["npy"]["wait_fraction"], "bs": lay["sample_bytes"] / (1 << 20), "runtime": a.fio_runtime,
-        "fio": "\n".join(fio_rows), "builtin": builtin}
+        "fio": "\n".join(fio_rows), "builtin": builtin,
+        "world": DDP_WORLD, "workers": WORKERS, "cores": ",".join(map(str, cores)), "ddp_flat": ddp_table(ddp_flat),
+        "ddp_paced": ddp_table(ddp_paced), "ddp_step_ms": 1000 * ddp_step, "ddp_rate": ddp_rate,
+        "ddp_ratio": ddp_flat["vidfs-plan"]["clips_per_s"] / ddp_flat["pyav"]["clips_per_s"],
+        "ddp_cpu": ddp_flat["vidfs-plan"]["cpu_s_per_clip"] / ddp_flat["pyav"]["cpu_s_per_clip"],
+        "ddp_wait_v": 100 * ddp_paced["vidfs-plan"]["wait_fraction"], "ddp_wait_p": 100 * ddp_paced["pyav"]["wait_fraction"],
+        "ddp_reads": ddp_flat["vidfs-plan"]["clips"]}
     write_doc(a.doc, section)
     log("wrote %s and docs/benchmarks.png in %.1f minutes" % (a.doc, minutes))
 

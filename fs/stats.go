@@ -14,7 +14,8 @@ func (f *FS) Stats() wire.Stats {
 	ts := f.plans.Stats()
 	ds := f.cfg.Decoder.Stats()
 	depth := f.cache.Depth()
-	ahead, inWindow := f.cache.ReadyAhead(f.plans.Upcoming(nil, depth))
+	upcoming := f.plans.Upcoming(nil, depth)
+	ahead, inWindow := f.cache.ReadyAhead(upcoming)
 	S := f.lay.Spec.SampleBytes()
 
 	r := &f.reads
@@ -28,7 +29,7 @@ func (f *FS) Stats() wire.Stats {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	substituted, zeroed := f.failed.counts()
 
-	plan := wire.PlanStats{PrefetchDepth: depth, ReadyAhead: ahead, ReadyInWindow: inWindow, OnPlanReads: ts.OnPlan, OffPlanReads: ts.OffPlan}
+	plan := wire.PlanStats{PrefetchDepth: depth, ReadyAhead: ahead, ReadyInWindow: inWindow, Upcoming: len(upcoming), OnPlanReads: ts.OnPlan, OffPlanReads: ts.OffPlan}
 	plans := []wire.PlanEntry{}
 	for _, p := range ts.Plans {
 		c := byPlan[p.Name]

@@ -165,4 +165,8 @@ func TestTop(t *testing.T) {
 			t.Fatalf("vidfs top did not quit on q:\n%s", screen())
 		}
 	}
+	// Without a terminal it says what to use instead.
+	if code, _, errs := vidfs(t, "top", mp.dir); code == 0 || !strings.Contains(errs, "vidfs stats "+mp.dir) {
+		t.Errorf("vidfs top into a pipe: exit %d, %s", code, errs)
+	}
 }

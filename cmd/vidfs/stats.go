@@ -99,7 +99,7 @@ func printStats(w io.Writer, mnt string, lay wire.Dataset, st wire.Stats) {
 	if len(st.Plans) > 0 {
 		plan = fmt.Sprintf("%d plans (%d active), position %d of %d in all", len(st.Plans), p.Active, p.Position, p.Length)
 	}
-	fmt.Fprintf(w, "  plan     %s; %d ready ahead, %d of the next %d ready\n", plan, p.ReadyAhead, p.ReadyInWindow, p.PrefetchDepth)
+	fmt.Fprintf(w, "  plan     %s; %d ready ahead, %d of the next %d ready\n", plan, p.ReadyAhead, p.ReadyInWindow, p.Upcoming)
 	fmt.Fprintf(w, "           reads on plan %d, off plan %d, entries skipped %d\n", p.OnPlanReads, p.OffPlanReads, p.Skipped)
 	for _, e := range st.Plans {
 		state := fmt.Sprintf("%.1f samples/s", e.Pace)

@@ -3,15 +3,27 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/vidfs/vidfs/internal/wire"
 )
+
+// isTerminal tells whether f is a file that is a terminal.
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS)
+	return err == nil
+}
 
 func topCommand() *command {
 	var interval time.Duration
@@ -32,8 +44,15 @@ reads per second, latency, and recent errors. Rates are over the last interval. 
 			if err != nil {
 				return err
 			}
+			if !isTerminal(e.stdout) {
+				return fmt.Errorf("vidfs top draws on a terminal, and its output is not one: vidfs stats %s prints a snapshot (--json for the raw one)", args[0])
+			}
+			in := e.stdin
+			if !isTerminal(in) {
+				in = nil // keys cannot reach it: Ctrl-C quits
+			}
 			m := topModel{mnt: args[0], lay: lay, interval: interval}
-			p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(e.stdin), tea.WithOutput(e.stdout))
+			p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(e.stdout))
 			_, err = p.Run()
 			if err == tea.ErrProgramKilled && ctx.Err() != nil {
 				return nil
@@ -146,8 +165,8 @@ func (m topModel) View() string {
 		line("plan", "%-10s %s position %d / %d  %s  hit %s  waited %.1f s  %d ready", e.Name,
 			bar(float64(e.Position)/float64(max(e.Length, 1)), 20), e.Position, e.Length, state, pct(e.Hits, e.Hits+e.Misses), e.WaitSeconds, e.ReadyAhead)
 	}
-	line("ahead", "%s %d of the next %d ready, %d without a gap", bar(float64(p.ReadyInWindow)/float64(max(p.PrefetchDepth, 1)), 30),
-		p.ReadyInWindow, p.PrefetchDepth, p.ReadyAhead)
+	line("ahead", "%s %d of the next %d ready, %d without a gap", bar(float64(p.ReadyInWindow)/float64(max(p.Upcoming, 1)), 30),
+		p.ReadyInWindow, p.Upcoming, p.ReadyAhead)
 	line("decode", "%d in flight, %d queued, %s clips/s   (%d done, %d failed, %.2f frames decoded per frame served)",
 		d.InFlight, d.Queued, rate(float64(d.Clips), float64(dc.Clips)), d.Clips, d.Failed, d.Amplification)
 	line("readers", "waited %s s/s for decoding, %s reads/s, %s MB/s   (%.2f s waited in all)",

@@ -67,7 +67,8 @@ type PlanStats struct {
 	Position      int   `json:"position"`
 	PrefetchDepth int   `json:"prefetch_depth"`
 	ReadyAhead    int   `json:"ready_ahead"`     // upcoming samples ready, without a gap
-	ReadyInWindow int   `json:"ready_in_window"` // of the next prefetch_depth, how many are ready
+	ReadyInWindow int   `json:"ready_in_window"` // of the next upcoming samples, how many are ready
+	Upcoming      int   `json:"upcoming"`        // samples due next over every plan, at most prefetch_depth
 	OnPlanReads   int64 `json:"on_plan_reads"`
 	OffPlanReads  int64 `json:"off_plan_reads"`
 	Skipped       int64 `json:"skipped"` // plan entries given up as never read
