@@ -7,6 +7,7 @@ package decode
 #cgo pkg-config: libavcodec libavutil
 #include <libavcodec/avcodec.h>
 #include <libavutil/frame.h>
+#include <libavutil/avutil.h>
 #include <malloc.h>
 
 static void vidfs_flush(void *cc) { avcodec_flush_buffers((AVCodecContext *)cc); }
@@ -40,6 +41,9 @@ import (
 // next and resident memory creeps up (measured: 131 MiB peak with the default, 91 MiB with 2,
 // for a 24 MiB cache). It is process-wide; call it once, early, from main.
 func LimitMallocArenas(n int) { C.mallopt(C.M_ARENA_MAX, C.int(n)) }
+
+// FFmpegVersion is the version of the FFmpeg libraries vidfs runs on, as FFmpeg states it.
+func FFmpegVersion() string { return C.GoString(C.av_version_info()) }
 
 // flushDecoder drops every frame and packet buffered in the decoder, as after a seek.
 func flushDecoder(cc *astiav.CodecContext) { C.vidfs_flush(cc.UnsafePointer()) }

@@ -34,11 +34,20 @@ func (r Resize) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 // UnmarshalText reads a mode's name.
 func (r *Resize) UnmarshalText(b []byte) (err error) { *r, err = ParseResize(string(b)); return err }
 
+// OutputVersion changes whenever the bytes DecodeClip writes for the same video, clip and
+// Output change (a new scaling path, another frame numbering): stores of decoded samples kept
+// across runs, such as the disk tier, include it in their keys, with FFmpegVersion.
+const OutputVersion = 1
+
 // Output is the shape every decoded frame is brought to: Height x Width RGB24.
 type Output struct {
 	Width, Height int
 	Resize        Resize
 }
+
+// Key names the output exactly, as text: everything in it that changes the bytes decoded, for
+// the keys of stores of decoded samples.
+func (o Output) Key() string { return fmt.Sprintf("%dx%d %s", o.Width, o.Height, o.Resize) }
 
 // FrameBytes is the size of one output frame.
 func (o Output) FrameBytes() int { return o.Width * o.Height * 3 }

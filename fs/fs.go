@@ -23,6 +23,7 @@ import (
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
 	"github.com/vidfs/vidfs/order"
+	"github.com/vidfs/vidfs/tier"
 )
 
 // Decoder decodes the clips a mount serves. *decode.Pool is the real one, sized for
@@ -52,6 +53,11 @@ type Config struct {
 	PlanIdle time.Duration
 	// OnError says what reads of a sample that cannot be decoded get.
 	OnError OnError
+	// TierDir and TierBytes put a disk tier of decoded samples behind the cache: samples decoded
+	// are kept there, compressed, and read back instead of decoded again, across mounts (package
+	// tier). "" or 0: none.
+	TierDir   string
+	TierBytes int64
 	// Skipped lists videos left out of the layout, with the reason, for reports.
 	Skipped []wire.Problem
 	Log     *slog.Logger
@@ -72,6 +78,8 @@ type FS struct {
 	directIO  atomic.Bool
 	dirNumber map[string]int // folders under samples/, numbered for inode numbers
 
+	tier       *diskTier // nil without one
+	stopTag    context.CancelFunc
 	reads      readCounters
 	decodeRate metrics.Rate
 	problems   problemLog
@@ -112,7 +120,7 @@ func New(cfg Config) (*FS, error) {
 	// The cache asks the plans what is due; they are made once the cache says how deep it
 	// prefetches, before anything can ask (nothing does before a read or a plan kicks the cache).
 	c, err := cache.New(cache.Options{
-		SampleBytes: S, Capacity: capacity, Workers: workers, Prefetch: cfg.Prefetch, Load: f.decodeSample,
+		SampleBytes: S, Capacity: capacity, Workers: workers, Prefetch: cfg.Prefetch, Load: f.loadSample,
 		NextUse: func(s int) int { return f.plans.NextUse(s) },
 		Want:    func(dst []int, n int) []int { return f.plans.Upcoming(dst, n) },
 	})
@@ -128,11 +136,31 @@ func New(cfg Config) (*FS, error) {
 		idle = 10 * time.Minute
 	}
 	f.plans = order.NewPlans(256, c.Depth()+256, idle)
+	if cfg.TierDir != "" && cfg.TierBytes > 0 {
+		// The write backlog is memory beside the cache: a few samples' worth.
+		t, err := tier.Open(tier.Options{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Log: cfg.Log, Backlog: max(16<<20, 4*S),
+			Due: func(sample int) int { return f.plans.Until(sample) }})
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		f.tier = &diskTier{t: t, prefix: keyPrefix(f.out)}
+		ctx, cancel := context.WithCancel(context.Background())
+		f.stopTag = cancel
+		go f.tagTier(ctx)
+	}
 	return f, nil
 }
 
-// Close stops decoding and frees the cache. The decoder is the caller's to close.
-func (f *FS) Close() { f.cache.Close() }
+// Close stops decoding, frees the cache, and closes the disk tier once what it has queued is
+// written. The decoder is the caller's to close.
+func (f *FS) Close() {
+	f.cache.Close()
+	if f.tier != nil {
+		f.stopTag()
+		f.tier.t.Close()
+	}
+}
 
 // SampleClip is the clip sample i of lay holds: what a mount decodes for it (and vidfs verify).
 func SampleClip(lay *layout.Layout, i int) decode.Clip {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/vidfs/vidfs/cache"
@@ -27,11 +28,12 @@ func TestMain(m *testing.M) {
 
 // testMount is a real FUSE mount of test videos.
 type testMount struct {
-	fs  *FS
-	m   *Mount
-	dir string
-	src string
-	lay *layout.Layout
+	fs    *FS
+	m     *Mount
+	dir   string
+	src   string
+	lay   *layout.Layout
+	close func() // unmounts and closes, once (also at the test's end)
 }
 
 type mountSetup struct {
@@ -42,6 +44,10 @@ type mountSetup struct {
 	workers    int
 	prefetch   int
 	onError    OnError
+	copyFiles  bool   // copy the videos into SRC rather than link them (to change them)
+	src        string // SRC to use (a fresh one when "")
+	tierDir    string
+	tierBytes  int64
 }
 
 // allGood is a source tree of every decodable test video, in class folders.
@@ -55,14 +61,21 @@ var allGood = map[string]string{
 
 func mountVideos(t *testing.T, s mountSetup) *testMount {
 	t.Helper()
-	src, dir := t.TempDir(), t.TempDir()
-	for dst, name := range s.files {
-		p := filepath.Join(src, dst)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(testvideo.Path(name), p); err != nil {
-			t.Fatal(err)
+	src, dir := s.src, t.TempDir()
+	if src == "" {
+		src = t.TempDir()
+		for dst, name := range s.files {
+			p := filepath.Join(src, dst)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			link := os.Symlink
+			if s.copyFiles {
+				link = copyFile
+			}
+			if err := link(testvideo.Path(name), p); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	lay, in, skipped := probeTree(t, src, s.spec)
@@ -78,7 +91,8 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 	}
 	t.Cleanup(pool.Close)
 	f, err := New(Config{Source: src, Layout: lay, Infos: in, Resize: s.resize, Decoder: pool, CacheBytes: s.cacheBytes,
-		Workers: s.workers, Prefetch: s.prefetch, Skipped: skipped, OnError: s.onError, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+		Workers: s.workers, Prefetch: s.prefetch, Skipped: skipped, OnError: s.onError, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		TierDir: s.tierDir, TierBytes: s.tierBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,17 +101,30 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 		f.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := m.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-		}
-		f.Close()
-	})
-	return &testMount{fs: f, m: m, dir: dir, src: src, lay: lay}
+	var once sync.Once
+	closeMount := func() {
+		once.Do(func() {
+			if err := m.Unmount(); err != nil {
+				t.Errorf("unmount: %v", err)
+			}
+			f.Close()
+		})
+	}
+	t.Cleanup(closeMount)
+	return &testMount{fs: f, m: m, dir: dir, src: src, lay: lay, close: closeMount}
 }
 
 // probeTree probes the videos under src and lays out those that can be read; the rest are
 // problems, as vidfs mount reports them.
+// copyFile copies the file at from to a new file to.
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o644)
+}
+
 func probeTree(t *testing.T, src string, spec layout.Spec) (*layout.Layout, []*decode.Info, []wire.Problem) {
 	t.Helper()
 	videos, err := catalog.Scan(context.Background(), catalog.Options{Root: src})
@@ -109,7 +136,7 @@ func probeTree(t *testing.T, src string, spec layout.Spec) (*layout.Layout, []*d
 	byPath := map[string]*decode.Info{}
 	for _, v := range videos {
 		if v.Err == nil {
-			lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Info.Frames})
+			lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Info.Frames, Size: v.File.Size, ModTime: v.File.ModTime})
 			byPath[v.Rel] = v.Info
 		} else {
 			skipped = append(skipped, wire.Problem{File: v.Rel, Sample: -1, Reason: v.Err.Error()})

@@ -90,6 +90,9 @@ func (s Spec) Starts(n int) (starts []int, pad bool) {
 type Video struct {
 	Path   string // relative to SRC, with / separators
 	Frames int
+	// Size and ModTime (nanoseconds since 1970) are the file's as it was probed: which version
+	// of it the layout describes (0 when not known).
+	Size, ModTime int64
 }
 
 // Sample is one training sample.

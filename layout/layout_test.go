@@ -38,12 +38,12 @@ func TestStarts(t *testing.T) {
 func testLayout(t *testing.T) *Layout {
 	t.Helper()
 	l, err := New(Spec{Frames: 4, Stride: 2, Height: 8, Width: 6}, []Video{
-		{"walk/b.mp4", 20},      // span 7, step 4: starts 0 4 8 12
-		{"walk/a.mp4", 7},       // 0
-		{"run/x/deep.mkv", 10},  // 0
-		{"top.avi", 11},         // 0 4
-		{"run/short.mp4", 5},    // none
-		{"walk/more/c.mp4", 15}, // 0 4 8
+		{Path: "walk/b.mp4", Frames: 20},      // span 7, step 4: starts 0 4 8 12
+		{Path: "walk/a.mp4", Frames: 7},       // 0
+		{Path: "run/x/deep.mkv", Frames: 10},  // 0
+		{Path: "top.avi", Frames: 11},         // 0 4
+		{Path: "run/short.mp4", Frames: 5},    // none
+		{Path: "walk/more/c.mp4", Frames: 15}, // 0 4 8
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func TestNpyHeaders(t *testing.T) {
 
 func TestNewRejects(t *testing.T) {
 	spec := Spec{Frames: 4, Stride: 1, Height: 8, Width: 8}
-	for _, vs := range [][]Video{{{"/abs.mp4", 10}}, {{"a/../b.mp4", 10}}, {{"a.mp4", 10}, {"a.mp4", 12}}, {{"", 3}}} {
+	for _, vs := range [][]Video{{{Path: "/abs.mp4", Frames: 10}}, {{Path: "a/../b.mp4", Frames: 10}}, {{Path: "a.mp4", Frames: 10}, {Path: "a.mp4", Frames: 12}}, {{Path: "", Frames: 3}}} {
 		if _, err := New(spec, vs); err == nil {
 			t.Errorf("New(%v) accepted", vs)
 		}

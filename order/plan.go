@@ -1,6 +1,9 @@
 package order
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // plan follows one reader through its plan. Its position is the first entry not yet read.
 // Several readers of it (DataLoader workers) run a little out of order; an entry still unread
@@ -16,6 +19,8 @@ type plan struct {
 	ahead     map[int32]int
 	aheadSpan int
 	dirty     bool
+	// where maps a sample to all its entries, ascending; built when first needed after set.
+	where map[int32][]int32
 
 	onPlan, skipped, writes int64
 	lastUse                 time.Time
@@ -34,7 +39,7 @@ func (p *plan) set(entries []int32, appendPlan bool, now time.Time) {
 		p.consumed = make([]bool, len(entries))
 		p.furthest = -1
 	}
-	p.pos, p.dirty = 0, true
+	p.pos, p.dirty, p.where = 0, true, nil
 	p.writes++
 	p.lastUse = now
 }
@@ -68,6 +73,25 @@ func (p *plan) due(sample, horizon int, fallback float64) int {
 		return -1
 	}
 	return msAt(q-p.pos, p.pace.or(fallback))
+}
+
+// until returns how soon sample is next due anywhere in this plan past its position, in
+// milliseconds at its reader's pace (or fallback), or -1 when the plan does not hold it there.
+// Unlike due it looks at the whole plan, for a store far larger than the prefetch window.
+func (p *plan) until(sample int, fallback float64) int {
+	if p.where == nil {
+		p.where = make(map[int32][]int32)
+		for q, s := range p.entries {
+			p.where[s] = append(p.where[s], int32(q))
+		}
+	}
+	qs := p.where[int32(sample)]
+	for i, _ := slices.BinarySearch(qs, int32(p.pos)); i < len(qs); i++ {
+		if q := int(qs[i]); !p.consumed[q] {
+			return msAt(q-p.pos, p.pace.or(fallback))
+		}
+	}
+	return -1
 }
 
 // msAt is how many milliseconds d entries take at pace samples a second.

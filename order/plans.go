@@ -223,6 +223,27 @@ func (ps *Plans) NextUse(sample int) int {
 	return best
 }
 
+// Until returns how soon sample is due over the active plans, in milliseconds, looking at each
+// whole plan rather than the prefetch horizon (NextUse's): for the disk tier, which holds far
+// more than the memory cache. -1 when no active plan holds it past its position.
+func (ps *Plans) Until(sample int) int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.reading[sample] > 0 {
+		return 0
+	}
+	now, pace, best := time.Now(), ps.fallbackPace(), -1
+	for _, p := range ps.plans {
+		if !p.active(now, ps.idle) {
+			continue
+		}
+		if d := p.until(sample, pace); d >= 0 && (best < 0 || d < best) {
+			best = d
+		}
+	}
+	return best
+}
+
 // Upcoming appends to dst the samples due next over the active plans, soonest first, without
 // repeats: at most n of them.
 func (ps *Plans) Upcoming(dst []int, n int) []int {

@@ -21,7 +21,7 @@ func arrange(spec layout.Spec, videos []catalog.Video) (*layout.Layout, []*decod
 			skipped = append(skipped, wire.Problem{Time: time.Now(), File: v.Rel, Sample: -1, Reason: v.Err.Error()})
 			continue
 		}
-		lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Info.Frames})
+		lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Info.Frames, Size: v.File.Size, ModTime: v.File.ModTime})
 		infos[v.Rel] = v.Info
 	}
 	lay, err := layout.New(spec, lv)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
@@ -88,6 +89,8 @@ func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger,
 type mountOptions struct {
 	layoutOptions
 	cacheMem              bytesValue
+	cacheDir              string
+	cacheDisk             bytesValue
 	prefetch, workers     int
 	allowOther, debugFUSE bool
 	logLevel              string
@@ -133,6 +136,8 @@ or zeros in their place. SRC is only read. Probe tables are cached
 			fs.StringVar(&o.onError, "on-error", "eio", "what a read of a sample that cannot be decoded gets: eio, substitute (a good sample of the same video, else of the same class, else zeros) or zeros; .vidfs/failed lists them")
 			fs.DurationVar(&o.planIdle, "plan-idle", 10*time.Minute, "a plan nobody reads or writes for this long stops holding cache")
 			fs.Var(&o.cacheMem, "cache-mem", "memory for decoded samples, e.g. 4GiB (default: a quarter of RAM, at most 8GiB)")
+			fs.StringVar(&o.cacheDir, "cache-dir", "", "keep decoded samples here too, compressed, and read them back instead of decoding again, across mounts (a disk tier; one mount per directory)")
+			fs.Var(&o.cacheDisk, "cache-disk", "bound on the disk tier's size, e.g. 100GiB (default: half the free space of --cache-dir's filesystem, at most 100GiB)")
 			fs.IntVar(&o.prefetch, "prefetch", 0, "samples to keep decoded ahead of the reader (default: as many as fit in the cache)")
 			fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "samples decoded at once ahead of the reader")
 			fs.Var(&o.hwaccel, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto (if there is one), cuda (require one) or none")
@@ -238,9 +243,13 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	}
 	defer pool.Close()
 	defer rememberUnusable(o.probeCache, src, pool, log)
+	tierBytes, err := o.tierBytes(log)
+	if err != nil {
+		return err
+	}
 	f, err := vfs.New(vfs.Config{Source: src, Layout: lay, Infos: infos, Resize: o.resize.r, Decoder: pool,
 		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Log: log,
-		OnError: onError, PlanIdle: o.planIdle})
+		OnError: onError, PlanIdle: o.planIdle, TierDir: o.cacheDir, TierBytes: tierBytes})
 	if err != nil {
 		return err
 	}
@@ -341,4 +350,28 @@ the mount point is detached at once and disappears when they are closed.`,
 			return nil
 		},
 	}
+}
+
+// tierBytes is the disk tier's bound: --cache-disk, or half the free space of --cache-dir's
+// filesystem, at most 100 GiB; 0 without --cache-dir.
+func (o *mountOptions) tierBytes(log *slog.Logger) (int64, error) {
+	if o.cacheDir == "" {
+		if o.cacheDisk.n > 0 {
+			return 0, usageError{"--cache-disk needs --cache-dir"}
+		}
+		return 0, nil
+	}
+	if o.cacheDisk.n > 0 {
+		return o.cacheDisk.n, nil
+	}
+	if err := os.MkdirAll(o.cacheDir, 0o755); err != nil {
+		return 0, fmt.Errorf("--cache-dir: %w", err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(o.cacheDir, &st); err != nil {
+		return 0, fmt.Errorf("--cache-dir: %w", err)
+	}
+	n := min(int64(st.Bavail)*st.Bsize/2, 100<<30)
+	log.Info("disk tier bound", "dir", o.cacheDir, "bytes", formatBytes(n), "why", "half the free space, at most 100GiB (--cache-disk sets it)")
+	return n, nil
 }

@@ -144,15 +144,26 @@ print(json.dumps({"samples": n, "hit_rate": st["cache"]["hit_rate"], "evicted": 
 `
 
 // TestMountMemoryBound: over several epochs whose samples do not all fit in the cache, the mount
-// process's resident memory stays within --cache-mem plus a fixed overhead.
+// process's resident memory stays within --cache-mem plus a fixed overhead, with the disk tier
+// on too.
 func TestMountMemoryBound(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { memoryBound(t, 0) })
+	t.Run("disk tier", func(t *testing.T) {
+		memoryBound(t, raceTierOverhead, "--cache-dir", t.TempDir(), "--cache-disk", "1GiB")
+	})
+}
+
+// memoryBound reads a mount for 4 epochs and checks its peak resident memory against the cache
+// plus a fixed overhead; allowance is what the race detector adds beyond that for extra flags.
+func memoryBound(t *testing.T, allowance int, extra ...string) {
 	const cacheMem = 24 << 20
 	// The overhead beside the cache: the binary (FFmpeg is linked in, 14 MiB resident), the Go
 	// heap (FUSE request buffers), and FFmpeg's decoders (2 workers: up to 6 open on 320x240
 	// videos) with their filter graphs; measured at 80 MiB. Plus the race detector's when on.
-	const overhead = 96<<20 + raceOverhead
-	mp := startMount(t, makeSource(t), "--cache-mem", "24MiB", "--workers", "2", "--frames", "8", "--stride", "2",
-		"--step", "8", "--size", "128x128", "--probe-cache", "")
+	// The disk tier adds its write backlog (16 MiB) and zstd's state, within the same bound.
+	overhead := int64(96<<20 + raceOverhead + allowance)
+	mp := startMount(t, makeSource(t), append([]string{"--cache-mem", "24MiB", "--workers", "2", "--frames", "8", "--stride", "2",
+		"--step", "8", "--size", "128x128", "--probe-cache", ""}, extra...)...)
 	idle := mp.statusKB(t, "VmRSS")
 	out, err := exec.Command("/usr/bin/python3", "-c", epochs, mp.dir, "4").CombinedOutput()
 	if err != nil {

@@ -3,3 +3,5 @@
 package main
 
 const raceOverhead = 0
+
+const raceTierOverhead = 0

@@ -169,6 +169,11 @@ func (m topModel) View() string {
 		p.ReadyInWindow, p.Upcoming, p.ReadyAhead)
 	line("decode", "%d in flight, %d queued, %s clips/s   (%d done, %d failed, %.2f frames decoded per frame served)",
 		d.InFlight, d.Queued, rate(float64(d.Clips), float64(dc.Clips)), d.Clips, d.Failed, d.Amplification)
+	if t := m.cur.Tier; t != nil {
+		line("tier", "%s %s / %s on disk  hit %s  %d written, %d waiting to be written, %d skipped",
+			bar(float64(t.UsedBytes)/float64(max(t.CapacityBytes, 1)), 30), formatBytes(t.UsedBytes), formatBytes(t.CapacityBytes),
+			pct(t.Hits, t.Hits+t.Misses), t.Written, t.Backlog, t.Skipped)
+	}
 	line("readers", "waited %s s/s for decoding, %s reads/s, %s MB/s   (%.2f s waited in all)",
 		rate(r.WaitSeconds, rc.WaitSeconds), rate(float64(r.Requests), float64(rc.Requests)),
 		rate(float64(r.Bytes)/1e6, float64(rc.Bytes)/1e6), r.WaitSeconds)

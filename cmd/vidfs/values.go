@@ -47,8 +47,13 @@ func (h *hwValue) Set(v string) (err error) {
 // bytesValue is a byte count with an optional unit: 512MiB, 4GiB, 2G (= GiB), 1000000.
 type bytesValue struct{ n int64 }
 
-func (b *bytesValue) String() string { return formatBytes(b.n) }
-func (b *bytesValue) Type() string   { return "BYTES" }
+func (b *bytesValue) String() string {
+	if b.n == 0 {
+		return "" // not set: the help says what the default is
+	}
+	return formatBytes(b.n)
+}
+func (b *bytesValue) Type() string { return "BYTES" }
 func (b *bytesValue) Set(v string) error {
 	n, err := parseBytes(v)
 	if err != nil {

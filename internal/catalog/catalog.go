@@ -26,8 +26,16 @@ import (
 // Video is a file found under the root: its probe table, or why it could not be probed.
 type Video struct {
 	Rel  string // path relative to the root, / separated
+	File FileID // the file as it was when found
 	Info *decode.Info
 	Err  error
+}
+
+// FileID tells one version of a file from another: its size and modification time. A file that
+// was rewritten, replaced or touched since has another.
+type FileID struct {
+	Size    int64
+	ModTime int64 // nanoseconds since 1970
 }
 
 // Options configures Scan.
@@ -98,7 +106,7 @@ func Scan(ctx context.Context, opts Options) ([]Video, error) {
 	var todo []int
 	prog := Progress{Total: len(files)}
 	for i, f := range files {
-		out[i].Rel = f.rel
+		out[i].Rel, out[i].File = f.rel, FileID{f.size, f.mod}
 		if c, ok := cache.Entries[f.rel]; ok && c.Size == f.size && c.ModTime == f.mod {
 			out[i].Info = c.Info
 			if c.Err != nil {

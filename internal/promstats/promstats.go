@@ -75,6 +75,22 @@ func New(snapshot func() wire.Stats, latency func() metrics.Cumulative) *Collect
 	add("read_wait_seconds_total", "Time readers waited for samples to be decoded.", counter, func(s *wire.Stats) float64 { return s.Reads.WaitSeconds })
 	add("read_substituted_total", "Accesses to failed samples served with another sample.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Substituted) })
 	add("read_zeroed_total", "Accesses to failed samples served with zeros.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Zeroed) })
+	tier := func(v func(t *wire.TierStats) float64) func(s *wire.Stats) float64 {
+		return func(s *wire.Stats) float64 {
+			if s.Tier == nil {
+				return 0
+			}
+			return v(s.Tier)
+		}
+	}
+	add("tier_capacity_bytes", "Bound on the disk tier (0: no tier).", gauge, tier(func(t *wire.TierStats) float64 { return float64(t.CapacityBytes) }))
+	add("tier_used_bytes", "Bytes of samples in the disk tier.", gauge, tier(func(t *wire.TierStats) float64 { return float64(t.UsedBytes) }))
+	add("tier_hits_total", "Loads the disk tier served.", counter, tier(func(t *wire.TierStats) float64 { return float64(t.Hits) }))
+	add("tier_misses_total", "Loads the disk tier did not hold, decoded instead.", counter, tier(func(t *wire.TierStats) float64 { return float64(t.Misses) }))
+	add("tier_written_total", "Samples written to the disk tier.", counter, tier(func(t *wire.TierStats) float64 { return float64(t.Written) }))
+	add("tier_skipped_total", "Samples not written to the disk tier: backlog full, no room, or the disk refused.", counter, tier(func(t *wire.TierStats) float64 { return float64(t.Skipped) }))
+	add("tier_corrupt_total", "Damaged disk tier entries found, dropped and decoded again.", counter, tier(func(t *wire.TierStats) float64 { return float64(t.Corrupt) }))
+	add("tier_backlog_bytes", "Bytes of samples waiting to be written to the disk tier.", gauge, tier(func(t *wire.TierStats) float64 { return float64(t.BacklogBytes) }))
 	add("errors", "Errors on record (left-out videos, failed samples, refused plans; the last 100).", gauge, func(s *wire.Stats) float64 { return float64(len(s.Errors)) })
 	plan := func(name, help string, kind prometheus.ValueType, v func(p *wire.PlanEntry) float64) {
 		c.perPlan = append(c.perPlan, planMetric{prometheus.NewDesc("vidfs_plan_"+name, help, []string{"plan"}, nil), kind, v})

@@ -38,6 +38,7 @@ type Stats struct {
 	Plan          PlanStats   `json:"plan"` // over all the plans
 	Plans         []PlanEntry `json:"plans"`
 	Decode        DecodeStats `json:"decode"`
+	Tier          *TierStats  `json:"tier,omitempty"` // the disk tier, when the mount has one
 	Reads         ReadStats   `json:"reads"`
 	// Errors are the last problems on record: videos left out, samples that failed, plans refused.
 	Errors []Problem `json:"errors"`
@@ -57,6 +58,26 @@ type CacheStats struct {
 	HitRate         float64 `json:"hit_rate"`
 	Evicted         int64   `json:"evicted"`        // ready samples dropped to make room
 	EvictedUnread   int64   `json:"evicted_unread"` // of those, prefetched and never read
+}
+
+// TierStats is the disk tier of decoded samples (vidfs mount --cache-dir). Hits and misses count
+// loads: samples the memory cache needed, served from disk or decoded.
+type TierStats struct {
+	Dir            string  `json:"dir"`
+	CapacityBytes  int64   `json:"capacity_bytes"`
+	UsedBytes      int64   `json:"used_bytes"`
+	Entries        int     `json:"entries"`
+	BytesPerSample float64 `json:"bytes_per_sample"` // on disk, of what this mount wrote
+	Ratio          float64 `json:"compression_ratio"`
+	Hits           int64   `json:"hits"`
+	Misses         int64   `json:"misses"`
+	HitRate        float64 `json:"hit_rate"`
+	Written        int64   `json:"written"`
+	Skipped        int64   `json:"skipped"` // not written: write backlog full, no room, or the disk refused
+	Corrupt        int64   `json:"corrupt"` // damaged entries found, dropped and decoded again
+	Evicted        int64   `json:"evicted"`
+	Backlog        int     `json:"backlog"` // samples waiting to be written
+	BacklogBytes   int64   `json:"backlog_bytes"`
 }
 
 // PlanStats is where the readers are in their plans, and how much is ready ahead of them, over
@@ -100,7 +121,7 @@ type DecodeStats struct {
 	Workers        int          `json:"workers"`
 	InFlight       int          `json:"in_flight"`
 	Queued         int          `json:"queued"`
-	Clips          int64        `json:"clips"` // samples decoded
+	Clips          int64        `json:"clips"` // samples decoded (not those the disk tier served)
 	Failed         int64        `json:"failed"`
 	Prefetched     int64        `json:"prefetched"` // decodes started ahead of a read
 	OnDemand       int64        `json:"on_demand"`  // decodes started by a read's miss

@@ -1,0 +1,131 @@
+package fs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"os"
+	"sync/atomic"
+
+	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/wire"
+	"github.com/vidfs/vidfs/tier"
+)
+
+// diskTier is the disk tier on a mount's load path: the key of each sample, and whether its
+// video is still the version the layout describes.
+type diskTier struct {
+	t      *tier.Tier
+	prefix [32]byte     // digest of what every key of this mount shares: versions and output
+	served atomic.Int64 // loads the tier served
+}
+
+// sampleKey is the key of sample i's bytes: a digest of the decoder's output version and
+// FFmpeg's, the output (size, fit, decoding), the video's file (absolute path, size,
+// modification time) and the clip (start, frames, stride, padding). Anything that changes the
+// bytes changes the key, so a remount with other parameters, or over a rewritten video, never
+// finds stale bytes.
+func (f *FS) sampleKey(i int) tier.Key {
+	s := f.lay.Samples[i]
+	v := f.lay.Videos[s.Video]
+	c := SampleClip(f.lay, i)
+	h := sha256.New()
+	h.Write(f.tier.prefix[:])
+	h.Write([]byte(f.cfg.Infos[s.Video].Path))
+	var b [8 * 6]byte
+	for k, x := range []int64{v.Size, v.ModTime, int64(c.Start), int64(c.Frames), int64(c.Stride), boolInt(c.PadEnd)} {
+		binary.LittleEndian.PutUint64(b[8*k:], uint64(x))
+	}
+	h.Write(b[:])
+	var k tier.Key
+	h.Sum(k[:0])
+	return k
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// keyPrefix digests what every sample key of a mount with output o shares.
+func keyPrefix(o decode.Output) [32]byte {
+	h := sha256.New()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], decode.OutputVersion)
+	h.Write([]byte("vidfs sample\x00"))
+	h.Write(b[:])
+	h.Write([]byte(decode.FFmpegVersion() + "\x00" + o.Key() + "\x00"))
+	var p [32]byte
+	h.Sum(p[:0])
+	return p
+}
+
+// current tells whether sample i's video file is still the version the layout describes: the
+// tier neither serves nor keeps samples of a file that changed under the mount.
+func (f *FS) current(i int) bool {
+	v := f.lay.Videos[f.lay.Samples[i].Video]
+	st, err := os.Stat(f.cfg.Infos[f.lay.Samples[i].Video].Path)
+	return err == nil && st.Size() == v.Size && st.ModTime().UnixNano() == v.ModTime && v.Size > 0
+}
+
+// loadSample makes sample i's bytes in buf, for the cache: from the disk tier if it holds them,
+// else by decoding, after which the tier keeps them (written in the background).
+func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
+	if f.tier == nil {
+		return f.decodeSample(ctx, i, buf)
+	}
+	if !f.current(i) {
+		return f.decodeSample(ctx, i, buf)
+	}
+	k := f.sampleKey(i)
+	if f.tier.t.Get(k, i, buf) {
+		f.tier.served.Add(1)
+		return nil
+	}
+	if err := f.decodeSample(ctx, i, buf); err != nil {
+		return err
+	}
+	f.tier.t.Put(k, i, buf)
+	return nil
+}
+
+// tagTier tells the tier which of its entries (found on disk from an earlier mount) are which
+// samples of this one, so that eviction knows when each is due. It runs in the background, and
+// stops with ctx.
+func (f *FS) tagTier(ctx context.Context) {
+	for i := range f.lay.Len() {
+		if i%1024 == 0 && ctx.Err() != nil {
+			return
+		}
+		f.tier.t.Tag(f.sampleKey(i), i)
+	}
+}
+
+// tierServed is how many loads the disk tier served.
+func (f *FS) tierServed() int64 {
+	if f.tier == nil {
+		return 0
+	}
+	return f.tier.served.Load()
+}
+
+// tierStats is the disk tier's part of .vidfs/stats; nil without one.
+func (f *FS) tierStats() *wire.TierStats {
+	if f.tier == nil {
+		return nil
+	}
+	s := f.tier.t.Stats()
+	w := &wire.TierStats{Dir: s.Dir, CapacityBytes: s.MaxBytes, UsedBytes: s.Bytes, Entries: s.Entries,
+		Hits: s.Hits, Misses: s.Misses, Written: s.Written, Skipped: s.Skipped, Corrupt: s.Corrupt,
+		Evicted: s.Evicted, Backlog: s.Backlog, BacklogBytes: s.BacklogBytes}
+	if s.Written > 0 {
+		w.BytesPerSample = float64(s.StoredBytes) / float64(s.Written)
+		w.Ratio = float64(s.WrittenBytes) / float64(s.StoredBytes)
+	}
+	if n := s.Hits + s.Misses; n > 0 {
+		w.HitRate = float64(s.Hits) / float64(n)
+	}
+	return w
+}

@@ -1,0 +1,178 @@
+package fs
+
+import (
+	"crypto/sha256"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/vidfs/vidfs/internal/testvideo"
+	"github.com/vidfs/vidfs/layout"
+)
+
+// tierFiles are the videos of the disk tier's tests: three codecs, three containers.
+var tierFiles = map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "a/hevc.mkv": "hevc.mkv", "b/vp9.webm": "vp9.webm"}
+
+// readAll reads every sample of a mount with pread and returns their digests.
+func readAll(t *testing.T, m *testMount) [][32]byte {
+	t.Helper()
+	f, err := os.Open(filepath.Join(m.dir, "clips.raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	S := m.lay.Spec.SampleBytes()
+	buf := make([]byte, S)
+	out := make([][32]byte, m.lay.Len())
+	for i := range out {
+		if _, err := f.ReadAt(buf, int64(i)*S); err != nil {
+			t.Fatalf("sample %d: %v", i, err)
+		}
+		out[i] = sha256.Sum256(buf)
+	}
+	return out
+}
+
+// entryFiles lists the tier's entry files under dir.
+func entryFiles(t *testing.T, dir string) (files []string, bytes int64) {
+	t.Helper()
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && len(d.Name()) == 64 {
+			info, _ := d.Info()
+			files = append(files, p)
+			bytes += info.Size()
+		}
+		return nil
+	})
+	return files, bytes
+}
+
+// TestTier: samples decoded through a mount with a disk tier come back from it after a remount,
+// identical, without decoding; other layout parameters miss; damaged entries are decoded again
+// and never served; a video changed under the mount is not served from the tier; the tier keeps
+// to its bound.
+func TestTier(t *testing.T) {
+	src := t.TempDir()
+	for dst, name := range tierFiles {
+		os.MkdirAll(filepath.Join(src, filepath.Dir(dst)), 0o755)
+		if err := copyFile(testvideo.Path(name), filepath.Join(src, dst)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tierDir := t.TempDir()
+	spec := layout.Spec{Frames: 4, Stride: 2, Step: 6, Height: 32, Width: 48}
+	setup := mountSetup{src: src, spec: spec, tierDir: tierDir, tierBytes: 1 << 30}
+
+	// First mount: everything is decoded, and written to the tier.
+	a := mountVideos(t, setup)
+	want := readAll(t, a)
+	a.fs.tier.t.Flush()
+	st := a.fs.Stats()
+	n := int64(a.lay.Len())
+	if st.Tier == nil || st.Tier.Written != n || st.Tier.Hits != 0 || st.Decode.Clips != n {
+		t.Fatalf("first mount: %d samples, tier %+v, %d decoded: want every sample decoded and written", n, st.Tier, st.Decode.Clips)
+	}
+	if files, _ := entryFiles(t, tierDir); int64(len(files)) != n {
+		t.Fatalf("%d entry files for %d samples", len(files), n)
+	}
+	a.close()
+
+	// Same parameters: every sample from the tier, the same bytes, nothing decoded.
+	b := mountVideos(t, setup)
+	if got := readAll(t, b); !equalDigests(got, want) {
+		t.Error("samples from the tier differ from the decoded ones")
+	}
+	st = b.fs.Stats()
+	if st.Tier.Hits != n || st.Decode.Clips != 0 {
+		t.Errorf("remount: %d tier hits, %d decoded; want %d and 0", st.Tier.Hits, st.Decode.Clips, n)
+	}
+	b.close()
+
+	// Another output size: nothing from the tier.
+	other := setup
+	other.spec.Width = 40
+	c := mountVideos(t, other)
+	readAll(t, c)
+	if st := c.fs.Stats(); st.Tier.Hits != 0 {
+		t.Errorf("another output size: %d tier hits, want none", st.Tier.Hits)
+	}
+	c.fs.tier.t.Flush()
+	c.close()
+
+	// Damaged entries: one with a flipped byte, one cut short, one emptied.
+	files, _ := entryFiles(t, tierDir)
+	damaged := 0
+	for i, p := range files {
+		b, _ := os.ReadFile(p)
+		switch i % 7 {
+		case 0:
+			b[len(b)-len(b)/3] ^= 0x10
+		case 1:
+			b = b[:len(b)/2]
+		case 2:
+			b = nil
+		default:
+			continue
+		}
+		os.WriteFile(p, b, 0o644)
+		damaged++
+	}
+	d := mountVideos(t, setup)
+	if got := readAll(t, d); !equalDigests(got, want) {
+		t.Error("a mount over damaged tier entries served other bytes than the decoder's")
+	}
+	st = d.fs.Stats()
+	t.Logf("%d samples; %d of %d entries damaged; a mount over them found %d, decoded %d, took %d from the tier",
+		n, damaged, len(files), st.Tier.Corrupt, st.Decode.Clips, st.Tier.Hits)
+	if st.Tier.Corrupt == 0 || st.Decode.Clips == 0 || st.Tier.Corrupt > int64(damaged) {
+		t.Errorf("%d entries damaged; the tier found %d, and %d samples were decoded again", damaged, st.Tier.Corrupt, st.Decode.Clips)
+	}
+	d.close()
+
+	// A video touched under the mount (a new modification time) is decoded, not served from the
+	// tier: the tier cannot tell whether its bytes changed.
+	f := mountVideos(t, setup)
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(src, "a/gop16.mp4"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	touched := int64(0)
+	for i := range f.lay.Len() {
+		if f.lay.Videos[f.lay.Samples[i].Video].Path == "a/gop16.mp4" {
+			touched++
+		}
+	}
+	if got := readAll(t, f); !equalDigests(got, want) {
+		t.Error("samples differ after a video was touched")
+	}
+	if st := f.fs.Stats(); st.Tier.Hits != n-touched || st.Decode.Clips != touched {
+		t.Errorf("after touching a video of %d samples: %d tier hits, %d decoded; want %d and %d",
+			touched, st.Tier.Hits, st.Decode.Clips, n-touched, touched)
+	}
+	f.close()
+
+	// A small bound: the tier never holds more.
+	small := setup
+	small.tierDir = t.TempDir()
+	small.tierBytes = 20 << 10
+	e := mountVideos(t, small)
+	readAll(t, e)
+	e.fs.tier.t.Flush()
+	if _, bytes := entryFiles(t, small.tierDir); bytes > small.tierBytes || e.fs.Stats().Tier.UsedBytes > small.tierBytes {
+		t.Errorf("a tier bound to %d bytes holds %d on disk (%d counted)", small.tierBytes, bytes, e.fs.Stats().Tier.UsedBytes)
+	}
+}
+
+func equalDigests(a, b [][32]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

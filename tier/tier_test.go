@@ -1,0 +1,315 @@
+package tier
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const sampleBytes = 48 << 10
+
+// key is the key of test entry i.
+func key(i int) Key { return sha256.Sum256([]byte(fmt.Sprint("entry ", i))) }
+
+// sample is test entry i's bytes: compressible, like video, and different for every i.
+func sample(i int) []byte {
+	b := make([]byte, sampleBytes)
+	r := rand.New(rand.NewPCG(uint64(i), 7))
+	for j := 0; j < len(b); j += 64 {
+		v := byte(r.IntN(256))
+		for k := j; k < j+64 && k < len(b); k++ {
+			b[k] = v + byte(k%3)
+		}
+	}
+	binary.LittleEndian.PutUint64(b, uint64(i))
+	return b
+}
+
+func open(t *testing.T, dir string, maxBytes int64, due func(int) int) *Tier {
+	t.Helper()
+	tr, err := Open(Options{Dir: dir, MaxBytes: maxBytes, Due: due})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// get reads entry i and says whether it was there; it fails the test if wrong bytes came back.
+func get(t *testing.T, tr *Tier, i int) bool {
+	t.Helper()
+	dst := make([]byte, sampleBytes)
+	if !tr.Get(key(i), i, dst) {
+		return false
+	}
+	if !bytes.Equal(dst, sample(i)) {
+		t.Fatalf("entry %d: wrong bytes served", i)
+	}
+	return true
+}
+
+// onDisk is the bytes of entry files under dir, and how many there are.
+func onDisk(t *testing.T, dir string) (int64, int) {
+	var total int64
+	n := 0
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if _, ok := parseName(d.Name()); ok {
+				info, _ := d.Info()
+				total += info.Size()
+				n++
+			}
+		}
+		return nil
+	})
+	return total, n
+}
+
+// TestRoundTrip: what is put comes back identical, compressed on disk, after a reopen too; a
+// size that does not match is a miss.
+func TestRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	tr := open(t, dir, 64<<20, nil)
+	for i := range 10 {
+		if !tr.Put(key(i), i, sample(i)) {
+			t.Fatalf("put %d refused", i)
+		}
+	}
+	tr.Flush()
+	for i := range 10 {
+		if !get(t, tr, i) {
+			t.Errorf("entry %d missing", i)
+		}
+	}
+	if get(t, tr, 99) {
+		t.Error("an entry never put was found")
+	}
+	st := tr.Stats()
+	if st.Entries != 10 || st.Hits != 10 || st.Misses != 1 || st.StoredBytes >= st.WrittenBytes/2 {
+		t.Errorf("stats %+v: want 10 entries, 10 hits, 1 miss, stored at most half the bytes", st)
+	}
+	if b, n := onDisk(t, dir); n != 10 || b != st.Bytes {
+		t.Errorf("%d files of %d bytes on disk; the tier counts %d bytes", n, b, st.Bytes)
+	}
+	tr.Close()
+	tr = open(t, dir, 64<<20, nil)
+	defer tr.Close()
+	for i := range 10 {
+		if !get(t, tr, i) {
+			t.Errorf("entry %d missing after reopening", i)
+		}
+	}
+	if tr.Get(key(1), 1, make([]byte, sampleBytes-1)) {
+		t.Error("an entry was served into a buffer of another size")
+	}
+}
+
+// TestDamage: an entry with a flipped byte, cut short, grown, or holding another key's bytes is
+// dropped and reported as a miss, never served.
+func TestDamage(t *testing.T) {
+	dir := t.TempDir()
+	tr := open(t, dir, 64<<20, nil)
+	for i := range 6 {
+		tr.Put(key(i), i, sample(i))
+	}
+	tr.Flush()
+	tr.Close()
+	path := func(i int) string { s := key(i).String(); return filepath.Join(dir, version, s[:2], s) }
+	mutate := func(i int, f func([]byte) []byte) {
+		b, err := os.ReadFile(path(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path(i), f(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mutate(0, func(b []byte) []byte { b[len(b)/2] ^= 0x40; return b }) // a flipped bit in the data
+	mutate(1, func(b []byte) []byte { return b[:len(b)-100] })         // cut short
+	mutate(2, func(b []byte) []byte { return append(b, 0) })           // grown
+	mutate(3, func(b []byte) []byte { b[20] ^= 1; return b })          // the key in its header
+	mutate(4, func(b []byte) []byte { b[48] ^= 1; return b })          // the checksum
+	other, _ := os.ReadFile(path(5))                                   // another entry's file under key 6's name
+	os.MkdirAll(filepath.Dir(path(6)), 0o755)
+	os.WriteFile(path(6), other, 0o644)
+
+	tr = open(t, dir, 64<<20, nil)
+	defer tr.Close()
+	for i := range 5 {
+		if get(t, tr, i) {
+			t.Errorf("damaged entry %d served", i)
+		}
+		if _, err := os.Stat(path(i)); !os.IsNotExist(err) {
+			t.Errorf("damaged entry %d left on disk", i)
+		}
+	}
+	if get(t, tr, 6) {
+		t.Error("an entry holding another key's bytes served")
+	}
+	if !get(t, tr, 5) {
+		t.Error("the sound entry 5 missing")
+	}
+	if st := tr.Stats(); st.Corrupt != 6 {
+		t.Errorf("%d damaged entries counted, want 6", st.Corrupt)
+	}
+	// Put again, it is served again.
+	tr.Put(key(0), 0, sample(0))
+	tr.Flush()
+	if !get(t, tr, 0) {
+		t.Error("entry 0 not served after it was written again")
+	}
+}
+
+// TestBound: the tier never holds more than its bound, on disk or in its count, and eviction
+// keeps the entries due soonest over those not due.
+func TestBound(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	due := map[int]int{} // tag (entry number) -> how soon it is due
+	dueOf := func(tag int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if d, ok := due[tag]; ok {
+			return d
+		}
+		return -1
+	}
+	if _, err := Open(Options{Dir: dir, MaxBytes: 0}); err == nil {
+		t.Fatal("a tier of 0 bytes opened")
+	}
+	probe := open(t, dir, 1<<30, nil)
+	probe.Put(key(0), 0, sample(0))
+	probe.Flush()
+	one := probe.Stats().Bytes
+	probe.Close()
+	os.RemoveAll(dir)
+
+	tr := open(t, dir, 10*one+one/2, dueOf) // room for 10
+	defer tr.Close()
+	mu.Lock()
+	for i := range 5 {
+		due[i] = 100 + i // 0..4 are due soon
+	}
+	mu.Unlock()
+	for i := range 40 {
+		tr.Put(key(i), i, sample(i))
+		tr.Flush()
+		st := tr.Stats()
+		b, _ := onDisk(t, dir)
+		if st.Bytes > st.MaxBytes || b > st.MaxBytes {
+			t.Fatalf("after %d puts: %d bytes counted, %d on disk, bound %d", i+1, st.Bytes, b, st.MaxBytes)
+		}
+	}
+	for i := range 5 {
+		if !get(t, tr, i) {
+			t.Errorf("entry %d, due soon, was evicted for entries not due", i)
+		}
+	}
+	// An entry that is not due takes no due entry's place.
+	mu.Lock()
+	for i := 30; i < 40; i++ {
+		due[i] = 50
+	}
+	mu.Unlock()
+	tr.Put(key(100), 100, sample(100))
+	tr.Flush()
+	if tr.Has(key(100)) {
+		t.Error("an entry not due took the place of one due")
+	}
+	if st := tr.Stats(); st.Skipped == 0 {
+		t.Errorf("the refused entry not counted as skipped: %+v", st)
+	}
+}
+
+// TestBacklog: Put never waits; past the backlog bound it skips.
+func TestBacklog(t *testing.T) {
+	tr, err := Open(Options{Dir: t.TempDir(), MaxBytes: 1 << 30, Backlog: 3 * sampleBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	queued := 0
+	for i := range 50 {
+		if tr.Put(key(i), i, sample(i)) {
+			queued++
+		}
+	}
+	tr.Flush()
+	st := tr.Stats()
+	if queued == 50 || st.Skipped == 0 || st.Written != int64(queued) {
+		t.Errorf("%d of 50 queued, stats %+v: want some skipped, the rest written", queued, st)
+	}
+}
+
+// TestLock: a directory serves one tier at a time, and the error says so.
+func TestLock(t *testing.T) {
+	dir := t.TempDir()
+	tr := open(t, dir, 1<<20, nil)
+	if _, err := Open(Options{Dir: dir, MaxBytes: 1 << 20}); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("a second tier on the same directory: %v", err)
+	}
+	tr.Close()
+	open(t, dir, 1<<20, nil).Close()
+}
+
+// TestKilledWhileWriting: kill -9 of a process writing entries leaves a tier the next Open
+// uses: no temporary files, and every entry either sound or dropped when read.
+func TestKilledWhileWriting(t *testing.T) {
+	if dir := os.Getenv("VIDFS_TIER_WRITER"); dir != "" {
+		tr, err := Open(Options{Dir: dir, MaxBytes: 1 << 30})
+		if err != nil {
+			os.Exit(3)
+		}
+		os.WriteFile(filepath.Join(dir, "started"), nil, 0o644)
+		for i := 0; ; i++ {
+			for !tr.Put(key(i), i, sample(i)) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	dir := t.TempDir()
+	for round := range 3 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestKilledWhileWriting$")
+		cmd.Env = append(os.Environ(), "VIDFS_TIER_WRITER="+dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the writer did not start")
+			}
+		}
+		time.Sleep(time.Duration(150+100*round) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		os.Remove(filepath.Join(dir, "started"))
+
+		tr := open(t, dir, 1<<30, nil)
+		if tmp, _ := os.ReadDir(filepath.Join(dir, version, "tmp")); len(tmp) != 0 {
+			t.Errorf("round %d: %d temporary files left after Open", round, len(tmp))
+		}
+		st := tr.Stats()
+		served := 0
+		for i := 0; i < st.Entries+st.Backlog+1000 && i < 100000; i++ {
+			if tr.Has(key(i)) && get(t, tr, i) {
+				served++
+			}
+		}
+		if served == 0 {
+			t.Errorf("round %d: no entry written before the kill was usable (%d indexed)", round, st.Entries)
+		}
+		tr.Close()
+	}
+}
