@@ -10,10 +10,21 @@ package decode
 #include <libavutil/avutil.h>
 #include <malloc.h>
 
+// The frames whose in-loop filter fast decoding skips (see Output.Fast).
+#define VIDFS_FAST_LOOP_FILTER AVDISCARD_ALL
+
 static void vidfs_flush(void *cc) { avcodec_flush_buffers((AVCodecContext *)cc); }
 static void vidfs_skip_pixels(void *cc) {
 	((AVCodecContext *)cc)->skip_idct = AVDISCARD_ALL;
 	((AVCodecContext *)cc)->skip_loop_filter = AVDISCARD_ALL;
+}
+static void vidfs_set_fast(void *cc, int on) {
+	AVCodecContext *c = (AVCodecContext *)cc;
+	c->skip_loop_filter = on ? VIDFS_FAST_LOOP_FILTER : AVDISCARD_DEFAULT;
+	if (on)
+		c->flags2 |= AV_CODEC_FLAG2_FAST;
+	else
+		c->flags2 &= ~AV_CODEC_FLAG2_FAST;
 }
 static void vidfs_set_skip_frame(void *cc, int d) { ((AVCodecContext *)cc)->skip_frame = (enum AVDiscard)d; }
 static int vidfs_copy_props(void *dst, void *src) { return av_frame_copy_props((AVFrame *)dst, (const AVFrame *)src); }
@@ -47,6 +58,16 @@ func FFmpegVersion() string { return C.GoString(C.av_version_info()) }
 
 // flushDecoder drops every frame and packet buffered in the decoder, as after a seek.
 func flushDecoder(cc *astiav.CodecContext) { C.vidfs_flush(cc.UnsafePointer()) }
+
+// setFast turns the decoder's non-bit-exact shortcuts (Output.Fast) on or off. Both settings are
+// read as each frame is decoded, so this may change between clips.
+func setFast(cc *astiav.CodecContext, on bool) {
+	v := 0
+	if on {
+		v = 1
+	}
+	C.vidfs_set_fast(cc.UnsafePointer(), C.int(v))
+}
 
 // discard levels for skipFrames (AVDiscard).
 const (

@@ -76,6 +76,7 @@ type video struct {
 	at       *position // nil: not positioned
 	gen      int64     // counts positions: frames are tagged with the one they were decoded in
 	skip     int       // the decoder's skip_frame level now
+	fast     bool      // the decoder's shortcuts (Output.Fast) are on
 	prevLast int       // the last frame of the previous clip asked of this decoder; -1 before any
 	// state is what the decoders of this video have learnt of it (keyframes not to start from,
 	// damage confirmed), shared through the pool.
@@ -233,6 +234,10 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (c
 	// the file is not trusted: it may come from the start point (a keyframe that is no clean random
 	// access point) rather than the data. So try again from the usable keyframe before, then from
 	// the start of the file; a keyframe that fails where an earlier one succeeds is marked unusable.
+	if o.Fast != v.fast {
+		setFast(v.cc, o.Fast)
+		v.fast = o.Fast
+	}
 	r := &clipRun{idx: idx}
 	drain := v.drainPays(idx)
 	v.prevLast = idx[len(idx)-1]

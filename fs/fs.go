@@ -40,6 +40,8 @@ type Config struct {
 	// Infos holds the probe table of each of Layout.Videos (nil for videos without samples).
 	Infos  []*decode.Info
 	Resize decode.Resize
+	// Fast decodes with FFmpeg's shortcuts that are not bit-exact (decode.Output.Fast).
+	Fast bool
 	// Decoder decodes samples. The caller owns it, and closes it after the FS.
 	Decoder Decoder
 	// CacheBytes bounds the memory for decoded samples.
@@ -110,7 +112,7 @@ func New(cfg Config) (*FS, error) {
 	}
 	f := &FS{
 		cfg: cfg, lay: lay, log: cfg.Log, start: time.Now(),
-		out: SampleOutput(lay, cfg.Resize), owners: newOwners("/proc"),
+		out: SampleOutput(lay, cfg.Resize, cfg.Fast), owners: newOwners("/proc"),
 	}
 	f.problems.init(cfg.Source, cfg.Skipped)
 	f.dirNumber = map[string]int{}
@@ -168,9 +170,9 @@ func SampleClip(lay *layout.Layout, i int) decode.Clip {
 	return decode.Clip{Start: s.Start, Frames: spec.Frames, Stride: spec.Stride, PadEnd: s.Pad}
 }
 
-// SampleOutput is the shape every frame of lay's samples is brought to.
-func SampleOutput(lay *layout.Layout, resize decode.Resize) decode.Output {
-	return decode.Output{Width: lay.Spec.Width, Height: lay.Spec.Height, Resize: resize}
+// SampleOutput is the shape every frame of lay's samples is brought to, decoded fast or exactly.
+func SampleOutput(lay *layout.Layout, resize decode.Resize, fast bool) decode.Output {
+	return decode.Output{Width: lay.Spec.Width, Height: lay.Spec.Height, Resize: resize, Fast: fast}
 }
 
 // decodeSample decodes sample i into buf, for the cache.

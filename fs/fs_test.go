@@ -40,6 +40,7 @@ type mountSetup struct {
 	files      map[string]string // path under SRC -> test video name
 	spec       layout.Spec
 	resize     decode.Resize
+	fast       bool
 	cacheBytes int64
 	workers    int
 	prefetch   int
@@ -90,7 +91,7 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	f, err := New(Config{Source: src, Layout: lay, Infos: in, Resize: s.resize, Decoder: pool, CacheBytes: s.cacheBytes,
+	f, err := New(Config{Source: src, Layout: lay, Infos: in, Resize: s.resize, Fast: s.fast, Decoder: pool, CacheBytes: s.cacheBytes,
 		Workers: s.workers, Prefetch: s.prefetch, Skipped: skipped, OnError: s.onError, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 		TierDir: s.tierDir, TierBytes: s.tierBytes})
 	if err != nil {

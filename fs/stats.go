@@ -97,7 +97,15 @@ func (f *FS) dataset() wire.Dataset {
 	return wire.Dataset{
 		Samples: f.lay.Len(), Frames: sp.Frames, Height: sp.Height, Width: sp.Width, Channels: 3, DType: "uint8",
 		SampleBytes: sp.SampleBytes(), NpyHeaderBytes: len(f.lay.NpyHeader()), Stride: sp.Stride, Step: sp.Step,
-		ClipsPerVideo: sp.ClipsPerVideo, Resize: f.cfg.Resize.String(), PadShort: sp.PadShort,
+		ClipsPerVideo: sp.ClipsPerVideo, Resize: f.cfg.Resize.String(), Decode: decodeMode(f.cfg.Fast), PadShort: sp.PadShort,
 		Videos: len(f.lay.Videos), Classes: len(f.lay.Classes), Source: f.cfg.Source,
 	}
+}
+
+// decodeMode names how samples are decoded, as --decode does.
+func decodeMode(fast bool) string {
+	if fast {
+		return "fast"
+	}
+	return "exact"
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/testvideo"
 	"github.com/vidfs/vidfs/layout"
 )
@@ -90,16 +91,26 @@ func TestTier(t *testing.T) {
 	}
 	b.close()
 
-	// Another output size: nothing from the tier.
-	other := setup
-	other.spec.Width = 40
-	c := mountVideos(t, other)
-	readAll(t, c)
-	if st := c.fs.Stats(); st.Tier.Hits != 0 {
-		t.Errorf("another output size: %d tier hits, want none", st.Tier.Hits)
+	// Other parameters that change the bytes: nothing from the tier.
+	for _, change := range []struct {
+		what string
+		set  func(*mountSetup)
+	}{
+		{"another output size", func(s *mountSetup) { s.spec.Width = 40 }},
+		{"another stride", func(s *mountSetup) { s.spec.Stride = 3 }},
+		{"another resize mode", func(s *mountSetup) { s.resize = decode.Pad }},
+		{"fast decoding", func(s *mountSetup) { s.fast = true }},
+	} {
+		other := setup
+		change.set(&other)
+		c := mountVideos(t, other)
+		readAll(t, c)
+		if st := c.fs.Stats(); st.Tier.Hits != 0 || st.Decode.Clips == 0 {
+			t.Errorf("%s: %d tier hits and %d decodes, want none from the tier", change.what, st.Tier.Hits, st.Decode.Clips)
+		}
+		c.fs.tier.t.Flush()
+		c.close()
 	}
-	c.fs.tier.t.Flush()
-	c.close()
 
 	// Damaged entries: one with a flipped byte, one cut short, one emptied.
 	files, _ := entryFiles(t, tierDir)

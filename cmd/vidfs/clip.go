@@ -20,13 +20,14 @@ func clipCommand() *command {
 		start, frames, stride, threads int
 		size                           = sizeValue{224, 224}
 		resize                         = resizeValue{decode.Crop}
+		mode                           decodeValue
 		out                            string
 		padEnd                         bool
 		hw                             = hwValue{decode.HWAuto}
 	)
 	return &command{
 		summary: "decode one clip to a raw RGB24 or .npy file",
-		usage:   "PATH --start S [--frames T] [--stride K] [--size HxW] [--resize MODE] -o FILE",
+		usage:   "PATH --start S [--frames T] [--stride K] [--size HxW] [--resize MODE] [--decode exact|fast] -o FILE",
 		help: `Decodes frames S, S+K, ..., S+(T-1)K of the video (frame indices in presentation order,
 counted from 0, as ` + "`vidfs probe`" + ` counts them), turns them upright, fits them to H x W and
 writes them as uint8 RGB: T*H*W*3 bytes, shape (T, H, W, 3). This is exactly what a sample of
@@ -41,6 +42,7 @@ training transform), stretch (scale each side to fit), pad (fit the long side, b
 			fs.IntVar(&stride, "stride", 1, "distance between the clip's frames")
 			fs.Var(&size, "size", "output size, height x width")
 			fs.Var(&resize, "resize", "how frames are fitted: crop, stretch or pad")
+			fs.Var(&mode, "decode", "exact (bit-exact) or fast (not bit-exact: skips H.264/HEVC deblocking, area scaling)")
 			fs.BoolVar(&padEnd, "pad-end", false, "repeat the last frame where the clip runs past the end of the video")
 			fs.StringVarP(&out, "output", "o", "", "output file (.npy: NumPy array; -: stdout); required")
 			fs.IntVar(&threads, "threads", 0, "decoder threads on the CPU (0: automatic)")
@@ -58,7 +60,7 @@ training transform), stretch (scale each side to fit), pad (fit the long side, b
 			if err != nil {
 				return err
 			}
-			o := decode.Output{Width: size.w, Height: size.h, Resize: resize.r}
+			o := decode.Output{Width: size.w, Height: size.h, Resize: resize.r, Fast: mode.fast}
 			c := decode.Clip{Start: start, Frames: frames, Stride: stride, PadEnd: padEnd}
 			buf := make([]byte, frames*o.FrameBytes())
 			where, err := decodeOne(ctx, e, info, c, o, buf, threads, hw.h)

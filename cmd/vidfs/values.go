@@ -34,6 +34,25 @@ func (r *resizeValue) Set(v string) (err error) {
 	return err
 }
 
+// decodeValue is a --decode flag: exact or fast.
+type decodeValue struct{ fast bool }
+
+func (d *decodeValue) String() string {
+	if d.fast {
+		return "fast"
+	}
+	return "exact"
+}
+func (d *decodeValue) Type() string { return "exact|fast" }
+func (d *decodeValue) Set(v string) error {
+	switch v {
+	case "exact", "fast":
+		d.fast = v == "fast"
+		return nil
+	}
+	return fmt.Errorf("%q: want exact or fast", v)
+}
+
 // hwValue is an --hwaccel flag.
 type hwValue struct{ h decode.HWAccel }
 

@@ -130,7 +130,7 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	}
 	defer pool.Close()
 
-	out := vfs.SampleOutput(lay, o.resize.r)
+	out := vfs.SampleOutput(lay, o.resize.r, o.decode.fast)
 	units := make([][]verifyUnit, len(lay.Videos))
 	total := 0
 	for v := range lay.Videos {

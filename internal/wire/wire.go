@@ -21,6 +21,7 @@ type Dataset struct {
 	Step           int    `json:"step,omitempty"`
 	ClipsPerVideo  int    `json:"clips_per_video,omitempty"`
 	Resize         string `json:"resize"`
+	Decode         string `json:"decode"` // exact or fast
 	PadShort       bool   `json:"pad_short"`
 	Videos         int    `json:"videos"`
 	Classes        int    `json:"classes"`
