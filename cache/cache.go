@@ -170,6 +170,17 @@ func (h *Handle) Release() {
 	}
 }
 
+// Peek returns the sample pinned if it is ready, else nil. It loads nothing.
+func (c *Cache) Peek(sample int) *Handle {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.entries[sample]; e != nil && e.state == ready && !c.closed {
+		c.pin(e)
+		return &Handle{c, e}
+	}
+	return nil
+}
+
 // Get returns the sample, pinned, loading it first if it is not ready: at once, ahead of
 // prefetch work. hit says whether it was ready. A sample whose load failed fails again at once,
 // with the same error.

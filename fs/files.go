@@ -44,7 +44,11 @@ func (t *tensorFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 }
 
 func (t *tensorFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return t.f.read(ctx, t.hdr, t.first, t.count, dest, off)
+	res, errno := t.f.read(ctx, t.hdr, t.first, t.count, dest, off)
+	if errno == 0 && t.f.directIO.Load() {
+		t.f.pages.read(t, off, res.Size())
+	}
+	return res, errno
 }
 
 // staticFile is a file with fixed contents.

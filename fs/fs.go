@@ -80,6 +80,7 @@ type FS struct {
 	directIO  atomic.Bool
 	dirNumber map[string]int // folders under samples/, numbered for inode numbers
 
+	pages      *pageFiller
 	tier       *diskTier // nil without one
 	stopTag    context.CancelFunc
 	reads      readCounters
@@ -138,6 +139,7 @@ func New(cfg Config) (*FS, error) {
 		idle = 10 * time.Minute
 	}
 	f.plans = order.NewPlans(256, c.Depth()+256, idle)
+	f.pages = newPageFiller(f)
 	if cfg.TierDir != "" && cfg.TierBytes > 0 {
 		// The write backlog is memory beside the cache: a few samples' worth.
 		t, err := tier.Open(tier.Options{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Log: cfg.Log, Backlog: max(16<<20, 4*S),
@@ -157,6 +159,7 @@ func New(cfg Config) (*FS, error) {
 // Close stops decoding, frees the cache, and closes the disk tier once what it has queued is
 // written. The decoder is the caller's to close.
 func (f *FS) Close() {
+	f.pages.close()
 	f.cache.Close()
 	if f.tier != nil {
 		f.stopTag()

@@ -70,7 +70,7 @@ func (f *FS) Stats() wire.Stats {
 		},
 		Reads: wire.ReadStats{
 			Requests: requests, Bytes: bytes, Accesses: ts.Accesses, WaitSeconds: waited.Seconds(),
-			Substituted: substituted, Zeroed: zeroed,
+			Substituted: substituted, Zeroed: zeroed, PageFills: f.pages.filled.Load(),
 			LatencyMs: wire.Latency{
 				P50: ms(r.latency.Quantile(0.5)), P90: ms(r.latency.Quantile(0.9)),
 				P99: ms(r.latency.Quantile(0.99)), Max: ms(r.latency.Max()),

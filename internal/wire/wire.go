@@ -153,7 +153,10 @@ type ReadStats struct {
 	// sample, and with zeros (.vidfs/failed lists the samples).
 	Substituted int64   `json:"substituted"`
 	Zeroed      int64   `json:"zeroed"`
-	LatencyMs   Latency `json:"latency_ms"`
+	// Samples handed whole to the kernel's page cache after a memory-mapped reader faulted on two
+	// adjacent pages of them, so that its other faults do not each reach vidfs.
+	PageFills int64   `json:"page_fills"`
+	LatencyMs Latency `json:"latency_ms"`
 }
 
 // Latency is a distribution of read request latencies, in milliseconds.
