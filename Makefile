@@ -39,11 +39,13 @@ demo: build
 	scripts/demo.sh
 
 # Decode benchmarks (vidfs, PyAV, ffmpeg floor), then every loader side by side, fio, vidfs bench;
-# all figures go into docs/benchmarks.md and docs/benchmarks.png. About 12 minutes on 2 cores.
+# then the disk tier, --decode fast, one paced reader, memory maps and memory by part (bench/beyond.py);
+# all figures go into docs/benchmarks.md and docs/benchmarks.png. About 20 minutes on 2 cores.
 bench: build
 	scripts/setup.sh bench
 	scripts/bench-decode.sh 2
 	/usr/bin/python3 bench/run.py
+	/usr/bin/python3 bench/beyond.py
 
 bench-decode: build
 	scripts/setup.sh bench

@@ -109,12 +109,13 @@ type Cache struct {
 
 // Stats is a snapshot of the cache's state and counters.
 type Stats struct {
-	Capacity int // samples
-	Used     int // samples holding a buffer: ready, loading or queued
-	Ready    int
-	Pinned   int // ready samples readers are copying from
-	Loading  int
-	Queued   int
+	Capacity  int // samples
+	Allocated int // buffers mapped so far (never more than Capacity; kept until Close)
+	Used      int // samples holding a buffer: ready, loading or queued
+	Ready     int
+	Pinned    int // ready samples readers are copying from
+	Loading   int
+	Queued    int
 
 	Loaded        int64 // loads that succeeded
 	Failed        int64 // loads that failed
@@ -521,7 +522,7 @@ func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
-	s.Capacity = c.opts.Capacity
+	s.Capacity, s.Allocated = c.opts.Capacity, c.allocated
 	for _, e := range c.entries {
 		s.Used++
 		switch e.state {

@@ -93,3 +93,23 @@ for p in range(3):
     print(",".join(hashlib.sha256(np.array(a[i]).tobytes()).hexdigest() for i in order))
     del a
 `
+
+// TestMemoryStats: the stats' memory parts are the process's: the cache's buffers as mapped, and
+// parts that add up to no more than what is resident.
+func TestMemoryStats(t *testing.T) {
+	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 64, Width: 64}
+	m := mountVideos(t, mountSetup{files: tierFiles, spec: spec, cacheBytes: 64 << 20})
+	readAll(t, m)
+	st := m.fs.Stats()
+	mem := st.Memory
+	t.Logf("%+v", mem)
+	if got, want := mem.CacheBytes, int64(m.lay.Len())*spec.SampleBytes(); got != want {
+		t.Errorf("cache buffers %d bytes after reading %d samples of %d bytes, want %d", got, m.lay.Len(), spec.SampleBytes(), want)
+	}
+	if mem.ResidentBytes <= 0 || mem.GoHeapBytes <= 0 || mem.GoRuntimeBytes <= 0 {
+		t.Errorf("memory parts missing: %+v", mem)
+	}
+	if sum := mem.CacheBytes + mem.GoHeapBytes + mem.GoRuntimeBytes + mem.NativeBytes; sum > mem.ResidentBytes && mem.NativeBytes > 0 {
+		t.Errorf("parts add up to %d bytes, more than the %d resident", sum, mem.ResidentBytes)
+	}
+}

@@ -1,7 +1,13 @@
 package fs
 
 import (
+	"os"
+	rtmetrics "runtime/metrics"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/vidfs/vidfs/cache"
 
 	"github.com/vidfs/vidfs/internal/metrics"
 	"github.com/vidfs/vidfs/internal/wire"
@@ -17,6 +23,11 @@ func (f *FS) Stats() wire.Stats {
 	upcoming := f.plans.Upcoming(nil, depth)
 	ahead, inWindow := f.cache.ReadyAhead(upcoming)
 	S := f.lay.Spec.SampleBytes()
+	tier := f.tierStats()
+	var backlog int64
+	if tier != nil {
+		backlog = tier.BacklogBytes
+	}
 
 	r := &f.reads
 	r.mu.Lock()
@@ -76,7 +87,8 @@ func (f *FS) Stats() wire.Stats {
 				P99: ms(r.latency.Quantile(0.99)), Max: ms(r.latency.Max()),
 			},
 		},
-		Tier:   f.tierStats(),
+		Tier:   tier,
+		Memory: f.memory(cs, backlog),
 		Errors: f.problems.snapshot(),
 	}
 	if n := hits + misses; n > 0 {
@@ -108,4 +120,25 @@ func decodeMode(fast bool) string {
 		return "fast"
 	}
 	return "exact"
+}
+
+// memory is the process's resident memory by part (wire.MemoryStats).
+func (f *FS) memory(cs cache.Stats, backlog int64) wire.MemoryStats {
+	m := wire.MemoryStats{CacheBytes: int64(cs.Allocated) * f.lay.Spec.SampleBytes(), TierBacklogBytes: backlog}
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				m.ResidentBytes = kb << 10
+			}
+		}
+	}
+	s := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"}}
+	rtmetrics.Read(s)
+	m.GoHeapBytes = int64(s[0].Value.Uint64())
+	// Released heap memory is returned to the kernel: not resident.
+	m.GoRuntimeBytes = int64(s[1].Value.Uint64()) - int64(s[2].Value.Uint64()) - m.GoHeapBytes
+	m.NativeBytes = max(0, m.ResidentBytes-m.CacheBytes-m.GoHeapBytes-m.GoRuntimeBytes)
+	return m
 }

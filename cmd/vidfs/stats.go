@@ -127,6 +127,12 @@ func printStats(w io.Writer, mnt string, lay wire.Dataset, st wire.Stats) {
 		fmt.Fprintf(w, "           failed samples served with another sample %d times, with zeros %d times (.vidfs/failed)\n", r.Substituted, r.Zeroed)
 	}
 	fmt.Fprintf(w, "           latency p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms\n", r.LatencyMs.P50, r.LatencyMs.P90, r.LatencyMs.P99, r.LatencyMs.Max)
+	if r.PageFills > 0 {
+		fmt.Fprintf(w, "           %d samples put in the page cache whole for memory-mapped readers\n", r.PageFills)
+	}
+	mem := st.Memory
+	fmt.Fprintf(w, "  memory   %s resident: cache buffers %s, Go heap %s, Go runtime %s, native (FFmpeg, binary) %s\n",
+		formatBytes(mem.ResidentBytes), formatBytes(mem.CacheBytes), formatBytes(mem.GoHeapBytes), formatBytes(mem.GoRuntimeBytes), formatBytes(mem.NativeBytes))
 	fmt.Fprintf(w, "  errors   %d\n", len(st.Errors))
 	for i, e := range st.Errors {
 		if i == 10 {

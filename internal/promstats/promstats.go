@@ -75,6 +75,12 @@ func New(snapshot func() wire.Stats, latency func() metrics.Cumulative) *Collect
 	add("read_wait_seconds_total", "Time readers waited for samples to be decoded.", counter, func(s *wire.Stats) float64 { return s.Reads.WaitSeconds })
 	add("read_substituted_total", "Accesses to failed samples served with another sample.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Substituted) })
 	add("read_zeroed_total", "Accesses to failed samples served with zeros.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Zeroed) })
+	add("read_page_fills_total", "Samples put whole in the page cache for memory-mapped readers.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.PageFills) })
+	add("memory_resident_bytes", "Resident memory of the mount process.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.ResidentBytes) })
+	add("memory_cache_bytes", "Sample buffers mapped.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.CacheBytes) })
+	add("memory_go_heap_bytes", "Go heap objects, live and not yet collected.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.GoHeapBytes) })
+	add("memory_go_runtime_bytes", "Other memory the Go runtime holds.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.GoRuntimeBytes) })
+	add("memory_native_bytes", "Resident memory outside the cache and Go: FFmpeg, the binary.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.NativeBytes) })
 	tier := func(v func(t *wire.TierStats) float64) func(s *wire.Stats) float64 {
 		return func(s *wire.Stats) float64 {
 			if s.Tier == nil {

@@ -41,6 +41,7 @@ type Stats struct {
 	Decode        DecodeStats `json:"decode"`
 	Tier          *TierStats  `json:"tier,omitempty"` // the disk tier, when the mount has one
 	Reads         ReadStats   `json:"reads"`
+	Memory        MemoryStats `json:"memory"`
 	// Errors are the last problems on record: videos left out, samples that failed, plans refused.
 	Errors []Problem `json:"errors"`
 }
@@ -143,6 +144,19 @@ type DecoderClips struct {
 	CPU   int64 `json:"cpu"`
 }
 
+// MemoryStats is the mount process's resident memory by part. Sample buffers are mapped outside
+// the Go heap, as they are first used; the Go runtime's part holds the FUSE request buffers, the
+// tier's write backlog and zstd's state; the rest is native: FFmpeg's decoders and filter graphs
+// (glibc malloc), the binary and thread stacks.
+type MemoryStats struct {
+	ResidentBytes    int64 `json:"resident_bytes"`     // VmRSS
+	CacheBytes       int64 `json:"cache_bytes"`        // sample buffers mapped
+	GoHeapBytes      int64 `json:"go_heap_bytes"`      // live and not yet collected heap objects
+	GoRuntimeBytes   int64 `json:"go_runtime_bytes"`   // the rest the Go runtime holds: free heap spans, stacks, metadata
+	TierBacklogBytes int64 `json:"tier_backlog_bytes"` // samples waiting to be written to the disk tier (in the Go heap)
+	NativeBytes      int64 `json:"native_bytes"`       // resident less all the above: FFmpeg, the binary, C stacks
+}
+
 // ReadStats is what readers asked for and how long they waited.
 type ReadStats struct {
 	Requests    int64   `json:"requests"`
@@ -151,8 +165,8 @@ type ReadStats struct {
 	WaitSeconds float64 `json:"wait_s"`   // total time readers waited for samples to be decoded
 	// Under --on-error substitute or zeros: accesses to failed samples served with another
 	// sample, and with zeros (.vidfs/failed lists the samples).
-	Substituted int64   `json:"substituted"`
-	Zeroed      int64   `json:"zeroed"`
+	Substituted int64 `json:"substituted"`
+	Zeroed      int64 `json:"zeroed"`
 	// Samples handed whole to the kernel's page cache after a memory-mapped reader faulted on two
 	// adjacent pages of them, so that its other faults do not each reach vidfs.
 	PageFills int64   `json:"page_fills"`
