@@ -8,9 +8,10 @@ import (
 
 // Memory-mapped readers of the tensor files fault one page at a time (the mount's read-ahead is
 // one page, so that a fault does not reach into a neighbouring sample), and each fault is one FUSE
-// round trip: 588 of them for a 224x224x16 sample. When a reader faults on two adjacent pages of
-// one sample, the pageFiller hands the rest of that sample, if it is in the cache, to the
-// kernel's page cache (FUSE's notify-store), so that the rest of its faults are served there.
+// round trip: 588 of them for a 224x224x16 sample. When a reader faults on a sample's first page,
+// or on two adjacent pages of one sample, the pageFiller hands the rest of that sample, if it is
+// in the memory cache, to the kernel's page cache (FUSE's notify-store), so that the rest of its
+// faults are served there.
 // Only that sample's whole pages are stored: nothing of a neighbouring sample is read or decoded.
 //
 // Pages served from the page cache never reach vidfs, so the filler keeps a bounded window of
@@ -44,10 +45,10 @@ type storedRange struct {
 	off, ln int64
 }
 
+// pageFiller stores samples that memory-mapped readers fault on in the page cache (above).
 type pageFiller struct {
-	f        *FS
 	page     int64
-	keep     int          // samples the window holds
+	keep     int          // samples the window holds (under mu)
 	work     chan pageKey // samples to store; a full queue drops requests
 	mu       sync.Mutex
 	lastPage map[pageKey]int64 // the offset of the last one-page read of each sample
@@ -60,7 +61,7 @@ type pageFiller struct {
 }
 
 func newPageFiller(f *FS) *pageFiller {
-	p := &pageFiller{f: f, page: int64(os.Getpagesize()), lastPage: map[pageKey]int64{}, stored: map[pageKey]*fill{},
+	p := &pageFiller{page: int64(os.Getpagesize()), lastPage: map[pageKey]int64{}, stored: map[pageKey]*fill{},
 		work: make(chan pageKey, 64), done: make(chan struct{})}
 	p.keep = max(fillerMinSamples, int(fillerBytes/f.lay.Spec.SampleBytes()))
 	go p.run()
