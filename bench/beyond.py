@@ -250,7 +250,7 @@ def chart(tier, fast, single, path):
     ax[2].bar(range(len(names)), waits, color=["tab:green", "tab:gray", "tab:red"])
     ax[2].axhline(2, color="k", ls="--", lw=1)
     ax[2].set_xticks(range(len(names)), [n for _, n in names])
-    ax[2].set_title("One paced reader, no workers: % of time waiting for decodes")
+    ax[2].set_title("One paced reader: % of time waiting for decodes")
     fig.tight_layout()
     fig.savefig(path, dpi=80)
 
