@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -36,6 +37,7 @@ func (p *planFile) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 
 func (p *planFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		p.f.emptied.settle()
 		entries, _ := p.f.plans.Entries(p.name)
 		var b bytes.Buffer
 		for i, s := range entries {
@@ -131,6 +133,7 @@ func (w *planWriter) Write(ctx context.Context, data []byte, off int64) (uint32,
 	}
 	copy(w.buf[off:], data)
 	w.dirty = true
+	w.f.emptied.drop(w) // what is written replaces the plan, at the next flush
 	return uint32(len(data)), 0
 }
 
@@ -144,6 +147,9 @@ func (w *planWriter) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 // flush after it was written, once.
 func (w *planWriter) Flush(ctx context.Context) syscall.Errno {
 	if !w.dirty {
+		if w.truncate && !w.applied {
+			w.f.emptied.add(w)
+		}
 		return 0
 	}
 	w.dirty, w.applied = false, true
@@ -176,14 +182,68 @@ func (w *planWriter) Flush(ctx context.Context) syscall.Errno {
 }
 
 // Release drops what was written, once the last descriptor is closed. A plan opened to be
-// replaced (O_TRUNC, or created) and closed with nothing written is emptied now.
+// replaced (O_TRUNC, or created) and closed with nothing written is emptied now, unless a reader
+// of the plan or the stats settled it first.
 func (w *planWriter) Release(ctx context.Context) syscall.Errno {
-	if w.truncate && !w.applied {
-		w.f.setPlan(w.name, nil, false, 0)
-		w.f.log.Info("plan emptied", "plan", w.name)
+	if !w.f.emptied.release(w) && w.truncate && !w.applied {
+		w.empty()
 	}
 	w.buf = nil
 	return 0
+}
+
+func (w *planWriter) empty() {
+	w.f.setPlan(w.name, nil, false, 0)
+	w.f.log.Info("plan emptied", "plan", w.name)
+}
+
+// pendingEmpties are plan writers closed with nothing written to a plan they opened to replace
+// (O_TRUNC). The kernel sends Release, where such a plan is emptied, after close returns, so a
+// reader that opens the plan or the stats right after the close could see the old plan; it
+// settles them first. They are not emptied at the flush itself, because a shell's redirection
+// closes one descriptor before it writes through another.
+type pendingEmpties struct {
+	mu sync.Mutex
+	ws map[*planWriter]bool // true: emptied by settle
+}
+
+func (p *pendingEmpties) add(w *planWriter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ws == nil {
+		p.ws = map[*planWriter]bool{}
+	}
+	if _, ok := p.ws[w]; !ok {
+		p.ws[w] = false
+	}
+}
+
+// drop forgets w: something was written through it.
+func (p *pendingEmpties) drop(w *planWriter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.ws, w)
+}
+
+// release forgets w and says whether settle already emptied its plan.
+func (p *pendingEmpties) release(w *planWriter) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	done := p.ws[w]
+	delete(p.ws, w)
+	return done
+}
+
+// settle empties the plans of the writers pending.
+func (p *pendingEmpties) settle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for w, done := range p.ws {
+		if !done {
+			w.empty()
+			p.ws[w] = true
+		}
+	}
 }
 
 // snapshotFile is a file whose contents are made when it is opened: .vidfs/stats (JSON) and

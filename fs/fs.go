@@ -86,6 +86,7 @@ type FS struct {
 	reads      readCounters
 	decodeRate metrics.Rate
 	problems   problemLog
+	emptied    pendingEmpties // plans opened to be replaced and closed with nothing written
 	failed     failures
 }
 
