@@ -49,17 +49,8 @@ def rank_main(a, out):
     clips, waited, start = 0, 0.0, time.perf_counter()
     for epoch in range(a.epochs):
         sampler.set_epoch(epoch)
-        it = iter(loader)
-        while True:
-            t0 = time.perf_counter()
-            try:
-                batch, _ = next(it)
-            except StopIteration:
-                break
-            waited += time.perf_counter() - t0
-            clips += batch.shape[0]
-            time.sleep(a.step)
-            dist.all_reduce(grad)
+        n, w, _ = train.epoch(loader, a.step, lambda: dist.all_reduce(grad))
+        clips, waited = clips + n, waited + w
     wall = time.perf_counter() - start
     with open(os.path.join(out, "rank%d.json" % rank), "w") as f:
         json.dump({"clips": clips, "waited": waited, "wall": wall}, f)

@@ -88,6 +88,25 @@ class Shuffled:
         return self.n
 
 
+def epoch(loader, step, after_batch=None):
+    """One epoch through loader, sleeping step seconds per batch (the training step), then calling
+    after_batch (a collective, under DDP). Returns clips, seconds spent in next(loader), seconds."""
+    e0, waited, clips = time.perf_counter(), 0.0, 0
+    it = iter(loader)
+    while True:
+        t0 = time.perf_counter()
+        try:
+            batch, _ = next(it)
+        except StopIteration:
+            break
+        waited += time.perf_counter() - t0
+        clips += batch.shape[0]
+        time.sleep(step)
+        if after_batch:
+            after_batch()
+    return clips, waited, time.perf_counter() - e0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--contender", required=True, choices=["pyav", "opencv", "vidfs", "vidfs-plan", "npy"])
@@ -115,20 +134,10 @@ def main():
     stats0 = mount.stats() if a.vidfs_pid else None
     epochs, clips, waited = [], 0, 0.0
     start = time.perf_counter()
-    for epoch in range(a.epochs):
-        sampler.set_epoch(epoch)
-        e0, ew, en = time.perf_counter(), 0.0, 0
-        it = iter(loader)
-        while True:
-            t0 = time.perf_counter()
-            try:
-                batch, _ = next(it)
-            except StopIteration:
-                break
-            ew += time.perf_counter() - t0
-            en += batch.shape[0]
-            time.sleep(a.step)
-        epochs.append({"seconds": time.perf_counter() - e0, "clips": en, "waited": ew})
+    for e in range(a.epochs):
+        sampler.set_epoch(e)
+        en, ew, secs = epoch(loader, a.step)
+        epochs.append({"seconds": secs, "clips": en, "waited": ew})
         clips += en
         waited += ew
     wall = time.perf_counter() - start
