@@ -171,23 +171,38 @@ func TestPinnedNeverEvicted(t *testing.T) {
 	})
 }
 
+// dueMap is how soon each sample is due in a test's plan (absent: not due), changed by the test
+// while the cache asks.
+type dueMap struct {
+	mu  sync.Mutex
+	due map[int]int
+}
+
+func newDueMap(due map[int]int) *dueMap { return &dueMap{due: due} }
+
+// nextUse is the cache's NextUse.
+func (d *dueMap) nextUse(s int) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n, ok := d.due[s]; ok {
+		return n
+	}
+	return -1
+}
+
+// with runs change with the map locked; what change touches beside it is guarded too.
+func (d *dueMap) with(change func(due map[int]int)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	change(d.due)
+}
+
 func TestPlanAwareEviction(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newLoader()
-		var mu sync.Mutex
-		due := map[int]int{} // sample -> plan distance
-		nextUse := func(s int) int {
-			mu.Lock()
-			defer mu.Unlock()
-			if d, ok := due[s]; ok {
-				return d
-			}
-			return -1
-		}
-		c := newCache(t, f, 3, 1, nextUse, nil)
-		mu.Lock()
-		due[1], due[2] = 5, 1
-		mu.Unlock()
+		d := newDueMap(map[int]int{}) // sample -> plan distance
+		c := newCache(t, f, 3, 1, d.nextUse, nil)
+		d.with(func(due map[int]int) { due[1], due[2] = 5, 1 })
 		for _, s := range []int{1, 2, 3} {
 			get(t, c, s)
 		}
@@ -196,9 +211,7 @@ func TestPlanAwareEviction(t *testing.T) {
 			t.Error("a sample the plan needs was evicted before one it does not")
 		}
 		get(t, c, 5) // all due now (4 is not: goes) ...
-		mu.Lock()
-		due[5] = 2
-		mu.Unlock()
+		d.with(func(due map[int]int) { due[5] = 2 })
 		get(t, c, 6) // ... everything due: the one due last (1, at 5) goes
 		if !get(t, c, 2) || !get(t, c, 5) || get(t, c, 1) {
 			t.Error("want the sample due last evicted")
@@ -286,41 +299,25 @@ func TestPrefetch(t *testing.T) {
 func TestPrefetchMargin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newLoader()
-		var mu sync.Mutex
-		due := map[int]int{1: 300, 2: 500}
-		var want []int
-		nextUse := func(s int) int {
-			mu.Lock()
-			defer mu.Unlock()
-			if d, ok := due[s]; ok {
-				return d
-			}
-			return -1
-		}
+		d := newDueMap(map[int]int{1: 300, 2: 500})
+		var want []int // guarded by d's lock too
 		wantFn := func(dst []int) []int {
-			mu.Lock()
-			defer mu.Unlock()
-			return append(dst, want...)
+			d.with(func(map[int]int) { dst = append(dst, want...) })
+			return dst
 		}
-		c := newCache(t, f, 2, 1, nextUse, wantFn)
-		mu.Lock()
-		want = []int{1, 2}
-		mu.Unlock()
+		c := newCache(t, f, 2, 1, d.nextUse, wantFn)
+		d.with(func(map[int]int) { want = []int{1, 2} })
 		c.Kick()
 		synctest.Wait()
 		// 3 is due sooner than 1 and 2, but not half as soon as either: they stay.
-		mu.Lock()
-		due[3], want = 260, []int{3, 1, 2}
-		mu.Unlock()
+		d.with(func(due map[int]int) { due[3], want = 260, []int{3, 1, 2} })
 		c.Kick()
 		synctest.Wait()
 		if f.count(3) != 0 || c.Stats().EvictedUnread != 0 {
 			t.Fatalf("sample 3 (due in 260) loaded %d times in place of one due in 300 or 500", f.count(3))
 		}
 		// 4, due in 200, takes the place of 2 (due in 500), not 1 (due in 300).
-		mu.Lock()
-		due[4], want = 200, []int{4, 3, 1, 2}
-		mu.Unlock()
+		d.with(func(due map[int]int) { due[4], want = 200, []int{4, 3, 1, 2} })
 		c.Kick()
 		synctest.Wait()
 		if f.count(4) != 1 || !get(t, c, 1) || get(t, c, 2) {
