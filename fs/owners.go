@@ -138,34 +138,43 @@ func (o *owners) infoLocked(pid int, now time.Time) (procInfo, error) {
 // readStatus reads a thread's process id (Tgid) and its parent's (PPid) from a /proc status
 // file.
 func readStatus(path string) (tgid, ppid int, err error) {
-	f, err := os.Open(path)
+	v, err := statusFields(path, "Tgid", "PPid")
 	if err != nil {
 		return 0, 0, err
 	}
+	return int(v[0]), int(v[1]), nil
+}
+
+// statusFields reads the named numeric fields of a /proc status file, in the order named; a unit
+// after the number ("VmRSS:  1234 kB") is dropped, and is the caller's to know. It stops reading
+// once it has them all.
+func statusFields(path string, keys ...string) ([]int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
-	found := 0
+	vals, found := make([]int64, len(keys)), 0
 	sc := bufio.NewScanner(f)
-	for sc.Scan() && found < 2 {
+	for sc.Scan() && found < len(keys) {
 		key, val, ok := strings.Cut(sc.Text(), ":")
-		if !ok || key != "Tgid" && key != "PPid" {
+		i := slices.Index(keys, key)
+		if !ok || i < 0 {
 			continue
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(val))
+		num, _, _ := strings.Cut(strings.TrimSpace(val), " ")
+		n, err := strconv.ParseInt(num, 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %s: %w", path, key, err)
+			return nil, fmt.Errorf("%s: %s: %w", path, key, err)
 		}
-		if key == "Tgid" {
-			tgid = n
-		} else {
-			ppid = n
-		}
+		vals[i] = n
 		found++
 	}
 	if err := sc.Err(); err != nil {
-		return 0, 0, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if found < 2 {
-		return 0, 0, fmt.Errorf("%s: no Tgid and PPid", path)
+	if found < len(keys) {
+		return nil, fmt.Errorf("%s: want fields %s", path, strings.Join(keys, ", "))
 	}
-	return tgid, ppid, nil
+	return vals, nil
 }

@@ -1,10 +1,7 @@
 package fs
 
 import (
-	"os"
 	rtmetrics "runtime/metrics"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/vidfs/vidfs/cache"
@@ -125,13 +122,8 @@ func decodeMode(fast bool) string {
 // memory is the process's resident memory by part (wire.MemoryStats).
 func (f *FS) memory(cs cache.Stats, backlog int64) wire.MemoryStats {
 	m := wire.MemoryStats{CacheBytes: int64(cs.Allocated) * f.lay.Spec.SampleBytes(), TierBacklogBytes: backlog}
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-				m.ResidentBytes = kb << 10
-			}
-		}
+	if v, err := statusFields("/proc/self/status", "VmRSS"); err == nil {
+		m.ResidentBytes = v[0] << 10 // kB
 	}
 	s := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/total:bytes"},
 		{Name: "/memory/classes/heap/released:bytes"}}
