@@ -70,12 +70,11 @@ func newPageFiller(f *FS) *pageFiller {
 
 // sampleOf is the sample of t that holds the last byte of the page at off, or -1.
 func (p *pageFiller) sampleOf(t *tensorFile, off int64) int {
-	S := t.f.lay.Spec.SampleBytes()
-	last := off + p.page - 1 - int64(len(t.hdr))
-	if last < 0 {
+	ps := t.f.lay.Pieces(int64(len(t.hdr)), t.first, t.count, off+p.page-1, 1)
+	if len(ps) == 0 {
 		return -1
 	}
-	return t.first + int(min(last/S, int64(t.count-1)))
+	return ps[0].Sample // -1 in the header
 }
 
 // read notes a read of n bytes at off of t: a fault on a sample's first page, or on the page next
