@@ -33,13 +33,7 @@ PY = "/usr/bin/python3"
 
 
 def trainer(contender, mnt, source, epochs, workers=2, step=0.0, pid=0):
-    cmd = [PY, os.path.join(HERE, "train.py"), "--contender", contender, "--mnt", mnt, "--source", source,
-           "--ceiling", os.path.join(run.CACHE, "ceiling-v1"), "--epochs", str(epochs), "--workers", str(workers),
-           "--step", "%.4f" % step]
-    if pid:
-        cmd += ["--vidfs-pid", str(pid)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run.train(contender, source, mnt, os.path.join(run.CACHE, "ceiling-v1"), step, pid, epochs, workers)
 
 
 def rate(epochs):
@@ -101,14 +95,11 @@ def paced_single(source, index, step, epochs):
 
 
 def mapped(source, rounds):
-    # A cache that holds every sample read, so that both readers measure the mount, not decoding.
-    run.CACHE_MEM, keep = "1GiB", run.CACHE_MEM
-    try:
-        with run.Mounted(source) as m:
-            out = subprocess.run([PY, os.path.join(HERE, "mapped.py"), m.dir, "--samples", "150", "--rounds", str(rounds)],
-                                 check=True, capture_output=True, text=True).stdout
-    finally:
-        run.CACHE_MEM = keep
+    # A cache that holds every sample read (the later flag wins), so that both readers measure
+    # the mount, not decoding.
+    with run.Mounted(source, ["--cache-mem", "1GiB"]) as m:
+        out = subprocess.run([PY, os.path.join(HERE, "mapped.py"), m.dir, "--samples", "150", "--rounds", str(rounds)],
+                             check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
 

@@ -92,10 +92,10 @@ def ceiling(mnt, directory):
     open(done, "w").close()
 
 
-def train(contender, source, mnt, ceiling_dir, step, vidfs_pid=0):
+def train(contender, source, mnt, ceiling_dir, step, vidfs_pid=0, epochs=EPOCHS, workers=WORKERS):
     cmd = ["/usr/bin/python3", os.path.join(HERE, "train.py"), "--contender", contender, "--mnt", mnt,
-           "--source", source, "--ceiling", ceiling_dir, "--epochs", str(EPOCHS), "--batch", str(BATCH),
-           "--workers", WORKERS, "--step", "%.4f" % step]
+           "--source", source, "--ceiling", ceiling_dir, "--epochs", str(epochs), "--batch", str(BATCH),
+           "--workers", str(workers), "--step", "%.4f" % step]
     if vidfs_pid:
         cmd += ["--vidfs-pid", str(vidfs_pid)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
