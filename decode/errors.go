@@ -61,7 +61,13 @@ func (e *Error) Error() string {
 	if e.Frame != nil {
 		s += fmt.Sprintf("frame %d: ", *e.Frame)
 	}
-	s += e.Kind.Error()
+	return s + e.Reason()
+}
+
+// Reason is what went wrong, without the file and frame it concerns: the kind, the detail and
+// the underlying error. Reports that show the file and frame in columns of their own print it.
+func (e *Error) Reason() string {
+	s := e.Kind.Error()
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}
