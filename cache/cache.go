@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"syscall"
 )
@@ -38,6 +39,10 @@ type Options struct {
 	// Want appends to dst the next n samples to keep ready, most urgent first (the upcoming
 	// plan). Nil: none.
 	Want func(dst []int, n int) []int
+	// OnFail is told, once, of each sample whose load failed (and was not cancelled), before Get
+	// or Failed answers with its error. It is called from the load's goroutine without the
+	// cache's lock held. Nil: nobody is told.
+	OnFail func(sample int, err error)
 }
 
 // MaxLoads is how many loads run at once in a cache of the given Workers: prefetches on up to
@@ -96,8 +101,8 @@ type Cache struct {
 	mu        sync.Mutex
 	changed   chan struct{} // closed (and replaced) when a buffer may have become free
 	entries   map[int]*entry
-	recency   *list.List // of ready *entry, least recently used at the front
-	failed    map[int]error
+	recency   *list.List    // of ready *entry, least recently used at the front
+	failed    map[int]error // samples whose load failed, and why: the record of it (see Failures)
 	free      [][]byte
 	allocated int
 	demandQ   []*entry
@@ -357,6 +362,15 @@ func (c *Cache) start(e *entry, j job) {
 func (c *Cache) run(e *entry, j job) {
 	defer c.wg.Done()
 	err := c.opts.Load(c.ctx, e.sample, e.buf)
+	failed := err != nil && c.ctx.Err() == nil && !errors.Is(err, context.Canceled)
+	if failed && c.opts.OnFail != nil {
+		c.opts.OnFail(e.sample, err) // while the entry still shows it loading
+	}
+	c.finish(e, j, err, failed)
+}
+
+// finish settles a load that returned err: failed, cancelled or ready.
+func (c *Cache) finish(e *entry, j job, err error, failed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.running[j]--
@@ -365,7 +379,7 @@ func (c *Cache) run(e *entry, j job) {
 		c.free = append(c.free, e.buf)
 		e.buf = nil
 		e.err = err
-		if c.ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+		if failed {
 			c.failed[e.sample] = err
 			c.stats.Failed++
 		}
@@ -515,6 +529,13 @@ func (c *Cache) Failed(sample int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.failed[sample]
+}
+
+// Failures returns every sample whose load failed, with its error.
+func (c *Cache) Failures() map[int]error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.failed)
 }
 
 // Stats returns a snapshot of the cache.

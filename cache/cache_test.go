@@ -3,6 +3,8 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -358,18 +360,32 @@ func TestDemandAheadOfPrefetch(t *testing.T) {
 	})
 }
 
+// TestFailedSample: a sample whose load failed is loaded once, fails every Get at once with its
+// error, is listed by Failures, and OnFail is told of it once, before any Get fails.
 func TestFailedSample(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newLoader()
-		f.fail[7] = errors.New("corrupt video")
-		c := newCache(t, f, 2, 1, nil, nil)
+		bad := errors.New("corrupt video")
+		f.fail[7] = bad
+		told := make(chan error, 10)
+		c, err := New(Options{SampleBytes: sampleBytes, Capacity: 2, Workers: 1, Load: f.load,
+			OnFail: func(s int, err error) { told <- fmt.Errorf("sample %d: %w", s, err) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
 		for range 3 {
-			if _, _, err := c.Get(context.Background(), 7); err == nil || err.Error() != "corrupt video" {
+			if _, _, err := c.Get(context.Background(), 7); err != bad {
 				t.Fatalf("Get(7): %v", err)
 			}
 		}
-		if f.count(7) != 1 || c.Stats().Failed != 1 || c.Failed(7) == nil {
-			t.Errorf("failed sample loaded %d times", f.count(7))
+		if f.count(7) != 1 || c.Stats().Failed != 1 || c.Failed(7) != bad || !maps.Equal(c.Failures(), map[int]error{7: bad}) {
+			t.Errorf("failed sample loaded %d times; failures %v", f.count(7), c.Failures())
+		}
+		if n := len(told); n != 1 { // told before Get failed
+			t.Errorf("OnFail told %d times, want once", n)
+		} else if err := <-told; err.Error() != "sample 7: corrupt video" {
+			t.Errorf("OnFail told %v", err)
 		}
 		get(t, c, 8) // the failure holds no buffer
 		get(t, c, 9)

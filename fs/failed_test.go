@@ -11,14 +11,11 @@ import (
 	"github.com/vidfs/vidfs/decode"
 )
 
-// failedCSV is .vidfs/failed of f.
-func failedCSV(f *FS) []byte { return f.failed.csv() }
-
 // failedSamples is what each record of f says failed: the rows of .vidfs/failed, the samples the
 // cache fails at once, and the samples of the problems in the stats; and the stats' failed count.
 func failedSamples(t *testing.T, f *FS) (rows, cached, problems []int, count int64) {
 	t.Helper()
-	recs, err := csv.NewReader(bytes.NewReader(failedCSV(f))).ReadAll()
+	recs, err := csv.NewReader(bytes.NewReader(f.failedCSV())).ReadAll()
 	if err != nil {
 		t.Fatal(err)
 	}

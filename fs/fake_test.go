@@ -279,7 +279,7 @@ func TestOnErrorFake(t *testing.T) {
 	}
 	// Listed: the three samples read, with what they are served, and the samples tried in their
 	// place that failed too (EIO: nothing read them).
-	csv := string(f.failed.csv())
+	csv := string(f.failedCSV())
 	for _, row := range []string{"sample,file,frame,reason,served", "5,a/one.mp4,,made up,4", itoa(first) + ",a/two.mp4,,made up,15",
 		itoa(bfirst) + ",b/three.mp4,,made up,zeros", itoa(first+1) + ",a/two.mp4,,made up,EIO"} {
 		if !strings.Contains(csv, row+"\n") {
@@ -299,7 +299,7 @@ func TestOnErrorFake(t *testing.T) {
 	if !bytes.Equal(sampleAt(t, z, first), make([]byte, S(z))) {
 		t.Error("under zeros, a failed sample is not zeros")
 	}
-	if !strings.Contains(string(z.failed.csv()), itoa(first)+",a/two.mp4,,made up,zeros\n") {
-		t.Errorf(".vidfs/failed under zeros:\n%s", z.failed.csv())
+	if !strings.Contains(string(z.failedCSV()), itoa(first)+",a/two.mp4,,made up,zeros\n") {
+		t.Errorf(".vidfs/failed under zeros:\n%s", z.failedCSV())
 	}
 }

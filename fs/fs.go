@@ -84,10 +84,11 @@ type FS struct {
 	tier       *diskTier // nil without one
 	stopTag    context.CancelFunc
 	reads      readCounters
-	decodeRate metrics.Rate
+	decoded    atomic.Int64 // samples decoded (not those the disk tier served)
+	decodeRate metrics.Rate // of the same
 	problems   problemLog
 	emptied    pendingEmpties // plans opened to be replaced and closed with nothing written
-	failed     failures
+	failed     failures       // what failed samples' reads get; which failed is the cache's
 }
 
 // New builds a mount's state: cache and plans over cfg.Decoder. Close it when done.
@@ -124,7 +125,7 @@ func New(cfg Config) (*FS, error) {
 	// The cache asks the plans what is due; they are made once the cache says how deep it
 	// prefetches, before anything can ask (nothing does before a read or a plan kicks the cache).
 	c, err := cache.New(cache.Options{
-		SampleBytes: S, Capacity: capacity, Workers: workers, Prefetch: cfg.Prefetch, Load: f.loadSample,
+		SampleBytes: S, Capacity: capacity, Workers: workers, Prefetch: cfg.Prefetch, Load: f.loadSample, OnFail: f.loadFailed,
 		NextUse: func(s int) int { return f.plans.NextUse(s) },
 		Want:    func(dst []int, n int) []int { return f.plans.Upcoming(dst, n) },
 	})
@@ -179,21 +180,23 @@ func SampleOutput(lay *layout.Layout, resize decode.Resize, fast bool) decode.Ou
 	return decode.Output{Width: lay.Spec.Width, Height: lay.Spec.Height, Resize: resize, Fast: fast}
 }
 
-// decodeSample decodes sample i into buf, for the cache.
+// decodeSample decodes sample i into buf, for the cache, and counts it decoded.
 func (f *FS) decodeSample(ctx context.Context, i int, buf []byte) error {
 	s := f.lay.Samples[i]
-	err := f.cfg.Decoder.DecodeClip(ctx, f.cfg.Infos[s.Video], SampleClip(f.lay, i), f.out, buf)
-	if err == nil {
-		f.decodeRate.Add(1, time.Now())
-		return nil
+	if err := f.cfg.Decoder.DecodeClip(ctx, f.cfg.Infos[s.Video], SampleClip(f.lay, i), f.out, buf); err != nil {
+		return err
 	}
-	if ctx.Err() == nil {
-		file := f.lay.Videos[s.Video].Path
-		f.log.Error("sample failed", "sample", i, "file", file, "start", s.Start, "err", err, "reads_get", f.cfg.OnError.String())
-		f.problems.add(wire.Problem{Time: time.Now(), File: file, Sample: i, Reason: err.Error()})
-		f.failed.add(i, file, err)
-	}
-	return err
+	f.decoded.Add(1)
+	f.decodeRate.Add(1, time.Now())
+	return nil
+}
+
+// loadFailed logs a sample the cache now holds failed, and adds it to the problems: the cache
+// tells it once for each such sample.
+func (f *FS) loadFailed(i int, err error) {
+	file, start := f.sampleFile(i), f.lay.Samples[i].Start
+	f.log.Error("sample failed", "sample", i, "file", file, "start", start, "err", err, "reads_get", f.cfg.OnError.String())
+	f.problems.add(wire.Problem{Time: time.Now(), File: file, Sample: i, Reason: err.Error()})
 }
 
 // setPlan makes entries the plan called name, creating it if need be (or, with appendPlan,
