@@ -296,6 +296,20 @@ func TestPrefetch(t *testing.T) {
 	})
 }
 
+// TestPrefetchAtStart: a cache keeps ready what Want names from the moment it is made, without
+// waiting to be kicked; so it asks Want (and NextUse) from then on, and whatever answers them must
+// exist before the cache does.
+func TestPrefetchAtStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newLoader()
+		c := newCache(t, f, 8, 1, nil, func(dst []int) []int { return append(dst, 1, 2) })
+		synctest.Wait()
+		if _, n := c.ReadyAhead([]int{1, 2}); n != 2 {
+			t.Errorf("%d of the 2 samples Want names ready, unkicked; want both", n)
+		}
+	})
+}
+
 // TestPrefetchMargin: a prefetch takes the buffer of a ready sample only when that sample is
 // due at least prefetchMargin times as late; a reader's miss takes it regardless.
 func TestPrefetchMargin(t *testing.T) {
