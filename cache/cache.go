@@ -143,19 +143,24 @@ func New(opts Options) (*Cache, error) {
 		changed: make(chan struct{}), entries: map[int]*entry{}, recency: list.New(), failed: map[int]error{},
 	}
 	c.wg.Add(1)
+	c.Kick() // what Want names from the start is prefetched without waiting for a kick
 	go c.prefetchLoop()
 	return c, nil
 }
 
-// Depth is how many samples ahead of the reader the cache keeps ready: Options.Prefetch, or
-// when that is 0 or more than fits, all the capacity beside what loads and readers hold.
-func (c *Cache) Depth() int {
-	room := max(c.opts.Capacity-reserve(c.opts.Workers), 0)
-	if c.opts.Prefetch > 0 {
-		return min(c.opts.Prefetch, room)
+// Depth is how many samples ahead of the reader a cache made with these options keeps ready:
+// Prefetch, or when that is 0 or more than fits, all the capacity beside what loads and readers
+// hold. It lets what a cache asks (Want) be sized before the cache is made.
+func (o Options) Depth() int {
+	room := max(o.Capacity-reserve(o.Workers), 0)
+	if o.Prefetch > 0 {
+		return min(o.Prefetch, room)
 	}
 	return room
 }
+
+// Depth is how many samples ahead of the reader the cache keeps ready (Options.Depth).
+func (c *Cache) Depth() int { return c.opts.Depth() }
 
 // Handle is a pinned sample: its bytes stay put until Release.
 type Handle struct {

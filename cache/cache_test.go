@@ -429,12 +429,14 @@ func TestDepth(t *testing.T) {
 	for _, tc := range []struct{ capacity, workers, prefetch, want int }{
 		{MinCapacity(2), 2, 0, 1}, {100, 2, 0, 100 - reserve(2)}, {100, 2, 10, 10}, {100, 2, 500, 100 - reserve(2)}, {3, 2, 0, 0},
 	} {
-		c, err := New(Options{SampleBytes: sampleBytes, Capacity: tc.capacity, Workers: tc.workers, Prefetch: tc.prefetch, Load: f.load})
+		opts := Options{SampleBytes: sampleBytes, Capacity: tc.capacity, Workers: tc.workers, Prefetch: tc.prefetch, Load: f.load}
+		c, err := New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := c.Depth(); got != tc.want {
-			t.Errorf("capacity %d, %d workers, prefetch %d: depth %d, want %d", tc.capacity, tc.workers, tc.prefetch, got, tc.want)
+		if got, before := c.Depth(), opts.Depth(); got != tc.want || before != tc.want {
+			t.Errorf("capacity %d, %d workers, prefetch %d: depth %d (%d from the options alone), want %d",
+				tc.capacity, tc.workers, tc.prefetch, got, before, tc.want)
 		}
 		c.Close()
 	}

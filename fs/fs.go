@@ -122,35 +122,39 @@ func New(cfg Config) (*FS, error) {
 	for i, d := range lay.Dirs() {
 		f.dirNumber[d] = i
 	}
-	// The cache asks the plans what is due; they are made once the cache says how deep it
-	// prefetches, before anything can ask (nothing does before a read or a plan kicks the cache).
-	c, err := cache.New(cache.Options{
-		SampleBytes: S, Capacity: capacity, Workers: workers, Prefetch: cfg.Prefetch, Load: f.loadSample, OnFail: f.loadFailed,
-		NextUse: func(s int) int { return f.plans.NextUse(s) },
-		Want:    func(dst []int, n int) []int { return f.plans.Upcoming(dst, n) },
-	})
-	if err != nil {
-		return nil, err
-	}
-	f.cache = c
-	if cfg.Prefetch > c.Depth() {
-		cfg.Log.Warn("prefetch depth exceeds what the cache holds beside what readers use; lowered", "asked", cfg.Prefetch, "depth", c.Depth())
+	// Each part is made after what it uses: the plans, then the disk tier (which asks the plans
+	// when a sample is due), then the cache, whose loads use the tier and which asks the plans
+	// what to keep from the moment it starts; then what reads from the cache.
+	opts := cache.Options{SampleBytes: S, Capacity: capacity, Workers: workers, Prefetch: cfg.Prefetch}
+	depth := opts.Depth()
+	if cfg.Prefetch > depth {
+		cfg.Log.Warn("prefetch depth exceeds what the cache holds beside what readers use; lowered", "asked", cfg.Prefetch, "depth", depth)
 	}
 	idle := cfg.PlanIdle
 	if idle <= 0 {
 		idle = 10 * time.Minute
 	}
-	f.plans = order.NewPlans(256, c.Depth()+256, idle)
-	f.pages = newPageFiller(f)
+	f.plans = order.NewPlans(256, depth+256, idle)
 	if cfg.TierDir != "" && cfg.TierBytes > 0 {
 		// The write backlog is memory beside the cache: a few samples' worth.
 		t, err := tier.Open(tier.Options{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Log: cfg.Log, Backlog: max(16<<20, 4*S),
-			Due: func(sample int) int { return f.plans.Until(sample) }})
+			Due: f.plans.Until})
 		if err != nil {
-			c.Close()
 			return nil, err
 		}
 		f.tier = &diskTier{t: t, prefix: keyPrefix(f.out)}
+	}
+	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.NextUse, f.plans.Upcoming
+	c, err := cache.New(opts)
+	if err != nil {
+		if f.tier != nil {
+			f.tier.t.Close()
+		}
+		return nil, err
+	}
+	f.cache = c
+	f.pages = newPageFiller(f)
+	if f.tier != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		f.stopTag = cancel
 		go f.tagTier(ctx)
