@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/metrics"
@@ -72,7 +74,8 @@ type FS struct {
 	out    decode.Output
 	cache  *cache.Cache
 	plans  *order.Plans
-	owners *owners // which process wrote which plan
+	owners *owners   // which process wrote which plan
+	proc   procfs.FS // /proc: the owners' threads, and this process's resident memory
 	log    *slog.Logger
 	start  time.Time
 	// directIO: serve the tensor files with FOPEN_DIRECT_IO, which the kernel can memory-map
@@ -113,9 +116,13 @@ func New(cfg Config) (*FS, error) {
 		return nil, fmt.Errorf("a cache of %d bytes holds %d samples of %d bytes; %d workers need at least %d (%d bytes)",
 			cfg.CacheBytes, capacity, S, workers, need, int64(need)*S)
 	}
+	proc, err := procfs.NewFS(procfs.DefaultMountPoint)
+	if err != nil {
+		return nil, err
+	}
 	f := &FS{
-		cfg: cfg, lay: lay, log: cfg.Log, start: time.Now(),
-		out: SampleOutput(lay, cfg.Resize, cfg.Fast), owners: newOwners("/proc"),
+		cfg: cfg, lay: lay, log: cfg.Log, start: time.Now(), proc: proc,
+		out: SampleOutput(lay, cfg.Resize, cfg.Fast), owners: newOwners(proc),
 	}
 	f.problems.init(cfg.Source, cfg.Skipped)
 	f.dirNumber = map[string]int{}
