@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"syscall"
 )
@@ -38,6 +39,10 @@ type Options struct {
 	// Want appends to dst the next n samples to keep ready, most urgent first (the upcoming
 	// plan). Nil: none.
 	Want func(dst []int, n int) []int
+	// OnFail is told, once, of each sample whose load failed (and was not cancelled), before Get
+	// or Failed answers with its error. It is called from the load's goroutine without the
+	// cache's lock held. Nil: nobody is told.
+	OnFail func(sample int, err error)
 }
 
 // MaxLoads is how many loads run at once in a cache of the given Workers: prefetches on up to
@@ -96,8 +101,8 @@ type Cache struct {
 	mu        sync.Mutex
 	changed   chan struct{} // closed (and replaced) when a buffer may have become free
 	entries   map[int]*entry
-	recency   *list.List // of ready *entry, least recently used at the front
-	failed    map[int]error
+	recency   *list.List    // of ready *entry, least recently used at the front
+	failed    map[int]error // samples whose load failed, and why: the record of it (see Failures)
 	free      [][]byte
 	allocated int
 	demandQ   []*entry
@@ -138,19 +143,24 @@ func New(opts Options) (*Cache, error) {
 		changed: make(chan struct{}), entries: map[int]*entry{}, recency: list.New(), failed: map[int]error{},
 	}
 	c.wg.Add(1)
+	c.Kick() // what Want names from the start is prefetched without waiting for a kick
 	go c.prefetchLoop()
 	return c, nil
 }
 
-// Depth is how many samples ahead of the reader the cache keeps ready: Options.Prefetch, or
-// when that is 0 or more than fits, all the capacity beside what loads and readers hold.
-func (c *Cache) Depth() int {
-	room := max(c.opts.Capacity-reserve(c.opts.Workers), 0)
-	if c.opts.Prefetch > 0 {
-		return min(c.opts.Prefetch, room)
+// Depth is how many samples ahead of the reader a cache made with these options keeps ready:
+// Prefetch, or when that is 0 or more than fits, all the capacity beside what loads and readers
+// hold. It lets what a cache asks (Want) be sized before the cache is made.
+func (o Options) Depth() int {
+	room := max(o.Capacity-reserve(o.Workers), 0)
+	if o.Prefetch > 0 {
+		return min(o.Prefetch, room)
 	}
 	return room
 }
+
+// Depth is how many samples ahead of the reader the cache keeps ready (Options.Depth).
+func (c *Cache) Depth() int { return c.opts.Depth() }
 
 // Handle is a pinned sample: its bytes stay put until Release.
 type Handle struct {
@@ -357,6 +367,15 @@ func (c *Cache) start(e *entry, j job) {
 func (c *Cache) run(e *entry, j job) {
 	defer c.wg.Done()
 	err := c.opts.Load(c.ctx, e.sample, e.buf)
+	failed := err != nil && c.ctx.Err() == nil && !errors.Is(err, context.Canceled)
+	if failed && c.opts.OnFail != nil {
+		c.opts.OnFail(e.sample, err) // while the entry still shows it loading
+	}
+	c.finish(e, j, err, failed)
+}
+
+// finish settles a load that returned err: failed, cancelled or ready.
+func (c *Cache) finish(e *entry, j job, err error, failed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.running[j]--
@@ -365,7 +384,7 @@ func (c *Cache) run(e *entry, j job) {
 		c.free = append(c.free, e.buf)
 		e.buf = nil
 		e.err = err
-		if c.ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+		if failed {
 			c.failed[e.sample] = err
 			c.stats.Failed++
 		}
@@ -515,6 +534,13 @@ func (c *Cache) Failed(sample int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.failed[sample]
+}
+
+// Failures returns every sample whose load failed, with its error.
+func (c *Cache) Failures() map[int]error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.failed)
 }
 
 // Stats returns a snapshot of the cache.

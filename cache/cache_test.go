@@ -3,6 +3,8 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -294,6 +296,20 @@ func TestPrefetch(t *testing.T) {
 	})
 }
 
+// TestPrefetchAtStart: a cache keeps ready what Want names from the moment it is made, without
+// waiting to be kicked; so it asks Want (and NextUse) from then on, and whatever answers them must
+// exist before the cache does.
+func TestPrefetchAtStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newLoader()
+		c := newCache(t, f, 8, 1, nil, func(dst []int) []int { return append(dst, 1, 2) })
+		synctest.Wait()
+		if _, n := c.ReadyAhead([]int{1, 2}); n != 2 {
+			t.Errorf("%d of the 2 samples Want names ready, unkicked; want both", n)
+		}
+	})
+}
+
 // TestPrefetchMargin: a prefetch takes the buffer of a ready sample only when that sample is
 // due at least prefetchMargin times as late; a reader's miss takes it regardless.
 func TestPrefetchMargin(t *testing.T) {
@@ -358,18 +374,32 @@ func TestDemandAheadOfPrefetch(t *testing.T) {
 	})
 }
 
+// TestFailedSample: a sample whose load failed is loaded once, fails every Get at once with its
+// error, is listed by Failures, and OnFail is told of it once, before any Get fails.
 func TestFailedSample(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newLoader()
-		f.fail[7] = errors.New("corrupt video")
-		c := newCache(t, f, 2, 1, nil, nil)
+		bad := errors.New("corrupt video")
+		f.fail[7] = bad
+		told := make(chan error, 10)
+		c, err := New(Options{SampleBytes: sampleBytes, Capacity: 2, Workers: 1, Load: f.load,
+			OnFail: func(s int, err error) { told <- fmt.Errorf("sample %d: %w", s, err) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
 		for range 3 {
-			if _, _, err := c.Get(context.Background(), 7); err == nil || err.Error() != "corrupt video" {
+			if _, _, err := c.Get(context.Background(), 7); err != bad {
 				t.Fatalf("Get(7): %v", err)
 			}
 		}
-		if f.count(7) != 1 || c.Stats().Failed != 1 || c.Failed(7) == nil {
-			t.Errorf("failed sample loaded %d times", f.count(7))
+		if f.count(7) != 1 || c.Stats().Failed != 1 || c.Failed(7) != bad || !maps.Equal(c.Failures(), map[int]error{7: bad}) {
+			t.Errorf("failed sample loaded %d times; failures %v", f.count(7), c.Failures())
+		}
+		if n := len(told); n != 1 { // told before Get failed
+			t.Errorf("OnFail told %d times, want once", n)
+		} else if err := <-told; err.Error() != "sample 7: corrupt video" {
+			t.Errorf("OnFail told %v", err)
 		}
 		get(t, c, 8) // the failure holds no buffer
 		get(t, c, 9)
@@ -399,12 +429,14 @@ func TestDepth(t *testing.T) {
 	for _, tc := range []struct{ capacity, workers, prefetch, want int }{
 		{MinCapacity(2), 2, 0, 1}, {100, 2, 0, 100 - reserve(2)}, {100, 2, 10, 10}, {100, 2, 500, 100 - reserve(2)}, {3, 2, 0, 0},
 	} {
-		c, err := New(Options{SampleBytes: sampleBytes, Capacity: tc.capacity, Workers: tc.workers, Prefetch: tc.prefetch, Load: f.load})
+		opts := Options{SampleBytes: sampleBytes, Capacity: tc.capacity, Workers: tc.workers, Prefetch: tc.prefetch, Load: f.load}
+		c, err := New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := c.Depth(); got != tc.want {
-			t.Errorf("capacity %d, %d workers, prefetch %d: depth %d, want %d", tc.capacity, tc.workers, tc.prefetch, got, tc.want)
+		if got, before := c.Depth(), opts.Depth(); got != tc.want || before != tc.want {
+			t.Errorf("capacity %d, %d workers, prefetch %d: depth %d (%d from the options alone), want %d",
+				tc.capacity, tc.workers, tc.prefetch, got, before, tc.want)
 		}
 		c.Close()
 	}

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/vidfs/vidfs/cache"
@@ -40,71 +39,41 @@ func ParseOnError(s string) (OnError, error) { return enum.Parse[OnError](onErro
 // maxCandidates bounds the samples tried in place of one that failed.
 const maxCandidates = 16
 
-// failedSample is a sample whose decode failed, and what its reads are served instead.
-type failedSample struct {
-	file   string
-	frame  *int
-	reason string
-	served int // the sample served instead; zeros: -1; nothing yet (EIO): -2
-}
+// Served in place of a failed sample, beside another sample's index.
+const servedZeros = -1
 
-const (
-	servedZeros = -1
-	servedEIO   = -2
-)
-
-// failures is the record behind .vidfs/failed: every sample that failed, and what is served.
+// failures is what reads of failed samples get instead: another sample or zeros, chosen once per
+// sample and kept; and the accesses so served. Which samples failed, and why, is the cache's
+// record (cache.Failures), not this one's.
 type failures struct {
-	mu                 sync.Mutex
-	samples            map[int]*failedSample
-	substitute, zeroed int64 // accesses served with another sample, with zeros
+	mu                 sync.Mutex  // guards the fields below; taken with no other lock held
+	served             map[int]int // failed sample -> the sample served in its place, or servedZeros
+	substitute, zeroed int64       // accesses served with another sample, with zeros
 }
 
-func (fl *failures) add(sample int, file string, err error) {
+// servedFor returns what is served for a failed sample, and whether it was decided.
+func (fl *failures) servedFor(sample int) (int, bool) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	if fl.samples == nil {
-		fl.samples = map[int]*failedSample{}
-	}
-	fs := &failedSample{file: file, reason: err.Error(), served: servedEIO}
-	var de *decode.Error
-	if errors.As(err, &de) {
-		fs.frame = de.Frame
-		fs.reason = strings.TrimPrefix(err.Error(), de.Path+": ")
-		if de.Frame != nil {
-			fs.reason = strings.TrimPrefix(fs.reason, fmt.Sprintf("frame %d: ", *de.Frame))
-		}
-	}
-	fl.samples[sample] = fs
-}
-
-// served returns what is served for a failed sample, and whether it was decided.
-func (fl *failures) served(sample int) (int, bool) {
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	if fs := fl.samples[sample]; fs != nil && fs.served != servedEIO {
-		return fs.served, true
-	}
-	return 0, false
+	with, ok := fl.served[sample]
+	return with, ok
 }
 
 // serve records what a failed sample's reads get, and counts one such read.
 func (fl *failures) serve(sample, with int) (first bool) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	fs := fl.samples[sample]
-	if fs == nil {
-		fs = &failedSample{reason: "decode failed"}
-		fl.samples[sample] = fs
+	if fl.served == nil {
+		fl.served = map[int]int{}
 	}
-	first = fs.served == servedEIO
-	fs.served = with
+	_, known := fl.served[sample]
+	fl.served[sample] = with
 	if with == servedZeros {
 		fl.zeroed++
 	} else {
 		fl.substitute++
 	}
-	return first
+	return !known
 }
 
 // counts returns the accesses served with another sample and with zeros.
@@ -114,28 +83,30 @@ func (fl *failures) counts() (substitute, zeroed int64) {
 	return fl.substitute, fl.zeroed
 }
 
-// csv is .vidfs/failed: sample, file, frame, reason, served (a sample's index, "zeros" or
-// "EIO"), one row per failed sample, in sample order.
-func (fl *failures) csv() []byte {
-	fl.mu.Lock()
-	defer fl.mu.Unlock()
-	keys := slices.Sorted(maps.Keys(fl.samples))
+// failedCSV is .vidfs/failed: sample, file, frame, reason, served (a sample's index, "zeros" or
+// "EIO": nothing was served yet, or the mount fails its reads), one row per sample the cache
+// holds failed, in sample order.
+func (f *FS) failedCSV() []byte {
+	failed := f.cache.Failures()
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
 	w.Write([]string{"sample", "file", "frame", "reason", "served"})
-	for _, k := range keys {
-		fs := fl.samples[k]
-		frame, served := "", "EIO"
-		if fs.frame != nil {
-			frame = strconv.Itoa(*fs.frame)
+	for _, k := range slices.Sorted(maps.Keys(failed)) {
+		err := failed[k]
+		frame, reason, served := "", err.Error(), "EIO"
+		var de *decode.Error
+		if errors.As(err, &de) {
+			reason = de.Reason()
+			if de.Frame != nil {
+				frame = strconv.Itoa(*de.Frame)
+			}
 		}
-		switch {
-		case fs.served == servedZeros:
+		if with, ok := f.failed.servedFor(k); ok && with == servedZeros {
 			served = "zeros"
-		case fs.served >= 0:
-			served = strconv.Itoa(fs.served)
+		} else if ok {
+			served = strconv.Itoa(with)
 		}
-		w.Write([]string{strconv.Itoa(k), fs.file, frame, fs.reason, served})
+		w.Write([]string{strconv.Itoa(k), f.sampleFile(k), frame, reason, served})
 	}
 	w.Flush()
 	return b.Bytes()
@@ -145,7 +116,11 @@ func (fl *failures) csv() []byte {
 // pinned good sample, or nil for zeros. The choice is made once and kept, so that every read of
 // the sample gets the same bytes.
 func (f *FS) insteadOf(ctx context.Context, sample int) (*cache.Handle, error) {
-	if with, ok := f.failed.served(sample); ok {
+	cause := f.cache.Failed(sample)
+	if cause == nil {
+		return nil, fmt.Errorf("sample %d: nothing is served in place of a sample that has not failed", sample)
+	}
+	if with, ok := f.failed.servedFor(sample); ok {
 		f.failed.serve(sample, with)
 		if with == servedZeros {
 			return nil, nil
@@ -154,7 +129,7 @@ func (f *FS) insteadOf(ctx context.Context, sample int) (*cache.Handle, error) {
 		return h, err
 	}
 	if f.cfg.OnError == OnErrorSubstitute {
-		for _, c := range f.candidates(sample, wholeFile(f.cache.Failed(sample))) {
+		for _, c := range f.candidates(sample, wholeFile(cause)) {
 			if f.cache.Failed(c) != nil {
 				continue
 			}

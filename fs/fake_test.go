@@ -25,6 +25,7 @@ type fakeDecoder struct {
 	fail     map[string]error
 	failClip map[[2]int]error // (video number, start) -> its error
 	video    map[string]int   // path -> video number, for frameByte
+	onStats  func()           // called as Stats begins, if set: what happens while a snapshot is taken
 }
 
 func frameByte(video, frame int) byte { return byte(video*37 + frame) }
@@ -58,6 +59,9 @@ func (d *fakeDecoder) DecodeClip(ctx context.Context, info *decode.Info, c decod
 }
 
 func (d *fakeDecoder) Stats() decode.PoolStats {
+	if d.onStats != nil {
+		d.onStats()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var n int64
@@ -84,8 +88,8 @@ func fakeFS(t *testing.T, cacheSamples, workers int, fail map[string]error) (*FS
 	return fakeFSWith(t, cacheSamples, workers, fail, OnErrorEIO)
 }
 
-// fakeFSWith is fakeFS with an on-error policy.
-func fakeFSWith(t *testing.T, cacheSamples, workers int, fail map[string]error, onError OnError) (*FS, *fakeDecoder) {
+// fakeFSWith is fakeFS with an on-error policy, and the Config as each of more changes it.
+func fakeFSWith(t *testing.T, cacheSamples, workers int, fail map[string]error, onError OnError, more ...func(*Config)) (*FS, *fakeDecoder) {
 	t.Helper()
 	spec := layout.Spec{Frames: 4, Stride: 1, Height: 4, Width: 4}
 	lay, err := layout.New(spec, fakeVideos)
@@ -98,8 +102,12 @@ func fakeFSWith(t *testing.T, cacheSamples, workers int, fail map[string]error, 
 		infos[i] = &decode.Info{Path: v.Path, Frames: v.Frames}
 		dec.video[v.Path] = i
 	}
-	f, err := New(Config{Source: "/fake", Layout: lay, Infos: infos, Decoder: dec, Workers: workers, OnError: onError,
-		CacheBytes: int64(cacheSamples) * spec.SampleBytes(), Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	cfg := Config{Source: "/fake", Layout: lay, Infos: infos, Decoder: dec, Workers: workers, OnError: onError,
+		CacheBytes: int64(cacheSamples) * spec.SampleBytes(), Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	for _, m := range more {
+		m(&cfg)
+	}
+	f, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +279,7 @@ func TestOnErrorFake(t *testing.T) {
 	}
 	// Listed: the three samples read, with what they are served, and the samples tried in their
 	// place that failed too (EIO: nothing read them).
-	csv := string(f.failed.csv())
+	csv := string(f.failedCSV())
 	for _, row := range []string{"sample,file,frame,reason,served", "5,a/one.mp4,,made up,4", itoa(first) + ",a/two.mp4,,made up,15",
 		itoa(bfirst) + ",b/three.mp4,,made up,zeros", itoa(first+1) + ",a/two.mp4,,made up,EIO"} {
 		if !strings.Contains(csv, row+"\n") {
@@ -291,7 +299,7 @@ func TestOnErrorFake(t *testing.T) {
 	if !bytes.Equal(sampleAt(t, z, first), make([]byte, S(z))) {
 		t.Error("under zeros, a failed sample is not zeros")
 	}
-	if !strings.Contains(string(z.failed.csv()), itoa(first)+",a/two.mp4,,made up,zeros\n") {
-		t.Errorf(".vidfs/failed under zeros:\n%s", z.failed.csv())
+	if !strings.Contains(string(z.failedCSV()), itoa(first)+",a/two.mp4,,made up,zeros\n") {
+		t.Errorf(".vidfs/failed under zeros:\n%s", z.failedCSV())
 	}
 }

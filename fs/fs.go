@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/metrics"
@@ -72,7 +74,8 @@ type FS struct {
 	out    decode.Output
 	cache  *cache.Cache
 	plans  *order.Plans
-	owners *owners // which process wrote which plan
+	owners *owners   // which process wrote which plan
+	proc   procfs.FS // /proc: the owners' threads, and this process's resident memory
 	log    *slog.Logger
 	start  time.Time
 	// directIO: serve the tensor files with FOPEN_DIRECT_IO, which the kernel can memory-map
@@ -84,10 +87,11 @@ type FS struct {
 	tier       *diskTier // nil without one
 	stopTag    context.CancelFunc
 	reads      readCounters
-	decodeRate metrics.Rate
+	decoded    atomic.Int64 // samples decoded (not those the disk tier served)
+	decodeRate metrics.Rate // of the same
 	problems   problemLog
 	emptied    pendingEmpties // plans opened to be replaced and closed with nothing written
-	failed     failures
+	failed     failures       // what failed samples' reads get; which failed is the cache's
 }
 
 // New builds a mount's state: cache and plans over cfg.Decoder. Close it when done.
@@ -112,44 +116,52 @@ func New(cfg Config) (*FS, error) {
 		return nil, fmt.Errorf("a cache of %d bytes holds %d samples of %d bytes; %d workers need at least %d (%d bytes)",
 			cfg.CacheBytes, capacity, S, workers, need, int64(need)*S)
 	}
+	proc, err := procfs.NewFS(procfs.DefaultMountPoint)
+	if err != nil {
+		return nil, err
+	}
 	f := &FS{
-		cfg: cfg, lay: lay, log: cfg.Log, start: time.Now(),
-		out: SampleOutput(lay, cfg.Resize, cfg.Fast), owners: newOwners("/proc"),
+		cfg: cfg, lay: lay, log: cfg.Log, start: time.Now(), proc: proc,
+		out: SampleOutput(lay, cfg.Resize, cfg.Fast), owners: newOwners(proc),
 	}
 	f.problems.init(cfg.Source, cfg.Skipped)
 	f.dirNumber = map[string]int{}
 	for i, d := range lay.Dirs() {
 		f.dirNumber[d] = i
 	}
-	// The cache asks the plans what is due; they are made once the cache says how deep it
-	// prefetches, before anything can ask (nothing does before a read or a plan kicks the cache).
-	c, err := cache.New(cache.Options{
-		SampleBytes: S, Capacity: capacity, Workers: workers, Prefetch: cfg.Prefetch, Load: f.loadSample,
-		NextUse: func(s int) int { return f.plans.NextUse(s) },
-		Want:    func(dst []int, n int) []int { return f.plans.Upcoming(dst, n) },
-	})
-	if err != nil {
-		return nil, err
-	}
-	f.cache = c
-	if cfg.Prefetch > c.Depth() {
-		cfg.Log.Warn("prefetch depth exceeds what the cache holds beside what readers use; lowered", "asked", cfg.Prefetch, "depth", c.Depth())
+	// Each part is made after what it uses: the plans, then the disk tier (which asks the plans
+	// when a sample is due), then the cache, whose loads use the tier and which asks the plans
+	// what to keep from the moment it starts; then what reads from the cache.
+	opts := cache.Options{SampleBytes: S, Capacity: capacity, Workers: workers, Prefetch: cfg.Prefetch}
+	depth := opts.Depth()
+	if cfg.Prefetch > depth {
+		cfg.Log.Warn("prefetch depth exceeds what the cache holds beside what readers use; lowered", "asked", cfg.Prefetch, "depth", depth)
 	}
 	idle := cfg.PlanIdle
 	if idle <= 0 {
 		idle = 10 * time.Minute
 	}
-	f.plans = order.NewPlans(256, c.Depth()+256, idle)
-	f.pages = newPageFiller(f)
+	f.plans = order.NewPlans(256, depth+256, idle)
 	if cfg.TierDir != "" && cfg.TierBytes > 0 {
 		// The write backlog is memory beside the cache: a few samples' worth.
 		t, err := tier.Open(tier.Options{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Log: cfg.Log, Backlog: max(16<<20, 4*S),
-			Due: func(sample int) int { return f.plans.Until(sample) }})
+			Due: f.plans.Until})
 		if err != nil {
-			c.Close()
 			return nil, err
 		}
 		f.tier = &diskTier{t: t, prefix: keyPrefix(f.out)}
+	}
+	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.NextUse, f.plans.Upcoming
+	c, err := cache.New(opts)
+	if err != nil {
+		if f.tier != nil {
+			f.tier.t.Close()
+		}
+		return nil, err
+	}
+	f.cache = c
+	f.pages = newPageFiller(f)
+	if f.tier != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		f.stopTag = cancel
 		go f.tagTier(ctx)
@@ -179,21 +191,23 @@ func SampleOutput(lay *layout.Layout, resize decode.Resize, fast bool) decode.Ou
 	return decode.Output{Width: lay.Spec.Width, Height: lay.Spec.Height, Resize: resize, Fast: fast}
 }
 
-// decodeSample decodes sample i into buf, for the cache.
+// decodeSample decodes sample i into buf, for the cache, and counts it decoded.
 func (f *FS) decodeSample(ctx context.Context, i int, buf []byte) error {
 	s := f.lay.Samples[i]
-	err := f.cfg.Decoder.DecodeClip(ctx, f.cfg.Infos[s.Video], SampleClip(f.lay, i), f.out, buf)
-	if err == nil {
-		f.decodeRate.Add(1, time.Now())
-		return nil
+	if err := f.cfg.Decoder.DecodeClip(ctx, f.cfg.Infos[s.Video], SampleClip(f.lay, i), f.out, buf); err != nil {
+		return err
 	}
-	if ctx.Err() == nil {
-		file := f.lay.Videos[s.Video].Path
-		f.log.Error("sample failed", "sample", i, "file", file, "start", s.Start, "err", err, "reads_get", f.cfg.OnError.String())
-		f.problems.add(wire.Problem{Time: time.Now(), File: file, Sample: i, Reason: err.Error()})
-		f.failed.add(i, file, err)
-	}
-	return err
+	f.decoded.Add(1)
+	f.decodeRate.Add(1, time.Now())
+	return nil
+}
+
+// loadFailed logs a sample the cache now holds failed, and adds it to the problems: the cache
+// tells it once for each such sample.
+func (f *FS) loadFailed(i int, err error) {
+	file, start := f.sampleFile(i), f.lay.Samples[i].Start
+	f.log.Error("sample failed", "sample", i, "file", file, "start", start, "err", err, "reads_get", f.cfg.OnError.String())
+	f.problems.add(wire.Problem{Time: time.Now(), File: file, Sample: i, Reason: err.Error()})
 }
 
 // setPlan makes entries the plan called name, creating it if need be (or, with appendPlan,

@@ -1,17 +1,13 @@
 package fs
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/prometheus/procfs"
 )
 
 // owners remembers which process wrote each plan, and finds the plans a reading process wrote:
@@ -24,9 +20,9 @@ import (
 // Processes are known by their thread group (the kernel tells FUSE the reading thread), from
 // /proc, which is looked at only while some plan has an owner, and remembered for a while.
 type owners struct {
-	proc string // where procfs is: /proc
+	proc procfs.FS // where threads are looked up: /proc
 
-	mu     sync.Mutex
+	mu     sync.Mutex       // guards byProc and known; nothing else is locked while it is held
 	byProc map[int][]string // process (thread group) id -> the plans it wrote last
 	known  map[int]procInfo // thread id -> its process and parent, as lately read
 }
@@ -44,7 +40,7 @@ const procTTL = 10 * time.Second
 // maxAncestry bounds the walk up from a reading process to the one that wrote its plan.
 const maxAncestry = 16
 
-func newOwners(proc string) *owners {
+func newOwners(proc procfs.FS) *owners {
 	return &owners{proc: proc, byProc: map[int][]string{}, known: map[int]procInfo{}}
 }
 
@@ -118,7 +114,7 @@ func (o *owners) infoLocked(pid int, now time.Time) (procInfo, error) {
 	if info, ok := o.known[pid]; ok && now.Sub(info.at) < procTTL {
 		return info, nil
 	}
-	tgid, ppid, err := readStatus(fmt.Sprintf("%s/%d/status", o.proc, pid))
+	tgid, ppid, err := o.thread(pid)
 	if err != nil {
 		delete(o.known, pid)
 		return procInfo{}, err
@@ -135,46 +131,19 @@ func (o *owners) infoLocked(pid int, now time.Time) (procInfo, error) {
 	return info, nil
 }
 
-// readStatus reads a thread's process id (Tgid) and its parent's (PPid) from a /proc status
-// file.
-func readStatus(path string) (tgid, ppid int, err error) {
-	v, err := statusFields(path, "Tgid", "PPid")
+// thread reads from /proc thread pid's process (its thread group) and that process's parent.
+func (o *owners) thread(pid int) (tgid, ppid int, err error) {
+	p, err := o.proc.Proc(pid)
 	if err != nil {
 		return 0, 0, err
 	}
-	return int(v[0]), int(v[1]), nil
-}
-
-// statusFields reads the named numeric fields of a /proc status file, in the order named; a unit
-// after the number ("VmRSS:  1234 kB") is dropped, and is the caller's to know. It stops reading
-// once it has them all.
-func statusFields(path string, keys ...string) ([]int64, error) {
-	f, err := os.Open(path)
+	status, err := p.NewStatus()
 	if err != nil {
-		return nil, err
+		return 0, 0, err
 	}
-	defer f.Close()
-	vals, found := make([]int64, len(keys)), 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() && found < len(keys) {
-		key, val, ok := strings.Cut(sc.Text(), ":")
-		i := slices.Index(keys, key)
-		if !ok || i < 0 {
-			continue
-		}
-		num, _, _ := strings.Cut(strings.TrimSpace(val), " ")
-		n, err := strconv.ParseInt(num, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", path, key, err)
-		}
-		vals[i] = n
-		found++
+	stat, err := p.Stat()
+	if err != nil {
+		return 0, 0, err
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if found < len(keys) {
-		return nil, fmt.Errorf("%s: want fields %s", path, strings.Join(keys, ", "))
-	}
-	return vals, nil
+	return status.TGID, stat.PPID, nil
 }

@@ -5,22 +5,33 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/procfs"
 )
 
-// fakeProc writes a /proc of threads: tid -> {tgid, ppid}.
-func fakeProc(t *testing.T, threads map[int][2]int) string {
+// fakeProc writes a /proc of threads, tid -> {tgid, ppid}: their status and stat files, as
+// Linux writes them.
+func fakeProc(t *testing.T, threads map[int][2]int) procfs.FS {
 	dir := t.TempDir()
 	for tid, p := range threads {
 		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprint(tid)), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		status := fmt.Sprintf("Name:\tpython3\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t%d\nNgid:\t0\nPid:\t%d\nPPid:\t%d\n", p[0], tid, p[1])
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(tid), "status"), []byte(status), 0o644); err != nil {
-			t.Fatal(err)
+		stat := fmt.Sprintf("%d (python3) S %d %d %d 0 -1 4194560 %s\n", tid, p[1], p[0], p[0], strings.Repeat("0 ", 44))
+		for name, text := range map[string]string{"status": status, "stat": stat} {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(tid), name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	return dir
+	proc, err := procfs.NewFS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proc
 }
 
 // TestOwners: a plan belongs to the process that wrote it (whichever of its threads did), and
@@ -63,7 +74,11 @@ func TestOwners(t *testing.T) {
 
 // TestOwnersProc: the real /proc says this process descends from its parent.
 func TestOwnersProc(t *testing.T) {
-	o := newOwners("/proc")
+	proc, err := procfs.NewFS(procfs.DefaultMountPoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newOwners(proc)
 	o.wrote("mine", os.Getppid())
 	if got := o.of(os.Getpid()); !slices.Equal(got, []string{"mine"}) {
 		t.Errorf("plans of this process, whose parent wrote one: %v", got)

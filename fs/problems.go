@@ -11,9 +11,11 @@ import (
 // maxProblems bounds the problems kept for reports.
 const maxProblems = 100
 
-// problemLog keeps the last maxProblems things that could not be served, for .vidfs/stats.
+// problemLog keeps the last maxProblems things that could not be served, for .vidfs/stats: the
+// videos left out of the layout, each sample the cache holds failed (as the cache tells it, once),
+// and plans refused. It is a log of events; what failed, and why, is the cache's record.
 type problemLog struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // guards list; nothing else is locked while it is held
 	list []wire.Problem
 }
 

@@ -70,7 +70,7 @@ func (f *FS) Stats() wire.Stats {
 		Plans: plans,
 		Decode: wire.DecodeStats{
 			Workers: f.cache.Workers(), InFlight: cs.Loading, Queued: cs.Queued,
-			Clips: cs.Loaded - f.tierServed(), Failed: cs.Failed, Prefetched: cs.Prefetched, OnDemand: cs.Demand, Cancelled: cs.Cancelled,
+			Clips: f.decoded.Load(), Failed: cs.Failed, Prefetched: cs.Prefetched, OnDemand: cs.Demand, Cancelled: cs.Cancelled,
 			ClipsPerSecond: f.decodeRate.PerSecond(now),
 			ByDecoder:      wire.DecoderClips{NVDEC: ds.ClipsGPU, CPU: ds.ClipsCPU}, GPUFallbacks: ds.GPUFallbacks,
 			FramesDecoded: ds.Frames, FramesServed: (hits + misses) * int64(f.lay.Spec.Frames),
@@ -122,8 +122,10 @@ func decodeMode(fast bool) string {
 // memory is the process's resident memory by part (wire.MemoryStats).
 func (f *FS) memory(cs cache.Stats, backlog int64) wire.MemoryStats {
 	m := wire.MemoryStats{CacheBytes: int64(cs.Allocated) * f.lay.Spec.SampleBytes(), TierBacklogBytes: backlog}
-	if v, err := statusFields("/proc/self/status", "VmRSS"); err == nil {
-		m.ResidentBytes = v[0] << 10 // kB
+	if p, err := f.proc.Self(); err == nil {
+		if st, err := p.NewStatus(); err == nil {
+			m.ResidentBytes = int64(st.VmRSS)
+		}
 	}
 	s := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/total:bytes"},
 		{Name: "/memory/classes/heap/released:bytes"}}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"os"
-	"sync/atomic"
 
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/wire"
@@ -16,8 +15,7 @@ import (
 // video is still the version the layout describes.
 type diskTier struct {
 	t      *tier.Tier
-	prefix [32]byte     // digest of what every key of this mount shares: versions and output
-	served atomic.Int64 // loads the tier served
+	prefix [32]byte // digest of what every key of this mount shares: versions and output
 }
 
 // sampleKey is the key of sample i's bytes: a digest of the decoder's output version and
@@ -81,7 +79,6 @@ func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
 	}
 	k := f.sampleKey(i)
 	if f.tier.t.Get(k, i, buf) {
-		f.tier.served.Add(1)
 		return nil
 	}
 	if err := f.decodeSample(ctx, i, buf); err != nil {
@@ -101,14 +98,6 @@ func (f *FS) tagTier(ctx context.Context) {
 		}
 		f.tier.t.Tag(f.sampleKey(i), i)
 	}
-}
-
-// tierServed is how many loads the disk tier served.
-func (f *FS) tierServed() int64 {
-	if f.tier == nil {
-		return 0
-	}
-	return f.tier.served.Load()
 }
 
 // tierStats is the disk tier's part of .vidfs/stats; nil without one.

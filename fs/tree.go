@@ -109,7 +109,7 @@ func (r *root) OnAdd(ctx context.Context) {
 	add(ctl, "order.npy", &planFile{node{f: f, mode: planFileMode}, order.DefaultPlan}, syscall.S_IFREG, 9)
 	add(ctl, "plans", &plansDir{node{f: f, mode: syscall.S_IFDIR | 0o755}}, syscall.S_IFDIR, 12)
 	add(ctl, "stats", &snapshotFile{node{f: f, mode: syscall.S_IFREG | 0o444}, func() []byte { f.emptied.settle(); return jsonBytes(f.Stats()) }}, syscall.S_IFREG, 10)
-	add(ctl, "failed", &snapshotFile{node{f: f, mode: syscall.S_IFREG | 0o444}, f.failed.csv}, syscall.S_IFREG, 13)
+	add(ctl, "failed", &snapshotFile{node{f: f, mode: syscall.S_IFREG | 0o444}, f.failedCSV}, syscall.S_IFREG, 13)
 	add(ctl, "layout.json", &staticFile{f: f, data: jsonBytes(f.dataset())}, syscall.S_IFREG, 11)
 }
 
