@@ -211,8 +211,8 @@ func TestReadError(t *testing.T) {
 		t.Fatal("an entry was served though its file could not be opened")
 	}
 	st := tr.Stats()
-	if st.Corrupt != 0 || st.Misses != 1 || st.Entries != 1 {
-		t.Errorf("stats %+v: want 1 miss, nothing counted damaged, the entry kept", st)
+	if st.Corrupt != 0 || st.ReadErrors != 1 || st.Misses != 1 || st.Entries != 1 {
+		t.Errorf("stats %+v: want 1 read error, 1 miss, nothing counted damaged, the entry kept", st)
 	}
 	if _, n := onDisk(t, dir); n != 1 {
 		t.Errorf("%d entry files on disk, want the one that could not be read", n)
