@@ -3,8 +3,9 @@
 // It knows nothing of video: an entry is the bytes of one sample under a Key the caller derives
 // from everything that makes those bytes (the video's identity and every layout parameter).
 //
-// Entries are files of their own, written to a temporary name and renamed into place, so a crash
-// or kill -9 mid-write leaves at worst a temporary file, removed at the next Open. Every entry
+// Entries are files of their own, written to a temporary name, synced and renamed into place
+// (renameio), so a crash, kill -9 or power cut mid-write leaves at worst a temporary file, removed
+// at the next Open, never a short file under an entry's name. Every entry
 // carries its key, its length and a CRC-32C of its bytes, and zstd's frame checksum besides: an
 // entry that is torn, cut short or flipped is detected when read, dropped, logged, and reported
 // as a miss, never served. An entry that cannot be read (the process is out of file descriptors,
@@ -32,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 )
@@ -462,23 +464,13 @@ func (t *Tier) write(key Key, tag int, raw, zbuf []byte) ([]byte, error) {
 	if !ok {
 		return zbuf, errors.New("no room: everything held is wanted sooner")
 	}
-	tmp, err := os.CreateTemp(filepath.Join(t.dir, "tmp"), "w")
-	if err != nil {
-		return zbuf, t.unreserve(size, err)
-	}
-	_, err = tmp.Write(zbuf)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
 	final := t.path(key)
+	err := os.MkdirAll(filepath.Dir(final), 0o755)
 	if err == nil {
-		err = os.MkdirAll(filepath.Dir(final), 0o755)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), final)
+		// Written and synced under a temporary name in tmp/ (which Open empties), then renamed.
+		err = renameio.WriteFile(final, zbuf, 0o644, renameio.WithTempDir(filepath.Join(t.dir, "tmp")))
 	}
 	if err != nil {
-		os.Remove(tmp.Name())
 		return zbuf, t.unreserve(size, err)
 	}
 	t.mu.Lock()
