@@ -18,12 +18,14 @@ import (
 )
 
 // fakeDecoder stands in for decode.Pool: frame k of a clip is filled with the byte
-// frameByte(video, frame index). It counts its clips and fails the videos named in fail.
+// frameByte(video, frame index). It counts its clips, fails the videos named in fail and the
+// clips in failClip, and holds the clips in stall until their context ends.
 type fakeDecoder struct {
 	mu       sync.Mutex
 	clips    map[[2]int]int // (video number, start) -> decodes
 	fail     map[string]error
 	failClip map[[2]int]error // (video number, start) -> its error
+	stall    map[[2]int]bool  // (video number, start) -> its decode lasts until its context ends
 	video    map[string]int   // path -> video number, for frameByte
 }
 
@@ -45,6 +47,12 @@ func (d *fakeDecoder) DecodeClip(ctx context.Context, info *decode.Info, c decod
 	v := d.video[info.Path]
 	if err := d.failClip[[2]int{v, c.Start}]; err != nil {
 		return err
+	}
+	if d.stall[[2]int{v, c.Start}] {
+		d.mu.Unlock()
+		<-ctx.Done()
+		d.mu.Lock() // for the deferred Unlock
+		return ctx.Err()
 	}
 	d.clips[[2]int{v, c.Start}]++
 	fs := o.FrameBytes()
@@ -92,7 +100,8 @@ func fakeFSWith(t *testing.T, cacheSamples, workers int, fail map[string]error, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := &fakeDecoder{clips: map[[2]int]int{}, fail: fail, failClip: map[[2]int]error{}, video: map[string]int{}}
+	dec := &fakeDecoder{clips: map[[2]int]int{}, fail: fail, failClip: map[[2]int]error{}, stall: map[[2]int]bool{},
+		video: map[string]int{}}
 	infos := make([]*decode.Info, len(lay.Videos))
 	for i, v := range lay.Videos {
 		infos[i] = &decode.Info{Path: v.Path, Frames: v.Frames}
