@@ -7,8 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/testvideo"
@@ -107,5 +110,46 @@ func TestRememberUnusable(t *testing.T) {
 	}
 	if fmt.Sprint(marked) != "[32 48]" {
 		t.Errorf("keyframes unusable after a rescan: %v, want [32 48]", marked)
+	}
+}
+
+// TestRememberUnusableNotWritten: a probe cache that cannot be written is RememberUnusable's error
+// (which the mount logs), and the cache as it was stays whole. Here the kernel refuses the write
+// (RLIMIT_FSIZE 0: "file too large"), as a full disk or a quota would; file modes would not stop
+// the root user the tests run as.
+func TestRememberUnusableNotWritten(t *testing.T) {
+	src, cacheDir := t.TempDir(), t.TempDir()
+	copyFile(t, testvideo.Path("h264_gop16.mp4"), filepath.Join(src, "a.mp4"))
+	vs, err := Scan(context.Background(), Options{Root: src, CacheDir: cacheDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(CachePath(cacheDir, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	low := lim
+	low.Cur = 0
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &low); err != nil {
+		t.Fatal(err)
+	}
+	err = RememberUnusable(cacheDir, src, map[string][]int{vs[0].Info.Path: {32}})
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+
+	if !errors.Is(err, syscall.EFBIG) {
+		t.Errorf("RememberUnusable with the write refused: %v, want EFBIG", err)
+	}
+	if after, _ := os.ReadFile(CachePath(cacheDir, src)); string(after) != string(before) {
+		t.Error("the probe cache changed though it could not be written")
+	}
+	if names, _ := os.ReadDir(cacheDir); len(names) != 1 {
+		t.Errorf("%d files in the cache directory, want the cache alone", len(names))
 	}
 }
