@@ -1,9 +1,11 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,5 +153,25 @@ func TestRememberUnusableNotWritten(t *testing.T) {
 	}
 	if names, _ := os.ReadDir(cacheDir); len(names) != 1 {
 		t.Errorf("%d files in the cache directory, want the cache alone", len(names))
+	}
+}
+
+// TestScanCacheNotWritten: a scan whose probe cache cannot be written (its directory's parent is a
+// regular file) finds its videos all the same, and warns on its log.
+func TestScanCacheNotWritten(t *testing.T) {
+	src := t.TempDir()
+	copyFile(t, testvideo.Path("h264_gop16.mp4"), filepath.Join(src, "a.mp4"))
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer // Scan logs after its probes are done, on the caller's goroutine
+	vs, err := Scan(context.Background(), Options{Root: src, CacheDir: filepath.Join(file, "probe"),
+		Log: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil || len(vs) != 1 || vs[0].Info == nil {
+		t.Fatalf("scan: %v, %+v", err, vs)
+	}
+	if !strings.Contains(logged.String(), "not a directory") {
+		t.Errorf("log %q: want the probe cache's error", logged.String())
 	}
 }
