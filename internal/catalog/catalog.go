@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vidfs/vidfs/decode"
@@ -311,8 +312,9 @@ func loadCache(dir, root string) *cacheFile {
 	return &c
 }
 
-// saveCache writes the probe tables atomically. A failure costs only a probe next time; the
-// caller reports it.
+// saveCache writes the probe tables to a temporary file, syncs it and renames it into place
+// (renameio), so that a crash or power cut leaves the old tables or the new, never a short file.
+// A failure costs only a probe next time; the caller reports it.
 func saveCache(dir, root string, c *cacheFile) error {
 	if dir == "" {
 		return nil
@@ -321,19 +323,15 @@ func saveCache(dir, root string, c *cacheFile) error {
 		return fmt.Errorf("writing the probe cache: %w", err)
 	}
 	path := CachePath(dir, root)
-	tmp, err := os.CreateTemp(dir, ".probe-*")
+	f, err := renameio.NewPendingFile(path, renameio.WithTempDir(dir))
 	if err != nil {
 		return fmt.Errorf("writing the probe cache: %w", err)
 	}
-	err = gob.NewEncoder(tmp).Encode(c)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	defer f.Cleanup() // removes the temporary file unless it took the cache's place
+	if err := gob.NewEncoder(f).Encode(c); err != nil {
+		return fmt.Errorf("writing the probe cache %s: %w", path, err)
 	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	if err := f.CloseAtomicallyReplace(); err != nil {
 		return fmt.Errorf("writing the probe cache %s: %w", path, err)
 	}
 	return nil
