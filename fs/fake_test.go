@@ -247,7 +247,7 @@ func TestPlanFake(t *testing.T) {
 // under zeros, zeros; every read of it gets the same bytes, and .vidfs/failed lists each failed
 // sample and what it is served with.
 func TestOnErrorFake(t *testing.T) {
-	bad := errors.New("made up")
+	bad := &decode.Error{Kind: decode.ErrCorrupt, Detail: "made up"} // as the decoder fails: a *decode.Error
 	hdr := func(f *FS) int64 { return int64(len(f.lay.NpyHeader())) }
 	S := func(f *FS) int { return int(f.lay.Spec.SampleBytes()) }
 	sampleAt := func(t *testing.T, f *FS, i int) []byte {
@@ -281,8 +281,9 @@ func TestOnErrorFake(t *testing.T) {
 	// Listed: the three samples read, with what they are served, and the samples tried in their
 	// place that failed too (EIO: nothing read them).
 	csv := string(f.failed.csv())
-	for _, row := range []string{"sample,file,frame,reason,served", "5,a/one.mp4,,made up,4", itoa(first) + ",a/two.mp4,,made up,15",
-		itoa(bfirst) + ",b/three.mp4,,made up,zeros", itoa(first+1) + ",a/two.mp4,,made up,EIO"} {
+	const reason = "corrupt or truncated data: made up"
+	for _, row := range []string{"sample,file,frame,reason,served", "5,a/one.mp4,," + reason + ",4", itoa(first) + ",a/two.mp4,," + reason + ",15",
+		itoa(bfirst) + ",b/three.mp4,," + reason + ",zeros", itoa(first+1) + ",a/two.mp4,," + reason + ",EIO"} {
 		if !strings.Contains(csv, row+"\n") {
 			t.Errorf(".vidfs/failed lacks %q:\n%s", row, csv)
 		}
@@ -300,7 +301,7 @@ func TestOnErrorFake(t *testing.T) {
 	if !bytes.Equal(sampleAt(t, z, first), make([]byte, S(z))) {
 		t.Error("under zeros, a failed sample is not zeros")
 	}
-	if !strings.Contains(string(z.failed.csv()), itoa(first)+",a/two.mp4,,made up,zeros\n") {
+	if !strings.Contains(string(z.failed.csv()), itoa(first)+",a/two.mp4,,"+reason+",zeros\n") {
 		t.Errorf(".vidfs/failed under zeros:\n%s", z.failed.csv())
 	}
 }

@@ -2,12 +2,14 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/metrics"
 )
 
@@ -58,7 +60,9 @@ type counted struct {
 // that starts in the header stops at its end, so that reading the header (np.load does, with
 // a large buffer) decodes nothing; and, under OnErrorEIO, a read that reaches a sample whose
 // decode fails returns the bytes before it; reading on then fails with EIO. Under the other
-// policies such a sample's bytes are another sample's, or zeros.
+// policies such a sample's bytes are another sample's, or zeros. A sample the cache cannot give
+// for another reason is never replaced: the read stops there, with EINTR if the reader's request
+// was cancelled, else EIO (the cache closed under it: the mount is going away).
 func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	start := time.Now()
 	S := f.lay.Spec.SampleBytes()
@@ -83,11 +87,11 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 		t0 := time.Now()
 		h, hit, err := f.cache.Get(ctx, p.Sample)
 		f.plans.Done(p.Sample) // pinned (or failed): it may look unwanted now
-		if err != nil && ctx.Err() == nil && f.cfg.OnError != OnErrorEIO {
+		if decodeFailed(err) && ctx.Err() == nil && f.cfg.OnError != OnErrorEIO {
 			h, err = f.insteadOf(ctx, p.Sample) // logged once, when first served
 		}
 		if err != nil {
-			errno = syscall.EIO // logged once, when the decode failed
+			errno = syscall.EIO // a failed decode is logged once, when it failed
 			if ctx.Err() != nil {
 				errno = syscall.EINTR
 			}
@@ -132,4 +136,12 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 	c.all.waited += waited
 	c.mu.Unlock()
 	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// decodeFailed tells whether err, from the cache, is the failed decode of the sample asked for:
+// the *decode.Error the loader returned for it (decodeSample). The cache closing (cache.ErrClosed,
+// or a decode it cancelled) and the reader's cancellation are not.
+func decodeFailed(err error) bool {
+	var de *decode.Error
+	return errors.As(err, &de)
 }
