@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"time"
 
 	"github.com/vidfs/vidfs/decode"
@@ -18,7 +19,7 @@ func arrange(spec layout.Spec, videos []catalog.Video) (*layout.Layout, []*decod
 	var skipped []wire.Problem
 	for _, v := range videos {
 		if v.Err != nil {
-			skipped = append(skipped, wire.Problem{Time: time.Now(), File: v.Rel, Sample: -1, Reason: v.Err.Error()})
+			skipped = append(skipped, problemOf(v.Rel, -1, v.Err))
 			continue
 		}
 		lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Info.Frames, Size: v.File.Size, ModTime: v.File.ModTime})
@@ -33,4 +34,16 @@ func arrange(spec layout.Spec, videos []catalog.Video) (*layout.Layout, []*decod
 		ordered[i] = infos[v.Path]
 	}
 	return lay, ordered, skipped, nil
+}
+
+// problemOf is err, a failure of file (and of sample, or -1 for the whole video), as reports list
+// it: the reason alone, with the frame apart when err is a *decode.Error, so that no report has
+// to cut the path out of the text.
+func problemOf(file string, sample int, err error) wire.Problem {
+	p := wire.Problem{Time: time.Now(), File: file, Sample: sample, Reason: err.Error()}
+	var de *decode.Error
+	if errors.As(err, &de) {
+		p.Reason, p.Frame = de.Reason(), de.Frame
+	}
+	return p
 }
