@@ -6,6 +6,7 @@ require (
 	github.com/asticode/go-astiav v0.38.0
 	github.com/charmbracelet/bubbletea v1.3.10
 	github.com/charmbracelet/lipgloss v1.1.0
+	github.com/google/renameio/v2 v2.0.2
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/klauspost/compress v1.20.1
 	github.com/prometheus/client_golang v1.25.0

@@ -141,8 +141,8 @@ func (f *FS) insteadOf(ctx context.Context, sample int) (*cache.Handle, error) {
 				}
 				return h, nil
 			}
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+			if !f.failedLoad(c, err) { // the cache closed, or the reader gave up: no zeros for that
+				return nil, err
 			}
 		}
 	}

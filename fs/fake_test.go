@@ -18,12 +18,14 @@ import (
 )
 
 // fakeDecoder stands in for decode.Pool: frame k of a clip is filled with the byte
-// frameByte(video, frame index). It counts its clips and fails the videos named in fail.
+// frameByte(video, frame index). It counts its clips, fails the videos named in fail and the
+// clips in failClip, and holds the clips in stall until their context ends.
 type fakeDecoder struct {
 	mu       sync.Mutex
 	clips    map[[2]int]int // (video number, start) -> decodes
 	fail     map[string]error
 	failClip map[[2]int]error // (video number, start) -> its error
+	stall    map[[2]int]bool  // (video number, start) -> its decode lasts until its context ends
 	video    map[string]int   // path -> video number, for frameByte
 	onStats  func()           // called as Stats begins, if set: what happens while a snapshot is taken
 }
@@ -46,6 +48,12 @@ func (d *fakeDecoder) DecodeClip(ctx context.Context, info *decode.Info, c decod
 	v := d.video[info.Path]
 	if err := d.failClip[[2]int{v, c.Start}]; err != nil {
 		return err
+	}
+	if d.stall[[2]int{v, c.Start}] {
+		d.mu.Unlock()
+		<-ctx.Done()
+		d.mu.Lock() // for the deferred Unlock
+		return ctx.Err()
 	}
 	d.clips[[2]int{v, c.Start}]++
 	fs := o.FrameBytes()
@@ -96,7 +104,8 @@ func fakeFSWith(t *testing.T, cacheSamples, workers int, fail map[string]error, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := &fakeDecoder{clips: map[[2]int]int{}, fail: fail, failClip: map[[2]int]error{}, video: map[string]int{}}
+	dec := &fakeDecoder{clips: map[[2]int]int{}, fail: fail, failClip: map[[2]int]error{}, stall: map[[2]int]bool{},
+		video: map[string]int{}}
 	infos := make([]*decode.Info, len(lay.Videos))
 	for i, v := range lay.Videos {
 		infos[i] = &decode.Info{Path: v.Path, Frames: v.Frames}
@@ -246,7 +255,7 @@ func TestPlanFake(t *testing.T) {
 // under zeros, zeros; every read of it gets the same bytes, and .vidfs/failed lists each failed
 // sample and what it is served with.
 func TestOnErrorFake(t *testing.T) {
-	bad := errors.New("made up")
+	bad := &decode.Error{Kind: decode.ErrCorrupt, Detail: "made up"} // as the decoder fails: a *decode.Error
 	hdr := func(f *FS) int64 { return int64(len(f.lay.NpyHeader())) }
 	S := func(f *FS) int { return int(f.lay.Spec.SampleBytes()) }
 	sampleAt := func(t *testing.T, f *FS, i int) []byte {
@@ -280,8 +289,9 @@ func TestOnErrorFake(t *testing.T) {
 	// Listed: the three samples read, with what they are served, and the samples tried in their
 	// place that failed too (EIO: nothing read them).
 	csv := string(f.failedCSV())
-	for _, row := range []string{"sample,file,frame,reason,served", "5,a/one.mp4,,made up,4", itoa(first) + ",a/two.mp4,,made up,15",
-		itoa(bfirst) + ",b/three.mp4,,made up,zeros", itoa(first+1) + ",a/two.mp4,,made up,EIO"} {
+	const reason = "corrupt or truncated data: made up"
+	for _, row := range []string{"sample,file,frame,reason,served", "5,a/one.mp4,," + reason + ",4", itoa(first) + ",a/two.mp4,," + reason + ",15",
+		itoa(bfirst) + ",b/three.mp4,," + reason + ",zeros", itoa(first+1) + ",a/two.mp4,," + reason + ",EIO"} {
 		if !strings.Contains(csv, row+"\n") {
 			t.Errorf(".vidfs/failed lacks %q:\n%s", row, csv)
 		}
@@ -299,7 +309,7 @@ func TestOnErrorFake(t *testing.T) {
 	if !bytes.Equal(sampleAt(t, z, first), make([]byte, S(z))) {
 		t.Error("under zeros, a failed sample is not zeros")
 	}
-	if !strings.Contains(string(z.failedCSV()), itoa(first)+",a/two.mp4,,made up,zeros\n") {
+	if !strings.Contains(string(z.failedCSV()), itoa(first)+",a/two.mp4,,"+reason+",zeros\n") {
 		t.Errorf(".vidfs/failed under zeros:\n%s", z.failedCSV())
 	}
 }

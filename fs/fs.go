@@ -207,7 +207,7 @@ func (f *FS) decodeSample(ctx context.Context, i int, buf []byte) error {
 func (f *FS) loadFailed(i int, err error) {
 	file, start := f.sampleFile(i), f.lay.Samples[i].Start
 	f.log.Error("sample failed", "sample", i, "file", file, "start", start, "err", err, "reads_get", f.cfg.OnError.String())
-	f.problems.add(wire.Problem{Time: time.Now(), File: file, Sample: i, Reason: err.Error()})
+	f.problems.add(ProblemOf(file, i, err))
 }
 
 // setPlan makes entries the plan called name, creating it if need be (or, with appendPlan,

@@ -1,10 +1,12 @@
 package fs
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/wire"
 )
 
@@ -42,4 +44,16 @@ func (l *problemLog) snapshot() []wire.Problem {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]wire.Problem{}, l.list...)
+}
+
+// ProblemOf is err, a failure of file (and of sample, or -1 for the whole video), as reports list
+// it: the reason alone, with the frame apart when err is a *decode.Error, so that no report has
+// to cut the path out of the text.
+func ProblemOf(file string, sample int, err error) wire.Problem {
+	p := wire.Problem{Time: time.Now(), File: file, Sample: sample, Reason: err.Error()}
+	var de *decode.Error
+	if errors.As(err, &de) {
+		p.Reason, p.Frame = de.Reason(), de.Frame
+	}
+	return p
 }

@@ -58,7 +58,9 @@ type counted struct {
 // that starts in the header stops at its end, so that reading the header (np.load does, with
 // a large buffer) decodes nothing; and, under OnErrorEIO, a read that reaches a sample whose
 // decode fails returns the bytes before it; reading on then fails with EIO. Under the other
-// policies such a sample's bytes are another sample's, or zeros.
+// policies such a sample's bytes are another sample's, or zeros. A sample the cache cannot give
+// for another reason is never replaced: the read stops there, with EINTR if the reader's request
+// was cancelled, else EIO (the cache closed under it: the mount is going away).
 func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	start := time.Now()
 	S := f.lay.Spec.SampleBytes()
@@ -83,11 +85,11 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 		t0 := time.Now()
 		h, hit, err := f.cache.Get(ctx, p.Sample)
 		f.plans.Done(p.Sample) // pinned (or failed): it may look unwanted now
-		if err != nil && ctx.Err() == nil && f.cfg.OnError != OnErrorEIO {
+		if err != nil && f.cfg.OnError != OnErrorEIO && f.failedLoad(p.Sample, err) {
 			h, err = f.insteadOf(ctx, p.Sample) // logged once, when first served
 		}
 		if err != nil {
-			errno = syscall.EIO // logged once, when the decode failed
+			errno = syscall.EIO // a failed decode is logged once, when it failed
 			if ctx.Err() != nil {
 				errno = syscall.EINTR
 			}
@@ -132,4 +134,11 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 	c.all.waited += waited
 	c.mu.Unlock()
 	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// failedLoad tells whether err, from the cache's Get of sample, is that sample's failed load,
+// which the cache holds (cache.Failed): only then is something served in its place. The cache
+// closing (cache.ErrClosed, or a load it cancelled) and the reader's cancellation are not.
+func (f *FS) failedLoad(sample int, err error) bool {
+	return err != nil && f.cache.Failed(sample) != nil
 }

@@ -3,11 +3,13 @@
 // It knows nothing of video: an entry is the bytes of one sample under a Key the caller derives
 // from everything that makes those bytes (the video's identity and every layout parameter).
 //
-// Entries are files of their own, written to a temporary name and renamed into place, so a crash
-// or kill -9 mid-write leaves at worst a temporary file, removed at the next Open. Every entry
+// Entries are files of their own, written to a temporary name, synced and renamed into place
+// (renameio), so a crash, kill -9 or power cut mid-write leaves at worst a temporary file, removed
+// at the next Open, never a short file under an entry's name. Every entry
 // carries its key, its length and a CRC-32C of its bytes, and zstd's frame checksum besides: an
 // entry that is torn, cut short or flipped is detected when read, dropped, logged, and reported
-// as a miss, never served. The tier is bounded in bytes; eviction drops first entries no reader
+// as a miss, never served. An entry that cannot be read (the process is out of file descriptors,
+// the disk answers with an I/O error) is a miss too, logged as what happened, and kept. The tier is bounded in bytes; eviction drops first entries no reader
 // will want soon (Options.Due), least recently used first, then the one due last. Writes run on a
 // goroutine of their own behind a bounded backlog: Put never waits, and skips an entry when the
 // backlog is full or the disk refuses it.
@@ -31,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 )
@@ -68,6 +71,7 @@ type Stats struct {
 	Hits         int64
 	Misses       int64
 	Corrupt      int64 // entries found damaged when read, and dropped
+	ReadErrors   int64 // entries that could not be read (EMFILE, EIO, ...), and were kept
 	Written      int64 // entries written
 	WrittenBytes int64 // their bytes before compression
 	StoredBytes  int64 // and after
@@ -246,7 +250,7 @@ func (t *Tier) path(k Key) string {
 
 // Get fills dst with the entry's bytes and says whether there was a sound entry of exactly
 // len(dst) bytes under key, which it tags with tag. A damaged entry is dropped and logged, and is
-// a miss.
+// a miss; one that cannot be read is logged and kept, and is a miss.
 func (t *Tier) Get(key Key, tag int, dst []byte) bool {
 	t.mu.Lock()
 	e := t.entries[key]
@@ -266,20 +270,35 @@ func (t *Tier) Get(key Key, tag int, dst []byte) bool {
 		return true
 	}
 	t.stats.Misses++
-	if errors.Is(err, fs.ErrNotExist) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		t.forget(key) // evicted meanwhile
-		return false
-	}
-	t.stats.Corrupt++
-	t.log.Warn("disk tier: damaged entry dropped; the sample is decoded again", "file", t.path(key), "reason", err)
-	if t.entries[key] == e {
-		t.remove(e)
-		os.Remove(t.path(key))
+	case errors.Is(err, errDamaged):
+		t.stats.Corrupt++
+		t.log.Warn("disk tier: damaged entry dropped; the sample is decoded again", "file", t.path(key), "reason", err)
+		if t.entries[key] == e {
+			t.remove(e)
+			os.Remove(t.path(key))
+		}
+	default:
+		t.stats.ReadErrors++
+		t.log.Warn("disk tier: entry could not be read, and is kept; the sample is decoded", "file", t.path(key), "err", err)
 	}
 	return false
 }
 
-// read reads and checks the entry's file into dst.
+// errDamaged marks what read finds wrong with the bytes of an entry's file: the entry is damaged,
+// and is dropped. Read's other errors are the system's (EMFILE, EIO): they say nothing of the
+// entry, which is kept.
+var errDamaged = errors.New("damaged entry")
+
+// damaged is an error of kind errDamaged.
+func damaged(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errDamaged, fmt.Sprintf(format, args...))
+}
+
+// read reads and checks the entry's file into dst. What it finds wrong with the file's bytes is
+// errDamaged; failing to open or read the file is not.
 func (t *Tier) read(key Key, dst []byte) error {
 	f, err := os.Open(t.path(key))
 	if err != nil {
@@ -292,7 +311,7 @@ func (t *Tier) read(key Key, dst []byte) error {
 	}
 	n := st.Size()
 	if n < headerSize || n > headerSize+int64(len(dst))+int64(len(dst))/8+(1<<16) {
-		return fmt.Errorf("%d bytes: no entry of a %d-byte sample is that size", n, len(dst))
+		return damaged("%d bytes: no entry of a %d-byte sample is that size", n, len(dst))
 	}
 	bp := t.buffer()
 	defer t.pool.Put(bp)
@@ -302,29 +321,29 @@ func (t *Tier) read(key Key, dst []byte) error {
 		return fmt.Errorf("reading: %w", err)
 	}
 	if string(b[:8]) != magic {
-		return errors.New("no entry header")
+		return damaged("no entry header")
 	}
 	if !bytes.Equal(b[8:40], key[:]) {
-		return errors.New("the entry holds another key")
+		return damaged("the entry holds another key")
 	}
 	rawLen := binary.LittleEndian.Uint64(b[40:48])
 	sum := binary.LittleEndian.Uint32(b[48:52])
 	zLen := binary.LittleEndian.Uint32(b[52:56])
 	if rawLen != uint64(len(dst)) {
-		return fmt.Errorf("it holds %d bytes, the sample has %d", rawLen, len(dst))
+		return damaged("it holds %d bytes, the sample has %d", rawLen, len(dst))
 	}
 	if int64(zLen) != n-headerSize {
-		return fmt.Errorf("cut short or padded: %d bytes of data, the header says %d", n-headerSize, zLen)
+		return damaged("cut short or padded: %d bytes of data, the header says %d", n-headerSize, zLen)
 	}
 	out, err := t.dec.DecodeAll(b[headerSize:], dst[:0])
 	if err != nil {
-		return fmt.Errorf("zstd: %w", err)
+		return fmt.Errorf("%w: zstd: %w", errDamaged, err)
 	}
 	if len(out) != len(dst) || len(out) > 0 && &out[0] != &dst[0] {
-		return fmt.Errorf("decompressed to %d bytes, want %d", len(out), len(dst))
+		return damaged("decompressed to %d bytes, want %d", len(out), len(dst))
 	}
 	if crc32.Checksum(dst, castagnoli) != sum {
-		return errors.New("checksum mismatch")
+		return damaged("checksum mismatch")
 	}
 	return nil
 }
@@ -445,23 +464,13 @@ func (t *Tier) write(key Key, tag int, raw, zbuf []byte) ([]byte, error) {
 	if !ok {
 		return zbuf, errors.New("no room: everything held is wanted sooner")
 	}
-	tmp, err := os.CreateTemp(filepath.Join(t.dir, "tmp"), "w")
-	if err != nil {
-		return zbuf, t.unreserve(size, err)
-	}
-	_, err = tmp.Write(zbuf)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
 	final := t.path(key)
+	err := os.MkdirAll(filepath.Dir(final), 0o755)
 	if err == nil {
-		err = os.MkdirAll(filepath.Dir(final), 0o755)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), final)
+		// Written and synced under a temporary name in tmp/ (which Open empties), then renamed.
+		err = renameio.WriteFile(final, zbuf, 0o644, renameio.WithTempDir(filepath.Join(t.dir, "tmp")))
 	}
 	if err != nil {
-		os.Remove(tmp.Name())
 		return zbuf, t.unreserve(size, err)
 	}
 	t.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 const sampleBytes = 48 << 10
@@ -166,6 +169,59 @@ func TestDamage(t *testing.T) {
 	tr.Flush()
 	if !get(t, tr, 0) {
 		t.Error("entry 0 not served after it was written again")
+	}
+}
+
+// TestReadError: an entry that cannot be read for a reason other than damage (here EMFILE: the
+// process is out of file descriptors) is a miss, counted and logged as a read error, not as
+// damage; it stays on disk and in the index, and is served once it can be read again.
+func TestReadError(t *testing.T) {
+	dir := t.TempDir()
+	var logged strings.Builder // written by Get on this goroutine alone
+	tr, err := Open(Options{Dir: dir, MaxBytes: 64 << 20, Log: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	tr.Put(key(0), 0, sample(0))
+	tr.Flush()
+
+	// Lower the soft limit on open files to the lowest free descriptor, so that the next open
+	// fails with EMFILE, and put it back at once.
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	probe, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	low := lim
+	low.Cur = uint64(probe.Fd())
+	probe.Close()
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	served := tr.Get(key(0), 0, make([]byte, sampleBytes))
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+
+	if served {
+		t.Fatal("an entry was served though its file could not be opened")
+	}
+	st := tr.Stats()
+	if st.Corrupt != 0 || st.ReadErrors != 1 || st.Misses != 1 || st.Entries != 1 {
+		t.Errorf("stats %+v: want 1 read error, 1 miss, nothing counted damaged, the entry kept", st)
+	}
+	if _, n := onDisk(t, dir); n != 1 {
+		t.Errorf("%d entry files on disk, want the one that could not be read", n)
+	}
+	if log := logged.String(); !strings.Contains(log, "too many open files") || strings.Contains(log, "damaged") {
+		t.Errorf("log %q: want the read error as it is, not damage", log)
+	}
+	if !get(t, tr, 0) {
+		t.Error("the entry was not served once it could be read")
 	}
 }
 

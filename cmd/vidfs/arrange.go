@@ -1,9 +1,8 @@
 package main
 
 import (
-	"time"
-
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/fs"
 	"github.com/vidfs/vidfs/internal/catalog"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
@@ -18,7 +17,7 @@ func arrange(spec layout.Spec, videos []catalog.Video) (*layout.Layout, []*decod
 	var skipped []wire.Problem
 	for _, v := range videos {
 		if v.Err != nil {
-			skipped = append(skipped, wire.Problem{Time: time.Now(), File: v.Rel, Sample: -1, Reason: v.Err.Error()})
+			skipped = append(skipped, fs.ProblemOf(v.Rel, -1, v.Err))
 			continue
 		}
 		lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Info.Frames, Size: v.File.Size, ModTime: v.File.ModTime})

@@ -67,7 +67,7 @@ func (l *layoutOptions) spec() (layout.Spec, error) {
 // scan finds and probes the videos under src and lays them out under spec, reporting progress
 // on w and naming (on log) the first videos left out.
 func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src string) (*layout.Layout, []*decode.Info, []wire.Problem, error) {
-	videos, err := catalog.Scan(ctx, catalog.Options{Root: src, Workers: l.probeWorkers, CacheDir: l.probeCache, Progress: newProgress(w)})
+	videos, err := catalog.Scan(ctx, catalog.Options{Root: src, Workers: l.probeWorkers, CacheDir: l.probeCache, Progress: newProgress(w), Log: log})
 	if err != nil {
 		return nil, nil, nil, err
 	}

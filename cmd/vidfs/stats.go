@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -143,6 +142,9 @@ func printStats(w io.Writer, mnt string, lay wire.Dataset, st wire.Stats) {
 		if e.Sample >= 0 {
 			where = fmt.Sprintf("sample %d", e.Sample)
 		}
-		fmt.Fprintf(w, "           %s (%s): %s\n", e.File, where, strings.TrimPrefix(e.Reason, st.Source+"/"))
+		if e.Frame != nil {
+			where += fmt.Sprintf(", frame %d", *e.Frame)
+		}
+		fmt.Fprintf(w, "           %s (%s): %s\n", e.File, where, e.Reason)
 	}
 }

@@ -181,7 +181,11 @@ func (m topModel) View() string {
 	line("errors", "%d", len(m.cur.Errors))
 	for i := len(m.cur.Errors) - 1; i >= 0 && i >= len(m.cur.Errors)-5; i-- {
 		e := m.cur.Errors[i]
-		msg := fmt.Sprintf("%s sample %d: %s", e.File, e.Sample, strings.TrimPrefix(e.Reason, m.cur.Source+"/"))
+		at := ""
+		if e.Frame != nil {
+			at = fmt.Sprintf(" frame %d", *e.Frame)
+		}
+		msg := fmt.Sprintf("%s sample %d%s: %s", e.File, e.Sample, at, e.Reason)
 		if m.width > 12 && len(msg) > m.width-12 {
 			msg = msg[:m.width-15] + "..."
 		}

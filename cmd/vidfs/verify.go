@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,8 +157,7 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 
 	rep := verifyReport{Source: src, AllFrames: o.allFrames}
 	for _, p := range skipped {
-		reason := strings.TrimPrefix(p.Reason, filepath.Join(src, filepath.FromSlash(p.File))+": ")
-		rep.Videos = append(rep.Videos, videoReport{File: p.File, Status: "left out", Reason: reason})
+		rep.Videos = append(rep.Videos, videoReport{File: p.File, Status: "left out", Reason: p.Reason})
 	}
 	rep.Videos = append(rep.Videos, reports...)
 	s := &rep.Summary
@@ -251,19 +249,12 @@ func verifyVideo(ctx context.Context, pool *decode.Pool, lay *layout.Layout, inf
 		var de *decode.Error
 		if errors.As(err, &de) {
 			f.Frame, f.Kind = de.Frame, de.Kind.Error()
-			f.Reason = strings.TrimPrefix(strings.TrimPrefix(err.Error(), de.Path+": "), fmt.Sprintf("frame %d: ", deref(de.Frame)))
+			f.Reason = de.Reason()
 		}
 		r.Failures = append(r.Failures, f)
 		r.Status = "failing"
 	}
 	return r
-}
-
-func deref(p *int) int {
-	if p == nil {
-		return -1
-	}
-	return *p
 }
 
 // verdict is the one-line summary of a report.

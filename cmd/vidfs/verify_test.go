@@ -114,3 +114,43 @@ func TestVerify(t *testing.T) {
 		t.Errorf("verify of a clean tree: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// TestReasonsOddPaths: files whose paths hold ": " and "frame 3: " get their reason alone, neither
+// the path nor a piece of it, in vidfs verify's report and in vidfs stats's list of errors.
+func TestReasonsOddPaths(t *testing.T) {
+	dir := "bad: odd/frame 3: x"
+	src := linkSources(t, map[string]string{dir + "/empty.mp4": "empty.mp4", dir + "/corrupt.mp4": "corrupt.mp4",
+		"good.mp4": "h264_gop16.mp4"})
+	layoutFlags := []string{"--frames", "4", "--stride", "2", "--step", "4", "--size", "32x32", "--probe-cache", ""}
+	_, out, errs := vidfs(t, append([]string{"verify", src, "--json"}, layoutFlags...)...)
+	var rep verifyReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("verify --json: %v\n%s%s", err, out, errs)
+	}
+	const notVideo = "not a readable video container: empty file"
+	failures := 0
+	for _, r := range rep.Videos {
+		switch r.File {
+		case dir + "/empty.mp4":
+			if r.Status != "left out" || r.Reason != notVideo {
+				t.Errorf("verify: %s %s, %q; want left out, %q", r.File, r.Status, r.Reason, notVideo)
+			}
+		case dir + "/corrupt.mp4":
+			for _, f := range r.Failures {
+				failures++
+				if !strings.HasPrefix(f.Reason, f.Kind) || f.Frame == nil || strings.Contains(f.Reason, "corrupt.mp4") {
+					t.Errorf("verify: failure %+v of %s: want its frame, and the reason alone", f, r.File)
+				}
+			}
+		}
+	}
+	if failures == 0 {
+		t.Errorf("verify reports no failing sample of %s/corrupt.mp4: %+v", dir, rep.Videos)
+	}
+
+	mp := startMount(t, src, append([]string{"--cache-mem", "16MiB"}, layoutFlags...)...)
+	_, out, errs = vidfs(t, "stats", mp.dir)
+	if want := dir + "/empty.mp4 (whole video): " + notVideo + "\n"; !strings.Contains(out, want) {
+		t.Errorf("vidfs stats lacks %q:\n%s%s", want, out, errs)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vidfs/vidfs/decode"
@@ -43,6 +45,9 @@ type Options struct {
 	Root     string
 	Workers  int    // probes at once (default 4)
 	CacheDir string // where probe tables are kept; "" keeps none
+	// Log gets a warning when the probe tables cannot be kept (the scan succeeds all the same,
+	// and the next one probes again); nil: nowhere.
+	Log *slog.Logger
 	// Progress is called now and then during probing, and once at the end.
 	Progress func(p Progress)
 }
@@ -183,7 +188,9 @@ func Scan(ctx context.Context, opts Options) ([]Video, error) {
 			e := cacheEntry{Size: f.size, ModTime: f.mod, Info: out[i].Info, Err: storedError(out[i].Err)}
 			cache.Entries[f.rel] = e
 		}
-		saveCache(opts.CacheDir, root, cache)
+		if err := saveCache(opts.CacheDir, root, cache); err != nil && opts.Log != nil {
+			opts.Log.Warn("probe tables not kept; the next scan probes these videos again", "err", err)
+		}
 	}
 	for i := range out {
 		if out[i].Info != nil {
@@ -251,7 +258,8 @@ func (c *cachedError) restore(path string) error {
 
 // RememberUnusable marks, in the probe tables of root cached under dir, the keyframes decoding
 // found unusable (decode.Pool.UnusableKeyframes: frames by video path), so that the next scan's
-// tables start clips earlier at once. A missing cache is left missing.
+// tables start clips earlier at once. A missing cache is left missing; one that cannot be written
+// is the error.
 func RememberUnusable(dir, root string, marks map[string][]int) error {
 	if dir == "" || len(marks) == 0 {
 		return nil
@@ -275,10 +283,10 @@ func RememberUnusable(dir, root string, marks map[string][]int) error {
 			}
 		}
 	}
-	if changed {
-		saveCache(dir, root, c)
+	if !changed {
+		return nil
 	}
-	return nil
+	return saveCache(dir, root, c)
 }
 
 // CachePath is where the probe tables of root are kept under dir.
@@ -304,26 +312,27 @@ func loadCache(dir, root string) *cacheFile {
 	return &c
 }
 
-// saveCache writes the probe tables atomically; a failure only costs a probe next time.
-func saveCache(dir, root string, c *cacheFile) {
+// saveCache writes the probe tables to a temporary file, syncs it and renames it into place
+// (renameio), so that a crash or power cut leaves the old tables or the new, never a short file.
+// A failure costs only a probe next time; the caller reports it.
+func saveCache(dir, root string, c *cacheFile) error {
 	if dir == "" {
-		return
+		return nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return
+		return fmt.Errorf("writing the probe cache: %w", err)
 	}
 	path := CachePath(dir, root)
-	tmp, err := os.CreateTemp(dir, ".probe-*")
+	f, err := renameio.NewPendingFile(path, renameio.WithTempDir(dir))
 	if err != nil {
-		return
+		return fmt.Errorf("writing the probe cache: %w", err)
 	}
-	if err := gob.NewEncoder(tmp).Encode(c); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return
+	defer f.Cleanup() // removes the temporary file unless it took the cache's place
+	if err := gob.NewEncoder(f).Encode(c); err != nil {
+		return fmt.Errorf("writing the probe cache %s: %w", path, err)
 	}
-	tmp.Close()
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
+	if err := f.CloseAtomicallyReplace(); err != nil {
+		return fmt.Errorf("writing the probe cache %s: %w", path, err)
 	}
+	return nil
 }

@@ -1,14 +1,19 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/testvideo"
@@ -107,5 +112,66 @@ func TestRememberUnusable(t *testing.T) {
 	}
 	if fmt.Sprint(marked) != "[32 48]" {
 		t.Errorf("keyframes unusable after a rescan: %v, want [32 48]", marked)
+	}
+}
+
+// TestRememberUnusableNotWritten: a probe cache that cannot be written is RememberUnusable's error
+// (which the mount logs), and the cache as it was stays whole. Here the kernel refuses the write
+// (RLIMIT_FSIZE 0: "file too large"), as a full disk or a quota would; file modes would not stop
+// the root user the tests run as.
+func TestRememberUnusableNotWritten(t *testing.T) {
+	src, cacheDir := t.TempDir(), t.TempDir()
+	copyFile(t, testvideo.Path("h264_gop16.mp4"), filepath.Join(src, "a.mp4"))
+	vs, err := Scan(context.Background(), Options{Root: src, CacheDir: cacheDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(CachePath(cacheDir, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	low := lim
+	low.Cur = 0
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &low); err != nil {
+		t.Fatal(err)
+	}
+	err = RememberUnusable(cacheDir, src, map[string][]int{vs[0].Info.Path: {32}})
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+
+	if !errors.Is(err, syscall.EFBIG) {
+		t.Errorf("RememberUnusable with the write refused: %v, want EFBIG", err)
+	}
+	if after, _ := os.ReadFile(CachePath(cacheDir, src)); string(after) != string(before) {
+		t.Error("the probe cache changed though it could not be written")
+	}
+	if names, _ := os.ReadDir(cacheDir); len(names) != 1 {
+		t.Errorf("%d files in the cache directory, want the cache alone", len(names))
+	}
+}
+
+// TestScanCacheNotWritten: a scan whose probe cache cannot be written (its directory's parent is a
+// regular file) finds its videos all the same, and warns on its log.
+func TestScanCacheNotWritten(t *testing.T) {
+	src := t.TempDir()
+	copyFile(t, testvideo.Path("h264_gop16.mp4"), filepath.Join(src, "a.mp4"))
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer // Scan logs after its probes are done, on the caller's goroutine
+	vs, err := Scan(context.Background(), Options{Root: src, CacheDir: filepath.Join(file, "probe"),
+		Log: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil || len(vs) != 1 || vs[0].Info == nil {
+		t.Fatalf("scan: %v, %+v", err, vs)
+	}
+	if !strings.Contains(logged.String(), "not a directory") {
+		t.Errorf("log %q: want the probe cache's error", logged.String())
 	}
 }

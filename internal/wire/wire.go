@@ -185,6 +185,7 @@ type Latency struct {
 type Problem struct {
 	Time   time.Time `json:"time"`
 	File   string    `json:"file"`
-	Sample int       `json:"sample"` // -1 for a whole video, or a plan
-	Reason string    `json:"reason"`
+	Sample int       `json:"sample"`          // -1 for a whole video, or a plan
+	Frame  *int      `json:"frame,omitempty"` // the frame concerned, when known
+	Reason string    `json:"reason"`          // what went wrong, without the file and frame
 }
