@@ -560,3 +560,41 @@ func TestPlanWritersConcurrent(t *testing.T) {
 		t.Errorf("plans %d long in all, want %d", st.Plan.Length, n+len(cs)*3+3)
 	}
 }
+
+// TestPendingEmptyComesFirst: a plan opened to be replaced and closed with nothing written,
+// while a dup of that descriptor stays open (so that the kernel sends no release yet), is
+// emptied before what is written after that close, not after it: a plan written next is the one
+// in force, and one appended next is appended to an empty plan.
+func TestPendingEmptyComesFirst(t *testing.T) {
+	f, _ := fakeFS(t, 40, 1, nil)
+	mnt := mountFake(t, f)
+	orderPath := filepath.Join(mnt, ".vidfs", "order")
+	for _, c := range []struct {
+		flag       int
+		write, got string
+	}{{os.O_TRUNC, "5 6", "5 6\n"}, {os.O_APPEND, "7", "7\n"}} {
+		if err := os.WriteFile(orderPath, []byte("1 2 3"), 0); err != nil {
+			t.Fatal(err)
+		}
+		fd, err := unix.Open(orderPath, unix.O_WRONLY|unix.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := unix.Dup(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Close(fd); err != nil {
+			t.Errorf("closing with nothing written: %v", err)
+		}
+		if err := withFile(orderPath, unix.O_WRONLY|c.flag, func(fd int) error { return writeAll(fd, c.write) }); err != nil {
+			t.Errorf("writing %q: %v", c.write, err)
+		}
+		if b, err := os.ReadFile(orderPath); err != nil || string(b) != c.got {
+			t.Errorf("after an emptying close and %q written (flag %#x) the plan reads %q, %v; want %q", c.write, c.flag, b, err, c.got)
+		}
+		if err := unix.Close(held); err != nil {
+			t.Errorf("closing the dup: %v", err)
+		}
+	}
+}
