@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -18,9 +20,10 @@ import (
 
 // planFile is a plan: .vidfs/plans/NAME, or .vidfs/order (and .vidfs/order.npy), the plan named
 // "default". Writing it (truncating, as `>` and open(..., "w") do) replaces the plan when the
-// file is closed; appending (`>>`, "a") queues the written plan behind the current one. A plan
-// that does not parse is refused whole: close fails with EINVAL, the reason is logged, and the
-// plan in force stays. Reading it gives the plan in force, as text.
+// file is closed; appending (`>>`, "a") queues the written plan behind the current one (each
+// close of a descriptor queues what was written since the close before). A plan that does not
+// parse is refused whole: close fails with EINVAL, the reason is logged, and the plan in force
+// stays. Reading it gives the plan in force, as text.
 type planFile struct {
 	node
 	name string
@@ -51,12 +54,7 @@ func (p *planFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uin
 		}
 		return &bytesHandle{data: b.Bytes()}, fuse.FOPEN_DIRECT_IO, 0
 	}
-	return p.f.planWriter(p.name, flags), fuse.FOPEN_DIRECT_IO, 0
-}
-
-// planWriter returns the handle that collects what one open for writing of plan name writes.
-func (f *FS) planWriter(name string, flags uint32) *planWriter {
-	return &planWriter{f: f, name: name, appendPlan: flags&syscall.O_APPEND != 0, truncate: flags&syscall.O_TRUNC != 0}
+	return p.f.newPlanWriter(p.name, flags&syscall.O_APPEND != 0, flags&syscall.O_TRUNC != 0), fuse.FOPEN_DIRECT_IO, 0
 }
 
 // planFileMode is the mode of every plan file.
@@ -93,8 +91,9 @@ func (d *plansDir) Create(ctx context.Context, name string, flags uint32, mode u
 	}
 	d.f.attr(&out.Attr, planFileMode, 0)
 	ch := d.NewInode(ctx, &planFile{node{f: d.f, mode: planFileMode}, name}, gofs.StableAttr{Mode: syscall.S_IFREG})
-	w := d.f.planWriter(name, flags)
-	w.truncate = w.truncate || !w.appendPlan // a file created for writing is a new plan, even left empty
+	appendPlan := flags&syscall.O_APPEND != 0
+	// A file created for writing is a new plan, even left empty.
+	w := d.f.newPlanWriter(name, appendPlan, flags&syscall.O_TRUNC != 0 || !appendPlan)
 	return ch, w, fuse.FOPEN_DIRECT_IO, 0
 }
 
@@ -107,57 +106,117 @@ func (d *plansDir) Unlink(ctx context.Context, name string) syscall.Errno {
 	return 0
 }
 
-// planWriter collects what one open of a plan file writes.
+// planState is where a planWriter is in its life. The transitions (anything not listed leaves
+// the state as it is):
+//
+//	unwritten    Write: written (tooLarge past the size limit).
+//	             Flush: pendingEmpty when opened to replace the plan.
+//	written      Write past the size limit: tooLarge.
+//	             Flush: done, the plan applied, or refused whole (EINVAL).
+//	tooLarge     Write: EFBIG.
+//	             Flush: done, the plan refused (EFBIG).
+//	pendingEmpty Write: written (tooLarge past the size limit).
+//	             settle (a reader of the plan or the stats, or a flush of any plan file): done,
+//	             the plan emptied.
+//	done         Write: written (tooLarge past the size limit).
+//	any          Release: released; unwritten or pendingEmpty, an open to replace empties the plan
+//	             first.
+//
+// The kernel flushes once per close of a descriptor (a dup'ed or inherited descriptor flushes
+// again, and a shell's redirection closes one before anything is written), and releases once,
+// after the last close has returned: so what is written is applied at the first flush after it
+// was written, once, and an open to replace the plan that is closed with nothing written waits
+// as pendingEmpty, not emptied at the flush (the shell's write may follow) yet emptied before
+// anything that comes after its close can see the old plan (settle).
+type planState int
+
+const (
+	planUnwritten    planState = iota // nothing written yet
+	planWritten                       // written since the last flush
+	planTooLarge                      // a write went past the size limit since the last flush
+	planPendingEmpty                  // opened to replace, flushed with nothing written: to be emptied
+	planDone                          // what was written is applied or refused, or the plan emptied
+	planReleased                      // the last descriptor is closed
+)
+
+// planWriter collects what one open of a plan file writes: the handle of every descriptor that
+// open gave, dups and inherited ones included, which the kernel may call at once.
 type planWriter struct {
 	f          *FS
 	name       string
-	appendPlan bool
-	buf        []byte
-	dirty      bool          // written since what was last applied
-	truncate   bool          // opened to replace the plan: if nothing is written, it is emptied
-	applied    bool          // something written was applied
-	tooLarge   syscall.Errno // EFBIG once a write went past the size limit
+	appendPlan bool // opened with O_APPEND: each flush queues what was written behind the plan
+	replace    bool // opened to replace the plan (O_TRUNC, or created): unless written, it is emptied
+
+	// mu guards state and buf. It is held while applying (f.setPlan, which takes order.Plans',
+	// the owners' and the cache's locks; the problem log's), and taken before pendingEmpties.mu;
+	// none of those calls back into a writer, and pendingEmpties.settle takes mu holding no
+	// lock of its own.
+	mu    sync.Mutex
+	state planState
+	buf   []byte // what the next flush applies: the plan as written so far, or what to queue
+}
+
+// newPlanWriter returns the handle for one open for writing of plan name.
+func (f *FS) newPlanWriter(name string, appendPlan, replace bool) *planWriter {
+	return &planWriter{f: f, name: name, appendPlan: appendPlan, replace: replace}
 }
 
 func (w *planWriter) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.appendPlan {
 		off = int64(len(w.buf))
 	}
 	end := off + int64(len(data))
-	if w.tooLarge != 0 || end > order.MaxBytes(w.f.lay.Len()) {
-		w.tooLarge, w.dirty = syscall.EFBIG, true
+	if w.state == planTooLarge || end > order.MaxBytes(w.f.lay.Len()) {
+		w.setStateLocked(planTooLarge)
 		return 0, syscall.EFBIG
 	}
 	if end > int64(len(w.buf)) {
 		w.buf = append(w.buf, make([]byte, end-int64(len(w.buf)))...)
 	}
 	copy(w.buf[off:], data)
-	w.dirty = true
-	w.f.emptied.drop(w) // what is written replaces the plan, at the next flush
+	w.setStateLocked(planWritten) // what is written replaces the plan, at the next flush
 	return uint32(len(data)), 0
 }
 
+// Read gives what the next flush would apply: a replacing open's plan as written so far, or
+// what an appending open wrote since its last flush.
 func (w *planWriter) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return fuse.ReadResultData(sliceAt(w.buf, dest, off)), 0
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := copy(dest, sliceAt(w.buf, dest, off)) // a copy: buf changes once mu is let go
+	return fuse.ReadResultData(dest[:n]), 0
 }
 
-// Flush applies the plan written through this open, at close. The kernel flushes once per
-// close of a descriptor (a dup'ed or inherited descriptor flushes again, and a shell's
-// redirection closes one before anything is written): what was written is applied at the first
-// flush after it was written, once.
+// Flush applies the plan written through this open, at a close of one of its descriptors.
+// Plans emptied by opens closed before are emptied first, so that this plan, or an append to
+// it, comes after them.
 func (w *planWriter) Flush(ctx context.Context) syscall.Errno {
-	if !w.dirty {
-		if w.truncate && !w.applied {
-			w.f.emptied.add(w)
+	w.f.emptied.settle()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch w.state {
+	case planUnwritten:
+		if w.replace {
+			w.setStateLocked(planPendingEmpty)
 		}
-		return 0
+	case planWritten, planTooLarge:
+		return w.applyLocked(callerPid(ctx))
 	}
-	w.dirty, w.applied = false, true
+	return 0
+}
+
+// applyLocked sets or queues the plan written, or refuses it whole, and returns the errno for
+// the close.
+func (w *planWriter) applyLocked(pid int) syscall.Errno {
+	tooLarge := w.state == planTooLarge
+	w.setStateLocked(planDone)
 	var entries []int32
 	var err error
 	errno := syscall.EINVAL
-	if w.tooLarge != 0 {
-		err, errno = fmt.Errorf("more than %d bytes written: no plan for %d samples is that long", order.MaxBytes(w.f.lay.Len()), w.f.lay.Len()), w.tooLarge
+	if tooLarge {
+		err, errno = fmt.Errorf("more than %d bytes written: no plan for %d samples is that long", order.MaxBytes(w.f.lay.Len()), w.f.lay.Len()), syscall.EFBIG
 	} else {
 		entries, err = order.Parse(w.buf, w.f.lay.Len())
 	}
@@ -171,10 +230,11 @@ func (w *planWriter) Flush(ctx context.Context) syscall.Errno {
 		w.f.problems.add(wire.Problem{Time: time.Now(), File: file, Sample: -1, Reason: "plan refused: " + err.Error()})
 		return errno
 	}
-	w.f.setPlan(w.name, entries, w.appendPlan, callerPid(ctx))
+	w.f.setPlan(w.name, entries, w.appendPlan, pid)
 	verb := "new plan"
 	if w.appendPlan {
 		verb = "plan appended"
+		w.buf = nil // queued: the next flush queues only what is written after
 	}
 	all, _ := w.f.plans.Entries(w.name)
 	w.f.log.Info(verb, "plan", w.name, "samples", len(entries), "length", len(all))
@@ -183,66 +243,78 @@ func (w *planWriter) Flush(ctx context.Context) syscall.Errno {
 
 // Release drops what was written, once the last descriptor is closed. A plan opened to be
 // replaced (O_TRUNC, or created) and closed with nothing written is emptied now, unless a reader
-// of the plan or the stats settled it first.
+// of the plan or the stats, or a flush, settled it first.
 func (w *planWriter) Release(ctx context.Context) syscall.Errno {
-	if !w.f.emptied.release(w) && w.truncate && !w.applied {
-		w.empty()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.replace && (w.state == planUnwritten || w.state == planPendingEmpty) {
+		w.emptyLocked()
 	}
+	w.setStateLocked(planReleased)
 	w.buf = nil
 	return 0
 }
 
-func (w *planWriter) empty() {
+// settle empties the plan if w waits to empty it.
+func (w *planWriter) settle() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state == planPendingEmpty {
+		w.emptyLocked()
+		w.setStateLocked(planDone)
+	}
+}
+
+// setStateLocked moves w to state s, and keeps f.emptied holding exactly the writers that are
+// pendingEmpty.
+func (w *planWriter) setStateLocked(s planState) {
+	if s == planPendingEmpty {
+		w.f.emptied.add(w)
+	} else if w.state == planPendingEmpty {
+		w.f.emptied.remove(w)
+	}
+	w.state = s
+}
+
+func (w *planWriter) emptyLocked() {
 	w.f.setPlan(w.name, nil, false, 0)
 	w.f.log.Info("plan emptied", "plan", w.name)
 }
 
-// pendingEmpties are plan writers closed with nothing written to a plan they opened to replace
-// (O_TRUNC). The kernel sends Release, where such a plan is emptied, after close returns, so a
-// reader that opens the plan or the stats right after the close could see the old plan; it
-// settles them first. They are not emptied at the flush itself, because a shell's redirection
+// pendingEmpties are the plan writers that are pendingEmpty: closed with nothing written to a
+// plan they opened to replace (O_TRUNC). The kernel sends Release, where such a plan is emptied,
+// after close returns, so a reader that opens the plan or the stats right after the close could
+// see the old plan, and a plan written or appended after the close could be emptied by it; they
+// settle them first. They are not emptied at the flush itself, because a shell's redirection
 // closes one descriptor before it writes through another.
 type pendingEmpties struct {
-	mu sync.Mutex
-	ws map[*planWriter]bool // true: emptied by settle
+	mu sync.Mutex // guards ws; taken after a writer's mu (add, remove), never before one (settle)
+	ws map[*planWriter]struct{}
 }
 
 func (p *pendingEmpties) add(w *planWriter) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ws == nil {
-		p.ws = map[*planWriter]bool{}
+		p.ws = map[*planWriter]struct{}{}
 	}
-	if _, ok := p.ws[w]; !ok {
-		p.ws[w] = false
-	}
+	p.ws[w] = struct{}{}
 }
 
-// drop forgets w: something was written through it.
-func (p *pendingEmpties) drop(w *planWriter) {
+func (p *pendingEmpties) remove(w *planWriter) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.ws, w)
 }
 
-// release forgets w and says whether settle already emptied its plan.
-func (p *pendingEmpties) release(w *planWriter) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	done := p.ws[w]
-	delete(p.ws, w)
-	return done
-}
-
-// settle empties the plans of the writers pending.
+// settle empties the plans of the writers pending. It lets go of p.mu before it takes a
+// writer's, which holds its own while it adds or removes itself.
 func (p *pendingEmpties) settle() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	for w, done := range p.ws {
-		if !done {
-			w.empty()
-			p.ws[w] = true
-		}
+	ws := slices.Collect(maps.Keys(p.ws))
+	p.mu.Unlock()
+	for _, w := range ws {
+		w.settle()
 	}
 }
 

@@ -99,7 +99,7 @@ func (o *owners) of(pid int) []string {
 			return nil
 		}
 		if names := o.byProc[info.tgid]; len(names) > 0 {
-			return names
+			return slices.Clone(names) // wrote and forget change byProc's slices in place
 		}
 		if info.ppid <= 1 {
 			return nil

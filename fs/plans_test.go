@@ -1,15 +1,24 @@
 package fs
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vidfs/vidfs/internal/wire"
+	"github.com/vidfs/vidfs/order"
 )
 
 // waitUntil polls cond for up to 5 s.
@@ -216,4 +225,376 @@ func TestPlansOwnReaders(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	waitUntil(t, "other emptied", func() bool { e, ok := f.plans.Entries("other"); return ok && len(e) == 0 })
+}
+
+// replacingPlan is plan k of n samples as TestPlanWritersConcurrent writes it: every sample once,
+// starting at k, each index two characters wide, so that all such plans are as long and one
+// written at offset 0 over another leaves exactly one of them.
+func replacingPlan(k, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "%2d ", (k+i*7)%n) // 7 and n are coprime
+	}
+	return b.String()
+}
+
+// chunkLen is the length of an appended chunk: three indices, two characters wide, each ended by
+// a space or a newline.
+const chunkLen = 9
+
+// chunk is appended chunk c (c < m³): c's digits in base m, as three indices.
+func chunk(c, m int) string { return fmt.Sprintf("%2d %2d %2d\n", c/m/m%m, c/m%m, c%m) }
+
+// planText is a plan as reading a plan file gives it.
+func planText(entries []string) string {
+	if len(entries) == 0 {
+		return ""
+	}
+	return strings.Join(entries, " ") + "\n"
+}
+
+// chunksIn is the chunks (in base m) that the indices of text spell after those of first; an
+// error where text does not start with first, they are not whole chunks, or a chunk comes twice.
+func chunksIn(text, first string, m int) ([]int, error) {
+	fields, skip := strings.Fields(text), len(strings.Fields(first))
+	if len(fields) < skip || !slices.Equal(fields[:skip], strings.Fields(first)) || (len(fields)-skip)%3 != 0 {
+		return nil, fmt.Errorf("%d indices: not %q and whole chunks of 3", len(fields), first)
+	}
+	var cs []int
+	seen := map[int]bool{}
+	for i := skip; i < len(fields); i += 3 {
+		c := 0
+		for _, d := range fields[i : i+3] {
+			v, err := strconv.Atoi(d)
+			if err != nil || v < 0 || v >= m {
+				return nil, fmt.Errorf("index %q", d)
+			}
+			c = c*m + v
+		}
+		if seen[c] {
+			return nil, fmt.Errorf("chunk %d twice", c)
+		}
+		seen[c] = true
+		cs = append(cs, c)
+	}
+	return cs, nil
+}
+
+// withClose closes fd and gives err, or else close's error.
+func withClose(fd int, err error) error {
+	if cerr := unix.Close(fd); err == nil {
+		return cerr
+	}
+	return err
+}
+
+// withFile opens path, runs do on the descriptor and closes it; it gives do's error, or else
+// close's.
+func withFile(path string, flags int, do func(fd int) error) error {
+	fd, err := unix.Open(path, flags, 0)
+	if err != nil {
+		return err
+	}
+	return withClose(fd, do(fd))
+}
+
+// writeAll writes s to fd in one write.
+func writeAll(fd int, s string) error {
+	if k, err := unix.Write(fd, []byte(s)); err != nil || k != len(s) {
+		return fmt.Errorf("wrote %d of %d bytes: %w", k, len(s), err)
+	}
+	return nil
+}
+
+// TestPlanWritersConcurrent: with -race, several goroutines write, append, read back (pread) and
+// close (a dup of) one O_RDWR descriptor of a plan, while others open, write and close their own
+// descriptors of the same plans (replacing, appending, emptying, and refused with EINVAL and
+// EFBIG), read the plans and the stats, and read samples. Nothing races; every call succeeds but
+// the refusals; every plan read is one of those written; an appended plan holds each chunk
+// appended once, in the order each writer appended them; a plan written after it all is the
+// one in force.
+func TestPlanWritersConcurrent(t *testing.T) {
+	f, _ := fakeFS(t, 40, 2, nil)
+	mnt := mountFake(t, f)
+	n := f.lay.Len()
+	orderPath := filepath.Join(mnt, ".vidfs", "order")
+	queuePath := filepath.Join(mnt, ".vidfs", "plans", "queue")
+	const rounds = 60
+	const base = "0 1 2\n" // the queue's first plan, before every chunk
+	// The queue names samples below half alone, and the samples read are the others: no read
+	// moves the queue's position (an append drops what was read before it).
+	half := n / 2
+
+	written := map[string]bool{}          // as written
+	readBack := map[string]bool{"": true} // as read back: a plan written, or none (emptied)
+	for k := range n {
+		p := replacingPlan(k, n)
+		written[p] = true
+		readBack[planText(strings.Fields(p))] = true
+	}
+	if err := os.WriteFile(orderPath, []byte(replacingPlan(0, n)), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(queuePath, []byte(base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shared, err := unix.Open(orderPath, unix.O_RDWR|unix.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Pwrite(shared, []byte(replacingPlan(1, n)), 0); err != nil {
+		t.Fatal(err)
+	}
+	sharedQueue, err := unix.Open(queuePath, unix.O_RDWR|unix.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// closeDup closes a dup of fd: the kernel flushes, and what was written through fd is applied.
+	closeDup := func(fd int) error {
+		d, err := unix.Dup(fd)
+		if err != nil {
+			return err
+		}
+		return unix.Close(d)
+	}
+	// asShell writes s to path as a shell's redirection does: it opens path, dups the descriptor,
+	// closes the one opened, and writes through the dup.
+	asShell := func(path, s string) error {
+		fd, err := unix.Open(path, unix.O_WRONLY|unix.O_TRUNC, 0)
+		if err != nil {
+			return err
+		}
+		d, err := unix.Dup(fd)
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
+		if err := unix.Close(fd); err != nil {
+			unix.Close(d)
+			return err
+		}
+		return withClose(d, writeAll(d, s))
+	}
+
+	var wg sync.WaitGroup
+	// Chunk numbers: writer w appends chunks w*rounds to (w+1)*rounds-1, in order.
+	const sharedAppenders, ownAppenders = 2, 2
+	for w := range sharedAppenders {
+		wg.Go(func() {
+			buf := make([]byte, 64<<10)
+			for i := range rounds {
+				if err := writeAll(sharedQueue, chunk(w*rounds+i, half)); err != nil {
+					t.Errorf("appending through the shared descriptor: %v", err)
+					return
+				}
+				k, err := unix.Pread(sharedQueue, buf, 0)
+				if err != nil {
+					t.Errorf("pread of the shared appending descriptor: %v", err)
+					return
+				}
+				if _, err := chunksIn(string(buf[:k]), "", half); err != nil || k%chunkLen != 0 {
+					t.Errorf("the shared appending descriptor reads %d bytes: %v", k, err)
+				}
+				if i%3 == 0 {
+					if err := closeDup(sharedQueue); err != nil {
+						t.Errorf("closing a dup of the shared appending descriptor: %v", err)
+					}
+				}
+			}
+		})
+	}
+	for w := sharedAppenders; w < sharedAppenders+ownAppenders; w++ {
+		wg.Go(func() {
+			for i := range rounds {
+				c := chunk(w*rounds+i, half)
+				if err := withFile(queuePath, unix.O_WRONLY|unix.O_APPEND, func(fd int) error {
+					if err := writeAll(fd, c[:5]); err != nil {
+						return err
+					}
+					return writeAll(fd, c[5:])
+				}); err != nil {
+					t.Errorf("appending chunk %d: %v", w*rounds+i, err)
+				}
+			}
+		})
+	}
+	for w := range 3 { // on the shared replacing descriptor
+		wg.Go(func() {
+			buf := make([]byte, 4*n)
+			for i := range rounds {
+				p := replacingPlan(w*rounds+i, n)
+				if k, err := unix.Pwrite(shared, []byte(p), 0); err != nil || k != len(p) {
+					t.Errorf("pwrite of the shared descriptor: %d bytes, %v", k, err)
+					return
+				}
+				k, err := unix.Pread(shared, buf, 0)
+				if err != nil || !written[string(buf[:k])] {
+					t.Errorf("pread of the shared descriptor: %q, %v; want a plan written", buf[:k], err)
+				}
+				if i%2 == 0 {
+					if err := closeDup(shared); err != nil {
+						t.Errorf("closing a dup of the shared descriptor: %v", err)
+					}
+				}
+			}
+		})
+	}
+	for w := range 2 { // each on descriptors of its own
+		wg.Go(func() {
+			for i := range rounds {
+				p := replacingPlan(w+i, n)
+				var err, want error
+				switch i % 6 {
+				case 0: // replace
+					err = withFile(orderPath, unix.O_WRONLY|unix.O_TRUNC, func(fd int) error { return writeAll(fd, p) })
+				case 1: // replace, reading back what this descriptor wrote
+					err = withFile(orderPath, unix.O_RDWR, func(fd int) error {
+						if _, err := unix.Pwrite(fd, []byte(p), 0); err != nil {
+							return err
+						}
+						buf := make([]byte, 4*n)
+						if k, err := unix.Pread(fd, buf, 0); err != nil || string(buf[:k]) != p {
+							return fmt.Errorf("read back %q: %w", buf[:k], err)
+						}
+						return nil
+					})
+				case 2: // as a shell's `>` does: close the descriptor opened, then write through a dup
+					err = asShell(orderPath, p)
+				case 3: // empty
+					err = withFile(orderPath, unix.O_WRONLY|unix.O_TRUNC, func(int) error { return nil })
+				case 4: // refused: not a plan
+					err, want = withFile(orderPath, unix.O_WRONLY|unix.O_TRUNC, func(fd int) error { return writeAll(fd, "1 x") }), syscall.EINVAL
+				case 5: // refused: longer than any plan
+					err = withFile(orderPath, unix.O_WRONLY|unix.O_TRUNC, func(fd int) error {
+						if _, err := unix.Pwrite(fd, []byte("1"), order.MaxBytes(n)); !errors.Is(err, syscall.EFBIG) {
+							return fmt.Errorf("a write past the limit: %w, want EFBIG", err)
+						}
+						return nil
+					})
+					want = syscall.EFBIG
+				}
+				if !errors.Is(err, want) {
+					t.Errorf("round %d of a writer of its own: %v, want %v", i, err, want)
+				}
+			}
+		})
+	}
+	for range 2 { // readers of the plans and the stats
+		wg.Go(func() {
+			for range rounds {
+				if b, err := os.ReadFile(orderPath); err != nil || !readBack[string(b)] {
+					t.Errorf("the order file reads %q, %v; want a plan written", b, err)
+				}
+				b, err := os.ReadFile(queuePath)
+				if err == nil {
+					_, err = chunksIn(string(b), base, half)
+				}
+				if err != nil {
+					t.Errorf("the queue reads %d bytes: %v", len(b), err)
+				}
+				var st wire.Stats
+				if b, err := os.ReadFile(filepath.Join(mnt, ".vidfs", "stats")); err != nil || json.Unmarshal(b, &st) != nil {
+					t.Errorf("the stats: %v, %q", err, b)
+				}
+			}
+		})
+	}
+	hdr, S := int64(len(f.lay.NpyHeader())), int64(f.lay.Spec.SampleBytes())
+	for w := range 2 { // readers of samples
+		wg.Go(func() {
+			err := withFile(filepath.Join(mnt, "clips.npy"), unix.O_RDONLY, func(fd int) error {
+				buf := make([]byte, S)
+				for i := range rounds {
+					s := half + (w*7+i*3)%(n-half)
+					if k, err := unix.Pread(fd, buf, hdr+int64(s)*S); err != nil || int64(k) != S || string(buf) != string(want(f, s)) {
+						t.Errorf("sample %d: %d bytes, %v, or not its bytes", s, k, err)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Errorf("reading samples: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+
+	for _, fd := range []int{shared, sharedQueue} {
+		if err := unix.Close(fd); err != nil {
+			t.Errorf("closing a shared descriptor: %v", err)
+		}
+	}
+	if b, err := os.ReadFile(orderPath); err != nil || !readBack[string(b)] {
+		t.Errorf("at the end the order file reads %q, %v; want a plan written", b, err)
+	}
+	last := replacingPlan(5, n)
+	if err := os.WriteFile(orderPath, []byte(last), 0); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(orderPath); err != nil || string(b) != planText(strings.Fields(last)) {
+		t.Errorf("after the last plan written the order file reads %q, %v", b, err)
+	}
+	b, err := os.ReadFile(queuePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := chunksIn(string(b), base, half)
+	if err != nil {
+		t.Fatalf("at the end the queue reads %d bytes: %v", len(b), err)
+	}
+	if len(cs) != (sharedAppenders+ownAppenders)*rounds {
+		t.Errorf("the queue holds %d chunks, want the %d appended, each once", len(cs), (sharedAppenders+ownAppenders)*rounds)
+	}
+	for w := range sharedAppenders + ownAppenders {
+		var mine []int
+		for _, c := range cs {
+			if c/rounds == w {
+				mine = append(mine, c)
+			}
+		}
+		if !slices.IsSorted(mine) {
+			t.Errorf("writer %d's chunks in the queue out of the order it appended them: %v", w, mine)
+		}
+	}
+	if st := f.Stats(); st.Plan.Length != n+len(cs)*3+3 {
+		t.Errorf("plans %d long in all, want %d", st.Plan.Length, n+len(cs)*3+3)
+	}
+}
+
+// TestPendingEmptyComesFirst: a plan opened to be replaced and closed with nothing written,
+// while a dup of that descriptor stays open (so that the kernel sends no release yet), is
+// emptied before what is written after that close, not after it: a plan written next is the one
+// in force, and one appended next is appended to an empty plan.
+func TestPendingEmptyComesFirst(t *testing.T) {
+	f, _ := fakeFS(t, 40, 1, nil)
+	mnt := mountFake(t, f)
+	orderPath := filepath.Join(mnt, ".vidfs", "order")
+	for _, c := range []struct {
+		flag       int
+		write, got string
+	}{{os.O_TRUNC, "5 6", "5 6\n"}, {os.O_APPEND, "7", "7\n"}} {
+		if err := os.WriteFile(orderPath, []byte("1 2 3"), 0); err != nil {
+			t.Fatal(err)
+		}
+		fd, err := unix.Open(orderPath, unix.O_WRONLY|unix.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := unix.Dup(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Close(fd); err != nil {
+			t.Errorf("closing with nothing written: %v", err)
+		}
+		if err := withFile(orderPath, unix.O_WRONLY|c.flag, func(fd int) error { return writeAll(fd, c.write) }); err != nil {
+			t.Errorf("writing %q: %v", c.write, err)
+		}
+		if b, err := os.ReadFile(orderPath); err != nil || string(b) != c.got {
+			t.Errorf("after an emptying close and %q written (flag %#x) the plan reads %q, %v; want %q", c.write, c.flag, b, err, c.got)
+		}
+		if err := unix.Close(held); err != nil {
+			t.Errorf("closing the dup: %v", err)
+		}
+	}
 }
