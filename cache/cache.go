@@ -4,9 +4,9 @@
 // reader's miss is loaded ahead of prefetch work; and eviction drops samples the plan will not
 // read soon before those it will. It knows nothing of video: a Loader makes a sample's bytes.
 //
-// Locking: the cache calls NextUse and Want with its own lock held, so whatever answers them
-// (the plan tracker) must never call into the cache while holding its own lock. The order is
-// cache, then tracker.
+// Locking: the cache calls NextUse with its own lock held (choosing a victim), so whatever
+// answers it (the plans) must never call into the cache while holding its own lock: the order is
+// cache, then plans. Want is called from the prefetch loop without the cache's lock.
 package cache
 
 import (
@@ -33,8 +33,8 @@ type Options struct {
 	// beside what readers and loads hold; see Depth).
 	Prefetch int
 	Load     Loader
-	// NextUse says how soon a sample is due: plan entries from the reader's position, or -1 when
-	// it is not due soon. Nil: nothing is due (plain LRU).
+	// NextUse says how soon a sample is due, in milliseconds at its readers' pace, or -1 when it
+	// is not due soon. Nil: nothing is due (plain LRU).
 	NextUse func(sample int) int
 	// Want appends to dst the next n samples to keep ready, most urgent first (the upcoming
 	// plan). Nil: none.

@@ -3,9 +3,13 @@
 // reader through the plan written to .vidfs/order, and reports what it does in .vidfs/stats.
 //
 // The files of the package, by job: fs.go (configuration and the parts of a mount), read.go
-// (the read path), problems.go (the log of what could not be served), stats.go (the snapshot
-// behind .vidfs/stats), tree.go (directories, and refusing changes), files.go (the tensor and
-// fixed files), control.go (the .vidfs control files) and mount.go (mounting and unmounting).
+// (the read path), failed.go (what a failed sample's reads get: --on-error), problems.go (the
+// log of what could not be served), stats.go (the snapshot behind .vidfs/stats), tree.go
+// (directories, and refusing changes), files.go (the tensor and fixed files), pages.go (memory-
+// mapped readers: handing whole samples to the page cache), control.go (the .vidfs control
+// files), owners.go (which process wrote which plan), tier.go (the disk tier behind the cache),
+// interfaces.go (what each node answers, checked by the compiler) and mount.go (mounting and
+// unmounting).
 package fs
 
 import (
