@@ -40,8 +40,8 @@ func ValidName(name string) error {
 // counting (its samples are not due) until it is read or written again.
 //
 // Plans is safe for concurrent use. It calls nothing outside itself while holding its lock: the
-// cache asks it NextUse and Upcoming with the cache's own lock held, so the lock order is cache,
-// then plans.
+// cache asks it NextUse with the cache's own lock held (Upcoming without), and the disk tier asks
+// Until with the tier's lock held, so the lock order is cache, then plans, and tier, then plans.
 type Plans struct {
 	mu      sync.Mutex
 	window  int // how far readers may run out of order before unread entries are given up
