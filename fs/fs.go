@@ -148,7 +148,7 @@ func New(cfg Config) (*FS, error) {
 	f.plans = order.NewPlans(256, depth+256, idle)
 	if cfg.TierDir != "" && cfg.TierBytes > 0 {
 		// The write backlog is memory beside the cache: a few samples' worth.
-		t, err := tier.Open(tier.Options{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Log: cfg.Log, Backlog: max(16<<20, 4*S),
+		t, err := tier.Open(tier.Options{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Codec: tier.Zstd, Log: cfg.Log, Backlog: max(16<<20, 4*S),
 			Due: f.plans.Until})
 		if err != nil {
 			return nil, err
