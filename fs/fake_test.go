@@ -116,6 +116,9 @@ func fakeFSWith(t *testing.T, cacheSamples, workers int, fail map[string]error, 
 	for _, m := range more {
 		m(&cfg)
 	}
+	for i, in := range cfg.Infos { // a change may have moved the videos
+		dec.video[in.Path] = i
+	}
 	f, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/vidfs/vidfs/internal/testvideo"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/tier"
 )
 
 func TestMain(m *testing.M) {
@@ -49,6 +50,7 @@ type mountSetup struct {
 	src        string // SRC to use (a fresh one when "")
 	tierDir    string
 	tierBytes  int64
+	tierCodec  tier.Codec
 }
 
 // allGood is a source tree of every decodable test video, in class folders.
@@ -93,7 +95,7 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 	t.Cleanup(pool.Close)
 	f, err := New(Config{Source: src, Layout: lay, Infos: in, Resize: s.resize, Fast: s.fast, Decoder: pool, CacheBytes: s.cacheBytes,
 		Workers: s.workers, Prefetch: s.prefetch, Skipped: skipped, OnError: s.onError, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
-		TierDir: s.tierDir, TierBytes: s.tierBytes})
+		TierDir: s.tierDir, TierBytes: s.tierBytes, TierCodec: s.tierCodec})
 	if err != nil {
 		t.Fatal(err)
 	}

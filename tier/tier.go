@@ -170,6 +170,9 @@ type job struct {
 	buf *[]byte
 }
 
+// HeaderSize is the bytes an entry takes on disk beside its stored bytes.
+const HeaderSize = 64
+
 // An entry file is a header, then the stored bytes. The header (little-endian):
 //
 //	0   magic "VIDFSTR2"
@@ -183,7 +186,7 @@ type job struct {
 // the sample's bytes, stored length; then a zstd frame) are read too.
 const (
 	magic            = "VIDFSTR2"
-	headerSize       = 64
+	headerSize       = HeaderSize
 	legacyMagic      = "VIDFSTR1"
 	legacyHeaderSize = 56
 	version          = "v1"
