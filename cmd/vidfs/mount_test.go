@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vidfs/vidfs/internal/testvideo"
+	"github.com/vidfs/vidfs/tier"
 )
 
 // The test binary runs as vidfs itself when asked to, so that mounts run in their own process.
@@ -148,9 +149,11 @@ print(json.dumps({"samples": n, "hit_rate": st["cache"]["hit_rate"], "evicted": 
 // on too.
 func TestMountMemoryBound(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { memoryBound(t, 0) })
-	t.Run("disk tier", func(t *testing.T) {
-		memoryBound(t, raceTierOverhead, "--cache-dir", t.TempDir(), "--cache-disk", "1GiB")
-	})
+	for _, codec := range tier.Codecs {
+		t.Run("disk tier "+codec.String(), func(t *testing.T) {
+			memoryBound(t, raceTierOverhead, "--cache-dir", t.TempDir(), "--cache-disk", "1GiB", "--cache-disk-codec", codec.String())
+		})
+	}
 }
 
 // memoryBound reads a mount for 4 epochs and checks its peak resident memory against the cache
