@@ -145,6 +145,7 @@ func readAt(t *testing.T, f *FS, off int64, n int) ([]byte, syscall.Errno) {
 	if errno != 0 {
 		return nil, errno
 	}
+	defer res.Done() // as go-fuse does once it has written the answer
 	b, st := res.Bytes(make([]byte, n))
 	if !st.Ok() {
 		t.Fatalf("read result: %v", st)
