@@ -4,16 +4,21 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 
 	"github.com/vidfs/vidfs/internal/testvideo"
 )
@@ -291,5 +296,142 @@ func TestDaemon(t *testing.T) {
 	out, err = vidfsProc("mount", filepath.Join(src, "nope"), mnt, "--daemon", "--log-file", logFile, "--pid-file", pidFile)
 	if err == nil || !strings.Contains(out, "did not start") || !strings.Contains(out, "no such file or directory") {
 		t.Errorf("--daemon of a missing source: %v\n%s", err, out)
+	}
+}
+
+// TestDaemonSpellings: every spelling of --daemon that pflag reads as true (it parses the value
+// with strconv.ParseBool) starts one daemon, returns once it serves, and vidfs umount stops it;
+// every spelling of false serves in the foreground, in the process started. A mount that starts
+// more processes for its mount point than a daemon needs is killed with all it started, so that
+// a regression cannot fork without end.
+func TestDaemonSpellings(t *testing.T) {
+	src, probeCache := makeSource(t), t.TempDir()
+	flags := []string{"--size", "32x32", "--frames", "4", "--workers", "1", "--cache-mem", "16MiB", "--probe-cache", probeCache}
+	for _, v := range []string{"", "=1", "=t", "=T", "=TRUE", "=true", "=True"} {
+		t.Run("daemon"+v, func(t *testing.T) { daemonOnce(t, src, append([]string{"--daemon" + v}, flags...)) })
+	}
+	for _, v := range []string{"=0", "=f", "=F", "=FALSE", "=false", "=False"} {
+		t.Run("daemon"+v, func(t *testing.T) {
+			mp := startMount(t, src, append([]string{"--daemon" + v}, flags...)...)
+			if pids := mountProcesses(t, mp.dir); !slices.Equal(pids, []int{mp.cmd.Process.Pid}) {
+				t.Errorf("--daemon%s: processes %v serve %s; want the one started, %d, in the foreground\n%s", v, pids, mp.dir, mp.cmd.Process.Pid, mp.log())
+			}
+			if strings.Contains(mp.log(), "waiting until it serves") {
+				t.Errorf("--daemon%s started a daemon:\n%s", v, mp.log())
+			}
+		})
+	}
+}
+
+// daemonOnce runs vidfs mount SRC MNT with args, which ask for a daemon, and checks that it
+// returns once one daemon serves MNT, and that vidfs umount stops it.
+func daemonOnce(t *testing.T, src string, args []string) {
+	mnt, dir := t.TempDir(), t.TempDir()
+	pidFile := filepath.Join(dir, "m.pid")
+	cmd := exec.Command(os.Args[0], append([]string{"mount", src, mnt, "--log-file", filepath.Join(dir, "m.log"), "--pid-file", pidFile}, args...)...)
+	cmd.Env = append(os.Environ(), "VIDFS_TEST_MAIN=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	t.Cleanup(func() {
+		killMountProcesses(t, mnt)
+		exec.Command("fusermount3", "-u", "-z", mnt).Run()
+	})
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// Guard: a daemon needs two processes (the one started, its child) and, for moments, a
+	// third (forked to run fusermount3). More means each starts another.
+	const most = 3
+	guard := time.NewTicker(20 * time.Millisecond)
+	defer guard.Stop()
+	giveUp := time.After(time.Minute)
+	var err error
+wait:
+	for {
+		select {
+		case err = <-exited:
+			break wait
+		case <-guard.C:
+			if pids := mountProcesses(t, mnt); len(pids) > most {
+				killMountProcesses(t, mnt)
+				t.Fatalf("%v: %d processes serve %s at once (%v); killed them\n%s", args, len(pids), mnt, pids, out.String())
+			}
+		case <-giveUp:
+			killMountProcesses(t, mnt)
+			t.Fatalf("%v: no return within a minute; killed it\n%s", args, out.String())
+		}
+	}
+	if err != nil || !strings.Contains(out.String(), "vidfs mounted on "+mnt) {
+		t.Fatalf("%v: %v\n%s", args, err, out.String())
+	}
+	b, _ := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pids := mountProcesses(t, mnt); !slices.Equal(pids, []int{pid}) {
+		t.Errorf("%v: processes %v serve %s; want the daemon alone, pid %d (its pid file)", args, pids, mnt, pid)
+	}
+	if _, err := readDataset(mnt); err != nil {
+		t.Errorf("%v: the mount does not serve: %v", args, err)
+	}
+	gone := exitWatch(t, pid)
+	if code, _, errs := vidfs(t, "umount", mnt); code != 0 {
+		t.Fatalf("vidfs umount: exit %d, %s", code, errs)
+	}
+	if !gone() {
+		t.Fatalf("the daemon (pid %d) still runs a minute after vidfs umount", pid)
+	}
+	if pids := mountProcesses(t, mnt); len(pids) > 0 {
+		t.Errorf("%v: processes %v still serve %s after vidfs umount", args, pids, mnt)
+	}
+}
+
+// mountProcesses lists the live `vidfs mount` processes whose mount point is mnt, in pid order.
+func mountProcesses(t *testing.T, mnt string) []int {
+	t.Helper()
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, p := range procs {
+		args, err := p.CmdLine()
+		if err == nil && len(args) > 3 && args[1] == "mount" && slices.Contains(args[2:], mnt) {
+			pids = append(pids, p.PID)
+		}
+	}
+	return pids
+}
+
+// killMountProcesses kills every `vidfs mount` process of mnt, and those they start meanwhile.
+func killMountProcesses(t *testing.T, mnt string) {
+	t.Helper()
+	for pids := mountProcesses(t, mnt); len(pids) > 0; pids = mountProcesses(t, mnt) {
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				t.Fatalf("killing %d: %v", pid, err)
+			}
+		}
+	}
+}
+
+// exitWatch returns a function that waits until process pid, not necessarily a child of this
+// one, has exited (a minute at most), and reports whether it has. Unlike kill(pid, 0), it sees
+// the exit when it happens, not when init reaps the process.
+func exitWatch(t *testing.T, pid int) func() bool {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("pid %d: %v", pid, err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return func() bool {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(time.Until(deadline).Milliseconds()))
+			if err != unix.EINTR {
+				return n == 1
+			}
+		}
+		return false
 	}
 }
