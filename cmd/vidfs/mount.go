@@ -213,7 +213,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 			return fmt.Errorf("--hwaccel cuda: %w", err)
 		}
 	}
-	if o.daemon {
+	if o.daemon && !daemonChild() {
 		logFile, pidFile := daemonPaths(mnt)
 		if o.logFile != "" {
 			logFile = o.logFile
