@@ -63,8 +63,16 @@ type mountProc struct {
 
 func startMount(t *testing.T, src string, args ...string) *mountProc {
 	t.Helper()
+	return startMountIn(t, nil, src, args...)
+}
+
+// startMountIn starts vidfs mount through wrap, a command line that runs the rest of it (none:
+// vidfs mount is run itself).
+func startMountIn(t *testing.T, wrap []string, src string, args ...string) *mountProc {
+	t.Helper()
 	mp := &mountProc{dir: t.TempDir(), done: make(chan error, 1)}
-	mp.cmd = exec.Command(os.Args[0], append([]string{"mount", src, mp.dir}, args...)...)
+	line := slices.Concat(wrap, []string{os.Args[0], "mount", src, mp.dir}, args)
+	mp.cmd = exec.Command(line[0], line[1:]...)
 	mp.cmd.Env = append(os.Environ(), "VIDFS_TEST_MAIN=1")
 	pipe, _ := mp.cmd.StderrPipe()
 	if err := mp.cmd.Start(); err != nil {
@@ -433,5 +441,262 @@ func exitWatch(t *testing.T, pid int) func() bool {
 			}
 		}
 		return false
+	}
+}
+
+// TestUnmountUnderReaders: however a mount is unmounted while 16 readers are in the middle of
+// reads of clips.raw, the process never crashes, every read returns data or an error, and the
+// exit status says what happened: 0 once unmounted, 3 when on a signal the FUSE connection
+// could not be ended (here: fusectl hidden from the process).
+func TestUnmountUnderReaders(t *testing.T) {
+	src := makeSource(t)
+	flags := []string{"--size", "64x64", "--frames", "8", "--step", "4", "--cache-mem", "8MiB", "--workers", "2", "--probe-cache", ""}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(unix.SignalName(sig), func(t *testing.T) {
+			mp := startMount(t, src, flags...)
+			r := startReaders(t, mp.dir)
+			mp.cmd.Process.Signal(sig)
+			if code := mp.exitStatus(t); code != 0 {
+				t.Errorf("exit status %d after %v, want 0\n%s", code, sig, mp.log())
+			}
+			r.awaitEnd(t)
+			r.check(t, true)
+			mp.checkNoCrash(t)
+			if mounted(mp.dir) || !strings.Contains(mp.log(), "msg=unmounting") {
+				t.Errorf("after %v: mounted %v, log:\n%s", sig, mounted(mp.dir), mp.log())
+			}
+		})
+	}
+	t.Run("fusermount3 -u", func(t *testing.T) {
+		mp := startMount(t, src, flags...)
+		r := startReaders(t, mp.dir)
+		if out, err := exec.Command("fusermount3", "-u", mp.dir).CombinedOutput(); err == nil || !mounted(mp.dir) {
+			t.Fatalf("fusermount3 -u with 16 files open: %v, %s; mounted %v", err, out, mounted(mp.dir))
+		}
+		r.awaitMore(t, "after a refused unmount")
+		r.stop(t)
+		r.check(t, false)
+		if out, err := exec.Command("fusermount3", "-u", mp.dir).CombinedOutput(); err != nil {
+			t.Fatalf("fusermount3 -u once the readers closed their files: %v, %s", err, out)
+		}
+		mp.unmountedFromOutside(t)
+	})
+	t.Run("fusermount3 -uz", func(t *testing.T) {
+		mp := startMount(t, src, flags...)
+		r := startReaders(t, mp.dir)
+		if out, err := exec.Command("fusermount3", "-u", "-z", mp.dir).CombinedOutput(); err != nil || mounted(mp.dir) {
+			t.Fatalf("fusermount3 -uz: %v, %s; mounted %v", err, out, mounted(mp.dir))
+		}
+		r.awaitMore(t, "after a lazy unmount") // the files open keep the connection
+		r.stop(t)
+		r.check(t, false)
+		mp.unmountedFromOutside(t) // once the last file is closed
+	})
+	t.Run("SIGTERM without fusectl", func(t *testing.T) {
+		// The mount in a mount namespace of its own, where a tmpfs hides fusectl: the mount
+		// point is detached, but the connection the readers use cannot be aborted.
+		hide := []string{"unshare", "--mount", "--propagation", "private", "sh", "-c", `mount -t tmpfs tmpfs /sys/fs/fuse && exec "$0" "$@"`}
+		mp := startMountIn(t, hide, src, flags...)
+		r := startReaders(t, fmt.Sprintf("/proc/%d/root%s", mp.cmd.Process.Pid, mp.dir))
+		mp.cmd.Process.Signal(syscall.SIGTERM)
+		if code := mp.exitStatus(t); code != 3 || !strings.Contains(mp.log(), "fusectl") {
+			t.Errorf("exit status %d after SIGTERM with the connection left open, want 3 and why\n%s", code, mp.log())
+		}
+		r.awaitEnd(t)
+		r.check(t, true)
+		mp.checkNoCrash(t)
+	})
+}
+
+// readers are 16 threads reading whole samples of clips.raw, each on a descriptor of its own,
+// until a read fails or they are stopped.
+type readers struct {
+	stopping chan struct{}
+
+	mu     sync.Mutex // guards what follows; change is broadcast on every change
+	change *sync.Cond
+	reads  []int   // reads that returned data, by reader
+	failed []error // the error of a reader's failed read, which ended it
+	empty  int     // reads that returned neither data nor an error
+	ended  int     // readers that ended
+}
+
+const nReaders = 16
+
+// startReaders starts the readers of clips.raw of the mount at mnt, and returns once each has
+// read a sample.
+func startReaders(t *testing.T, mnt string) *readers {
+	t.Helper()
+	lay, err := readDataset(mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &readers{stopping: make(chan struct{}), reads: make([]int, nReaders), failed: make([]error, nReaders)}
+	r.change = sync.NewCond(&r.mu)
+	for id := range nReaders {
+		fd, err := unix.Open(filepath.Join(mnt, "clips.raw"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go r.read(id, fd, lay.Samples, lay.SampleBytes)
+	}
+	t.Cleanup(func() { r.stop(t) })
+	r.awaitMore(t, "at first")
+	return r
+}
+
+// read is reader id's loop on fd, which it closes when it ends.
+func (r *readers) read(id, fd, samples int, S int64) {
+	defer func() {
+		unix.Close(fd)
+		r.mu.Lock()
+		r.ended++
+		r.change.Broadcast()
+		r.mu.Unlock()
+	}()
+	buf := make([]byte, S)
+	for k := 0; ; k++ {
+		select {
+		case <-r.stopping:
+			return
+		default:
+		}
+		i := (id*7919 + k*104729) % samples // spread over the samples: hits and misses
+		n, err := unix.Pread(fd, buf, int64(i)*S)
+		if err == unix.EINTR {
+			continue // a signal to this thread interrupted it (FUSE passes that on): read again, as os.File does
+		}
+		r.mu.Lock()
+		switch {
+		case err != nil:
+			r.failed[id] = err
+		case n == 0:
+			r.empty++
+		default:
+			r.reads[id]++
+		}
+		r.change.Broadcast()
+		r.mu.Unlock()
+		if err != nil || n == 0 {
+			return
+		}
+	}
+}
+
+// await waits until ok, called with r.mu held, holds; a minute at most.
+func (r *readers) await(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	expired := false
+	timer := time.AfterFunc(time.Minute, func() {
+		r.mu.Lock()
+		expired = true
+		r.change.Broadcast()
+		r.mu.Unlock()
+	})
+	defer timer.Stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for !ok() {
+		if expired {
+			t.Fatalf("readers: not %s after a minute (reads %v, failed %v, ended %d)", what, r.reads, r.failed, r.ended)
+		}
+		r.change.Wait()
+	}
+}
+
+// awaitMore waits until every reader has read another sample.
+func (r *readers) awaitMore(t *testing.T, when string) {
+	t.Helper()
+	r.mu.Lock()
+	before := append([]int(nil), r.reads...)
+	r.mu.Unlock()
+	r.await(t, "each reading a sample "+when, func() bool {
+		for id, n := range r.reads {
+			if n == before[id] && r.failed[id] == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// awaitEnd waits until every reader has ended.
+func (r *readers) awaitEnd(t *testing.T) {
+	t.Helper()
+	r.await(t, "ended", func() bool { return r.ended == nReaders })
+}
+
+// stop stops the readers, and waits until they have closed their files.
+func (r *readers) stop(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.stopping:
+	default:
+		close(r.stopping)
+	}
+	r.awaitEnd(t)
+}
+
+// check checks what the readers got: every read data or an error, and an error to end each
+// reader when the mount went away under them (failing), else none.
+func (r *readers) check(t *testing.T, failing bool) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.empty > 0 {
+		t.Errorf("%d reads returned neither data nor an error", r.empty)
+	}
+	for id, err := range r.failed {
+		if failing && err == nil {
+			t.Errorf("reader %d read on after the mount went away (%d reads)", id, r.reads[id])
+		}
+		if !failing && err != nil {
+			t.Errorf("reader %d: %v", id, err)
+		}
+	}
+	t.Logf("reads by reader: %v; errors: %v", r.reads, r.failed)
+}
+
+// exitStatus waits for the mount process to end (a minute at most) and returns its exit status,
+// -1 if a signal ended it.
+func (mp *mountProc) exitStatus(t *testing.T) int {
+	t.Helper()
+	select {
+	case err := <-mp.done:
+		mp.done <- err // for the cleanup
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(time.Minute):
+		t.Fatalf("vidfs mount still runs a minute on\n%s", mp.log())
+		return 0
+	}
+}
+
+// checkNoCrash checks the mount's stderr for a panic, a fault, or a data race.
+func (mp *mountProc) checkNoCrash(t *testing.T) {
+	t.Helper()
+	for _, s := range []string{"panic:", "SIGSEGV", "fatal error:", "DATA RACE"} {
+		if strings.Contains(mp.log(), s) {
+			t.Fatalf("vidfs mount crashed (%s):\n%s", s, mp.log())
+		}
+	}
+}
+
+// unmountedFromOutside checks that the mount process ended, once unmounted by another, with
+// status 0, having said so, and without a crash.
+func (mp *mountProc) unmountedFromOutside(t *testing.T) {
+	t.Helper()
+	if code := mp.exitStatus(t); code != 0 || !strings.Contains(mp.log(), `msg="unmounted from outside"`) {
+		t.Errorf("exit status %d, want 0, saying so\n%s", code, mp.log())
+	}
+	mp.checkNoCrash(t)
+	if _, err := os.Stat(filepath.Join(mp.dir, "clips.raw")); err == nil {
+		t.Errorf("%s still serves", mp.dir)
 	}
 }
