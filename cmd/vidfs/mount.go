@@ -323,12 +323,7 @@ func rememberUnusable(cacheDir, src string, pool *decode.Pool, log *slog.Logger)
 // newProgress returns a catalog progress reporter: a line rewritten in place on a terminal,
 // else a line every 5 s.
 func newProgress(w io.Writer) func(catalog.Progress) {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
-	}
+	tty := isTerminal(w)
 	var last time.Time
 	return func(p catalog.Progress) {
 		if !p.Final && (p.Total == 0 || (!tty && time.Since(last) < 5*time.Second)) {
