@@ -290,13 +290,12 @@ func TestDaemon(t *testing.T) {
 	if l, _ := os.ReadFile(logFile); !strings.Contains(string(l), "msg=mounted") {
 		t.Errorf("log file lacks the mount's log:\n%s", l)
 	}
+	exited := exitWatch(t, pid)
 	if out, err := vidfsProc("umount", mnt); err != nil {
 		t.Fatalf("umount: %v\n%s", err, out)
 	}
-	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the daemon did not exit after umount")
-		}
+	if !exited() {
+		t.Fatal("the daemon did not exit after umount")
 	}
 	if _, err := os.Stat(pidFile); !os.IsNotExist(err) {
 		t.Errorf("pid file left after the daemon exited: %v", err)
