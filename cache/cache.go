@@ -121,6 +121,8 @@ type Cache struct {
 	wg     sync.WaitGroup
 	kick   chan struct{}
 
+	// mu guards everything below. Lock order: mu, then the plans' lock (NextUse is asked with mu
+	// held, choosing a victim); Want, Load and OnFail are called without it.
 	mu        sync.Mutex
 	changed   chan struct{} // closed (and replaced) when a buffer may have become free
 	entries   map[int]*entry
@@ -267,6 +269,9 @@ func (c *Cache) Get(ctx context.Context, sample int) (h *Handle, hit bool, err e
 		e.waiters--
 		if e.err != nil {
 			return nil, false, e.err
+		}
+		if c.closed { // loaded as Close began: Close waits for pins, so take none
+			return nil, false, ErrClosed
 		}
 		c.pin(e)
 		return &Handle{c, e}, false, nil
@@ -648,8 +653,11 @@ func (c *Cache) Stats() Stats {
 	return s
 }
 
-// Close stops prefetching, waits for running loads (which are cancelled) and frees the
-// buffers. Handles still held must not be used afterwards.
+// Close stops prefetching, cancels running loads and waits for them, waits until every Handle
+// is released, and then unmaps the buffers: it never unmaps one under a reader. Readers hold a
+// Handle only while their answer is written out of it (fs: until go-fuse has written the reply),
+// so the wait is short. From the moment Close begins, Get and
+// Peek fail (ErrClosed) or return nil.
 func (c *Cache) Close() {
 	c.mu.Lock()
 	if c.closed {
@@ -672,6 +680,9 @@ func (c *Cache) Close() {
 	c.wg.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for c.pinned() {
+		c.wait(context.Background()) // Release signals when a sample's last pin goes
+	}
 	for _, e := range c.entries {
 		if e.buf != nil {
 			c.free = append(c.free, e.buf)
@@ -683,4 +694,14 @@ func (c *Cache) Close() {
 		syscall.Munmap(b)
 	}
 	c.free = nil
+}
+
+// pinned tells whether a reader holds a Handle. Called with c.mu held.
+func (c *Cache) pinned() bool {
+	for _, e := range c.entries {
+		if e.pins > 0 {
+			return true
+		}
+	}
+	return false
 }

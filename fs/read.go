@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"syscall"
 	"time"
@@ -118,9 +119,12 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 		res.pinned = append(res.pinned, h)
 		n += int(p.Len)
 	}
-	if n == 0 && errno != 0 {
-		res.Done()
-		return nil, errno
+	if n == 0 {
+		res.Done() // go-fuse calls Done of no empty answer: nothing may stay pinned
+		if errno != 0 {
+			return nil, errno
+		}
+		return fuse.ReadResultData(nil), 0
 	}
 	c := &f.reads
 	c.latency.Observe(time.Since(start))
@@ -196,5 +200,6 @@ func (r *readResult) Done() {
 // which the cache holds (cache.Failed): only then is something served in its place. The cache
 // closing (cache.ErrClosed, or a load it cancelled) and the reader's cancellation are not.
 func (f *FS) failedLoad(sample int, err error) bool {
-	return err != nil && f.cache.Failed(sample) != nil
+	cause := f.cache.Failed(sample)
+	return err != nil && cause != nil && errors.Is(err, cause)
 }

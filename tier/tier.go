@@ -143,6 +143,8 @@ type Tier struct {
 	log     *slog.Logger
 	scratch chan *scratch // for reading entries, reused
 
+	// mu guards everything below. Lock order: mu, then the plans' lock (Options.Due is asked
+	// with mu held, choosing a victim); files are read and written without it.
 	mu      sync.Mutex
 	entries map[Key]*entry
 	recency *list.List // of *entry, least recently used at the front
