@@ -432,27 +432,30 @@ func (c *Cache) run(e *entry, j job) {
 }
 
 // fetched settles a fetch: the sample is ready if Fetch made it, else it is queued for Load,
-// ahead of prefetch work if a reader waits for it.
+// ahead of prefetch work if a reader waits for it (unless the cache is closing).
 func (c *Cache) fetched(e *entry, j job, ok bool) {
-	if ok || c.ctx.Err() != nil {
-		var err error
-		if !ok {
-			err = c.ctx.Err() // closing: settled as a cancelled load
+	if !ok {
+		c.mu.Lock()
+		if !c.closed {
+			c.running[fetchLane][j]--
+			c.stats.FetchMissed++
+			e.state, e.lane = queued, loadLane
+			next := prefetchJob
+			if e.demand {
+				next = demandJob
+			}
+			c.queue[loadLane][next] = append(c.queue[loadLane][next], e)
+			c.dispatch()
+			c.mu.Unlock()
+			return
 		}
-		c.finish(e, j, err, false)
-		return
+		c.mu.Unlock()
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.running[fetchLane][j]--
-	c.stats.FetchMissed++
-	e.state, e.lane = queued, loadLane
-	next := prefetchJob
-	if e.demand {
-		next = demandJob
+	var err error
+	if !ok {
+		err = ErrClosed
 	}
-	c.queue[loadLane][next] = append(c.queue[loadLane][next], e)
-	c.dispatch()
+	c.finish(e, j, err, false)
 }
 
 // finish settles a load that returned err: failed, cancelled or ready.
