@@ -358,7 +358,7 @@ def main():
     run.log("disk tier, %d rounds, codecs %s" % (a.rounds, ", ".join(codecs)))
     tier = tier_rounds(source, index, a.rounds, codecs)
     run.log("one reader's hit costs")
-    single_hits = hits.measure(source, 3, codecs)
+    single_hits = hits.measure(source, 3, codecs, 1024 if hits.max_pages_settable() else None)
     run.log("the codecs, one core")
     codec_runs = codec_bench(3)
     if a.only_tier:
