@@ -474,8 +474,8 @@ func (t *Tier) read(key Key, dst []byte) error {
 	}
 	stored := dst // None: straight into dst
 	if h.codec != None {
-		if int64(cap(s.buf)) < h.stored {
-			s.buf = make([]byte, h.stored+h.stored/8)
+		if cap(s.buf) < len(dst) { // once: a compressed entry is shorter than its sample
+			s.buf = make([]byte, len(dst))
 		}
 		stored = s.buf[:h.stored]
 	}
