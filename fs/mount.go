@@ -50,8 +50,8 @@ func (f *FS) Mount(dir string, mo MountOptions) (*Mount, error) {
 			// (one round trip to vidfs and back) rather than one per MiB: the kernel caps them at
 			// /proc/sys/fs/fuse/max_pages_limit pages (256, 1 MiB, unless root raised it; Linux
 			// 6.13 and later), and go-fuse at what the kernel allows, so by default they stay 1
-			// MiB. (Measured with the limit at 1024 pages, 2.4 MB samples from memory: 1.45x the
-			// clips/s at 0.75x vidfs's CPU per sample, docs/benchmarks.md.) Splice stays off:
+			// MiB. (Measured with the limit at 1024 pages, 2.4 MB samples from memory: 1.07-1.24x
+			// the clips/s at 0.70-0.89x vidfs's CPU per sample, docs/benchmarks.md.) Splice stays off:
 			// go-fuse splices only data that is in a file, and the samples are in memory.
 			MaxWrite: max(1<<20, pageRound(f.lay.Spec.SampleBytes())), DisableSplice: true,
 			// One page: the kernel's read-around for memory-mapped files would otherwise read

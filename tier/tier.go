@@ -52,8 +52,9 @@ func (k Key) String() string { return hex.EncodeToString(k[:]) }
 type Codec uint8
 
 // The codecs, by the number an entry's header records. Measured on decoded 16x224x224 clips of
-// real footage (docs/benchmarks.md has the table): zstd makes entries 2.3x smaller and costs
-// about 3 ms to read back; LZ4 1.4x and 1.2 ms; none is a copy (0.25 ms) and 2.4 MB on disk.
+// real footage, one core (docs/benchmarks.md has the table): zstd makes entries 2.2x smaller and
+// costs about 3.2 ms to read back; LZ4 1.3x and 1.4 ms; none is a copy and a checksum (0.34 ms)
+// and 2.4 MB on disk.
 const (
 	None Codec = 1 // the bytes as they are: the least CPU, the most disk
 	LZ4  Codec = 2 // LZ4's block format (github.com/pierrec/lz4/v4), LZ4_compress_fast's algorithm

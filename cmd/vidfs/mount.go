@@ -151,7 +151,7 @@ Exit status:
 			fs.Var(&o.cacheMem, "cache-mem", "memory for decoded samples, e.g. 4GiB (default: a quarter of RAM, at most 8GiB)")
 			fs.StringVar(&o.cacheDir, "cache-dir", "", "keep decoded samples here too, compressed, and read them back instead of decoding again, across mounts (a disk tier; one mount per directory)")
 			fs.Var(&o.cacheDisk, "cache-disk", "bound on the disk tier's size, e.g. 100GiB (default: half the free space of --cache-dir's filesystem, at most 100GiB)")
-			fs.Var(&o.cacheDiskCodec, "cache-disk-codec", "how the disk tier stores samples: none (2.4 MB a 16x224x224 sample, the least CPU), lz4 (1.4x smaller), zstd (2.3x smaller, the most CPU) or auto (none if every sample fits within --cache-disk so, else zstd)")
+			fs.Var(&o.cacheDiskCodec, "cache-disk-codec", "how the disk tier stores samples: none (2.4 MB a 16x224x224 sample, the least CPU), lz4 (1.3x smaller), zstd (2.2x smaller, the most CPU) or auto (none if every sample fits within --cache-disk so, else zstd)")
 			fs.IntVar(&o.prefetch, "prefetch", 0, "samples to keep decoded ahead of the reader (default: as many as fit in the cache)")
 			fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "samples decoded at once ahead of the reader")
 			fs.Var(&o.hwaccel, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto (if there is one), cuda (require one) or none")
