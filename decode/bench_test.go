@@ -127,7 +127,9 @@ type pyavServer struct {
 	pts [][]int64 // pyav_fps_clips.py: the timestamps of the frames of each clip last decoded
 }
 
-func startPyAV(b *testing.B, spec string) *pyavServer { return startPyAVScript(b, "pyav_clips.py", spec) }
+func startPyAV(b *testing.B, spec string) *pyavServer {
+	return startPyAVScript(b, "pyav_clips.py", spec)
+}
 
 func startPyAVScript(b *testing.B, name, spec string) *pyavServer {
 	script := benchScript(name)
