@@ -87,30 +87,42 @@ func BenchmarkVersusPyAV(b *testing.B) {
 			defer pool.Close()
 			py := startPyAV(b, spec)
 			defer py.close()
-			var v, p passResult
 			b.ResetTimer()
-			for range b.N {
-				for k := 0; k < len(clips); k += 10 {
-					end := min(k+10, len(clips))
-					if k/10%2 == 0 { // alternate who goes first
-						v.add(vidfsPass(b, pool, info, clips[k:end]))
-						p.add(py.decode(b, k, end))
-					} else {
-						p.add(py.decode(b, k, end))
-						v.add(vidfsPass(b, pool, info, clips[k:end]))
-					}
-				}
-			}
-			b.ReportMetric(v.clips/v.secs, "vidfs-clips/s")
-			b.ReportMetric(p.clips/p.secs, "pyav-clips/s")
-			b.ReportMetric((v.clips/v.secs)/(p.clips/p.secs), "x-wall")
-			b.ReportMetric((v.clips/v.cpu)/(p.clips/p.cpu), "x-cpu")
+			v := takeTurns(b, pool, info, clips, py, nil)
 			b.ReportMetric(float64(pool.Stats().Frames)/v.clips, "vidfs-frames/clip")
 			floor, all := decodeFloor(b, spec)
 			b.ReportMetric(floor, "floor-frames/clip")
 			b.ReportMetric(all, "all-frames/clip")
 		})
 	}
+}
+
+// takeTurns has vidfs's pool and PyAV decode the clips b.N times, ten clips at a time each, the
+// one going first alternating; after each ten, PyAV's from clip k on, it calls after(k) (if not
+// nil). It reports each one's clips/s and vidfs/PyAV in wall time (x-wall) and CPU time
+// (x-cpu), and returns vidfs's passes.
+func takeTurns(b *testing.B, pool *decode.Pool, info *decode.Info, clips []decode.Clip, py *pyavServer, after func(k int)) passResult {
+	var v, p passResult
+	for range b.N {
+		for k := 0; k < len(clips); k += 10 {
+			end := min(k+10, len(clips))
+			if k/10%2 == 0 { // alternate who goes first
+				v.add(vidfsPass(b, pool, info, clips[k:end]))
+				p.add(py.decode(b, k, end))
+			} else {
+				p.add(py.decode(b, k, end))
+				v.add(vidfsPass(b, pool, info, clips[k:end]))
+			}
+			if after != nil {
+				after(k)
+			}
+		}
+	}
+	b.ReportMetric(v.clips/v.secs, "vidfs-clips/s")
+	b.ReportMetric(p.clips/p.secs, "pyav-clips/s")
+	b.ReportMetric((v.clips/v.secs)/(p.clips/p.secs), "x-wall")
+	b.ReportMetric((v.clips/v.cpu)/(p.clips/p.cpu), "x-cpu")
+	return v
 }
 
 // benchScript returns the path of a script in bench/.
@@ -256,32 +268,17 @@ func BenchmarkFPSVersusPyAV(b *testing.B) {
 			defer pool.Close()
 			py := startPyAVScript(b, "pyav_fps_clips.py", spec)
 			defer py.close()
-			var v, p passResult
 			b.ResetTimer()
-			for range b.N {
-				for k := 0; k < len(clips); k += 10 {
-					end := min(k+10, len(clips))
-					if k/10%2 == 0 {
-						v.add(vidfsPass(b, pool, info, clips[k:end]))
-						p.add(py.decode(b, k, end))
-					} else {
-						p.add(py.decode(b, k, end))
-						v.add(vidfsPass(b, pool, info, clips[k:end]))
-					}
-					for j, pts := range py.pts {
-						idx, _ := info.ClipFrames(clips[k+j])
-						for f, i := range idx {
-							if pts[f] != info.PTS[i] {
-								b.Fatalf("clip %+v frame %d: PyAV picked the frame at %d, vidfs frame %d at %d", clips[k+j], f, pts[f], i, info.PTS[i])
-							}
+			v := takeTurns(b, pool, info, clips, py, func(k int) {
+				for j, pts := range py.pts {
+					idx, _ := info.ClipFrames(clips[k+j])
+					for f, i := range idx {
+						if pts[f] != info.PTS[i] {
+							b.Fatalf("clip %+v frame %d: PyAV picked the frame at %d, vidfs frame %d at %d", clips[k+j], f, pts[f], i, info.PTS[i])
 						}
 					}
 				}
-			}
-			b.ReportMetric(v.clips/v.secs, "vidfs-clips/s")
-			b.ReportMetric(p.clips/p.secs, "pyav-clips/s")
-			b.ReportMetric((v.clips/v.secs)/(p.clips/p.secs), "x-wall")
-			b.ReportMetric((v.clips/v.cpu)/(p.clips/p.cpu), "x-cpu")
+			})
 			b.ReportMetric(float64(pool.Stats().Frames)/v.clips/16, "vidfs-frames/served")
 			floor, all := decodeFloor(b, floorSpec)
 			b.ReportMetric(floor/16, "floor-frames/served")

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/vidfs/vidfs/decode"
@@ -118,32 +117,14 @@ func TestFPSClips(t *testing.T) {
 				}
 			}
 			rnd.Shuffle(len(clips), func(i, j int) { clips[i], clips[j] = clips[j], clips[i] })
-			var wg sync.WaitGroup
-			work := make(chan decode.Clip)
-			for range 2 {
-				wg.Go(func() {
-					for c := range work {
-						buf := make([]byte, c.Frames*o.FrameBytes())
-						if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
-							t.Errorf("clip %+v: %v", c, err)
-							continue
-						}
-						exact := big.NewRat(int64(c.FPS.Num), int64(c.FPS.Den))
-						want := make([]int, c.Frames)
-						for j := range want {
-							want[j] = times.Expected(c.Start+j*c.Stride, exact)
-						}
-						if got := readClip(t, info, o, buf, c.Frames); fmt.Sprint(got) != fmt.Sprint(want) {
-							t.Errorf("clip %+v: got frames %v, want %v", c, got, want)
-						}
-					}
-				})
-			}
-			for _, c := range clips {
-				work <- c
-			}
-			close(work)
-			wg.Wait()
+			checkClips(t, pool, info, o, clips, 2, func(c decode.Clip) []int {
+				exact := big.NewRat(int64(c.FPS.Num), int64(c.FPS.Den))
+				want := make([]int, c.Frames)
+				for j := range want {
+					want[j] = times.Expected(c.Start+j*c.Stride, exact)
+				}
+				return want
+			})
 		})
 	}
 }
