@@ -25,8 +25,10 @@ import (
 // A frame's time is its own timestamp where the probe table has one (TimingPTS), so variable frame
 // rate footage gives evenly timed clips. Where it has not (TimingDecoded: AVI, which has no
 // presentation timestamps; MPEG program streams, which stamp some frames only; repeated or
-// missing timestamps), frame k is taken to start at k over the stream's average frame rate
-// (TimingRate), and TimedByPTS says so.
+// missing timestamps), or where they disagree with the stream's average frame rate by more than
+// a factor of 8 (a jump in a transport stream's clock: frames in order, their times not), frame k
+// is taken to start at k over the stream's average frame rate (TimingRate), and TimedByPTS says
+// so.
 //
 // Nothing is kept per video for this: the instants of a clip are looked up in the probe table's
 // timestamps (Info.PTS) when the clip is decoded, and a video's length at a rate is arithmetic on
@@ -74,10 +76,27 @@ func (r Rational) FPSString() string {
 	return r.String()
 }
 
-// TimedByPTS tells whether frames are timed by their own timestamps (TimingPTS); otherwise by
-// the stream's average frame rate, TimingRate.
+// TimedByPTS tells whether frames are timed by their own timestamps (TimingPTS, and timestamps
+// that agree with the average frame rate within a factor of 8); otherwise by the stream's average
+// frame rate, TimingRate.
 func (in *Info) TimedByPTS() bool {
-	return in.Timing == TimingPTS && len(in.PTS) == in.Frames && in.Frames > 0 && in.TimeBase.Valid()
+	return in.Timing == TimingPTS && len(in.PTS) == in.Frames && in.Frames > 0 && in.TimeBase.Valid() && in.ratesAgree()
+}
+
+// maxRateDisagreement is how far apart the mean frame interval by timestamps and the one by the
+// average frame rate may be (as a ratio) before the timestamps are taken to be broken.
+const maxRateDisagreement = 8
+
+// ratesAgree tells whether the mean interval between frames by their timestamps is within
+// maxRateDisagreement of the one the average frame rate gives (true where either is unknown).
+func (in *Info) ratesAgree() bool {
+	n := len(in.PTS)
+	if n < 2 || !in.AvgFrameRate.Valid() {
+		return true
+	}
+	byPTS := float64(in.PTS[n-1]-in.PTS[0]) * in.TimeBase.Float64() / float64(n-1)
+	byRate := 1 / in.AvgFrameRate.Float64()
+	return byPTS <= maxRateDisagreement*byRate && byPTS*maxRateDisagreement >= byRate
 }
 
 // TimingRate is the rate that times the frames of a video that TimedByPTS says is not timed by
@@ -106,8 +125,13 @@ func (in *Info) TimingNote() string {
 		return ""
 	}
 	why := "its container gives no usable timestamps"
-	if in.Timing == TimingDecoded {
+	switch {
+	case in.Timing == TimingDecoded:
 		why = "its container's timestamps do not say which frame is which (" + in.Container + ")"
+	case !in.ratesAgree():
+		n := len(in.PTS)
+		why = fmt.Sprintf("its timestamps span %.3f s for %d frames, which its average frame rate puts at %.3f s",
+			float64(in.PTS[n-1]-in.PTS[0])*in.TimeBase.Float64(), n, float64(n-1)/in.AvgFrameRate.Float64())
 	}
 	return fmt.Sprintf("timed at its average frame rate, %s fps: %s", in.TimingRate().FPSString(), why)
 }

@@ -129,6 +129,28 @@ func TestFPSClips(t *testing.T) {
 	}
 }
 
+// TestFPSBrokenTimestamps: timestamps that jump (a transport stream's clock reset forward) are
+// not trusted: the video is timed by its average rate, and says why.
+func TestFPSBrokenTimestamps(t *testing.T) {
+	info := &decode.Info{Timing: decode.TimingPTS, Frames: 10, TimeBase: decode.Rational{Num: 1, Den: 90000},
+		AvgFrameRate: decode.Rational{Num: 25, Den: 1}, PTS: []int64{0, 3600, 7200, 10800, 14400, 90000 * 3600, 90000*3600 + 3600,
+			90000*3600 + 7200, 90000*3600 + 10800, 90000*3600 + 14400}}
+	fps, _ := rate(t, "50")
+	if info.TimedByPTS() || info.FramesAt(fps) != 20 || info.FrameAt(11, fps) != 5 {
+		t.Errorf("timed by timestamps %v, %d frames at 50 fps, instant 11 shows %d; want the average rate: 20 and 5",
+			info.TimedByPTS(), info.FramesAt(fps), info.FrameAt(11, fps))
+	}
+	if note := info.TimingNote(); !strings.Contains(note, "its timestamps span 3600.160 s for 10 frames, which its average frame rate puts at 0.360 s") {
+		t.Errorf("note %q", note)
+	}
+	for k := range info.PTS { // mended: 25 fps
+		info.PTS[k] = int64(k) * 3600
+	}
+	if !info.TimedByPTS() || info.FramesAt(fps) != 20 || info.TimingNote() != "" {
+		t.Errorf("mended: timed by timestamps %v, %d frames", info.TimedByPTS(), info.FramesAt(fps))
+	}
+}
+
 // TestFPSTooFew: a clip at a target rate that runs past the video's end fails with
 // ErrTooFewFrames unless padded, and a bad rate is a bad request.
 func TestFPSTooFew(t *testing.T) {
