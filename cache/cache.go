@@ -242,6 +242,9 @@ func (c *Cache) Get(ctx context.Context, sample int) (h *Handle, hit bool, err e
 		if e.err != nil {
 			return nil, false, e.err
 		}
+		if c.closed { // loaded as Close began: Close waits for pins, so take none
+			return nil, false, ErrClosed
+		}
 		c.pin(e)
 		return &Handle{c, e}, false, nil
 	}
@@ -566,8 +569,10 @@ func (c *Cache) Stats() Stats {
 	return s
 }
 
-// Close stops prefetching, waits for running loads (which are cancelled) and frees the
-// buffers. Handles still held must not be used afterwards.
+// Close stops prefetching, cancels running loads and waits for them, waits until every Handle
+// is released, and then unmaps the buffers: it never unmaps one under a reader. Readers hold a
+// Handle only while they copy out, so the wait is short. From the moment Close begins, Get and
+// Peek fail (ErrClosed) or return nil.
 func (c *Cache) Close() {
 	c.mu.Lock()
 	if c.closed {
@@ -586,6 +591,9 @@ func (c *Cache) Close() {
 	c.wg.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for c.pinned() {
+		c.wait(context.Background()) // Release signals when a sample's last pin goes
+	}
 	for _, e := range c.entries {
 		if e.buf != nil {
 			c.free = append(c.free, e.buf)
@@ -597,4 +605,14 @@ func (c *Cache) Close() {
 		syscall.Munmap(b)
 	}
 	c.free = nil
+}
+
+// pinned tells whether a reader holds a Handle. Called with c.mu held.
+func (c *Cache) pinned() bool {
+	for _, e := range c.entries {
+		if e.pins > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -1,11 +1,13 @@
 package fs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -90,21 +92,26 @@ func (m *Mount) Dir() string { return m.dir }
 // Wait blocks until the filesystem is unmounted.
 func (m *Mount) Wait() { m.server.Wait() }
 
-// Unmount unmounts the filesystem. When files are still open it detaches the mount point at
-// once (lazy unmount) and aborts the FUSE connection, so that open files fail with ENOTCONN and
-// the server stops.
+// Unmount unmounts the filesystem and returns once the server has stopped. When files are
+// still open (the plain unmount fails, busy) it detaches the mount point at once (lazy unmount)
+// and aborts the FUSE connection, so that open files fail with ENOTCONN and the server stops.
+// If the connection cannot be aborted, Unmount says so: the mount point is detached, but the
+// server goes on answering the files still open, until they are closed or this process exits
+// (which ends the connection). Either way, FS.Close then waits for the reads it has begun.
 func (m *Mount) Unmount() error {
-	if err := m.server.Unmount(); err == nil {
+	busy := m.server.Unmount()
+	if busy == nil {
 		return nil
 	}
 	if out, err := exec.Command("fusermount3", "-u", "-z", m.dir).CombinedOutput(); err != nil {
-		if err := syscall.Unmount(m.dir, syscall.MNT_DETACH); err != nil {
-			return fmt.Errorf("unmounting %s: %s: %w", m.dir, out, err)
+		if err2 := syscall.Unmount(m.dir, syscall.MNT_DETACH); err2 != nil {
+			return fmt.Errorf("unmounting %s: %w; detaching it: fusermount3 -u -z: %s (%w); umount2: %w",
+				m.dir, busy, bytes.TrimSpace(out), err, err2)
 		}
 	}
+	m.f.log.Info("mount point detached; aborting the connection of the files still open", "at", m.dir, "unmount", strings.TrimSpace(busy.Error()))
 	if err := abortConnection(m.dev); err != nil {
-		m.f.log.Warn("mount point detached, but open files keep the connection until they close", "err", err)
-		return nil
+		return fmt.Errorf("%s is detached, but the connection of the files still open could not be aborted (they keep it until this process exits): %w", m.dir, err)
 	}
 	m.server.Wait()
 	return nil

@@ -318,7 +318,8 @@ func TestLock(t *testing.T) {
 }
 
 // TestKilledWhileWriting: kill -9 of a process writing entries leaves a tier the next Open
-// uses: no temporary files, and every entry either sound or dropped when read.
+// uses: no temporary files, every entry either sound or dropped when read, and every entry that
+// was on disk before the kill served.
 func TestKilledWhileWriting(t *testing.T) {
 	if dir := os.Getenv("VIDFS_TIER_WRITER"); dir != "" {
 		tr, err := Open(Options{Dir: dir, MaxBytes: 1 << 30})
@@ -327,18 +328,20 @@ func TestKilledWhileWriting(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(dir, "started"), nil, 0o644)
 		for i := 0; ; i++ {
-			for !tr.Put(key(i), i, sample(i)) {
+			for !tr.Has(key(i)) && !tr.Put(key(i), i, sample(i)) { // written by an earlier round, or the backlog is full
 				time.Sleep(time.Millisecond)
 			}
 		}
 	}
 	dir := t.TempDir()
 	for round := range 3 {
+		_, before := onDisk(t, dir)
 		cmd := exec.Command(os.Args[0], "-test.run=^TestKilledWhileWriting$")
 		cmd.Env = append(os.Environ(), "VIDFS_TIER_WRITER="+dir)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) // if the test ends before the kill below
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 			if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
 				break
@@ -347,7 +350,9 @@ func TestKilledWhileWriting(t *testing.T) {
 				t.Fatal("the writer did not start")
 			}
 		}
-		time.Sleep(time.Duration(150+100*round) * time.Millisecond)
+		// Killed once it has written entries of its own, a few more each round, so that the kill
+		// falls at different points; the wait is bounded only for a writer that writes nothing.
+		seen := waitForEntries(t, dir, before+1+50*round, 30*time.Second)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		os.Remove(filepath.Join(dir, "started"))
@@ -363,9 +368,24 @@ func TestKilledWhileWriting(t *testing.T) {
 				served++
 			}
 		}
-		if served == 0 {
-			t.Errorf("round %d: no entry written before the kill was usable (%d indexed)", round, st.Entries)
+		if served < seen {
+			t.Errorf("round %d: %d entries usable of the %d on disk before the kill (%d indexed)", round, served, seen, st.Entries)
 		}
 		tr.Close()
+	}
+}
+
+// waitForEntries waits until there are at least n entry files under dir, and returns how many
+// there are; it fails the test if there are not within limit.
+func waitForEntries(t *testing.T, dir string, n int, limit time.Duration) int {
+	t.Helper()
+	for deadline := time.Now().Add(limit); ; time.Sleep(time.Millisecond) {
+		if _, got := onDisk(t, dir); got >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			_, got := onDisk(t, dir)
+			t.Fatalf("%d entries on disk after %v, want %d: the writer writes nothing", got, limit, n)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,9 +30,13 @@ func daemonPaths(mnt string) (logFile, pidFile string) {
 	return base + ".log", base + ".pid"
 }
 
-// startDaemon runs this mount command again, without --daemon, as a process of its own session
+// daemonChild tells whether this process is the one a --daemon mount started to serve: its
+// ready pipe marks it, whatever the command line says (the child is given the same one).
+func daemonChild() bool { return os.Getenv(readyEnv) != "" }
+
+// startDaemon runs this mount command again, as it was given, as a process of its own session
 // logging to logFile, and returns once it serves (it then writes pidFile), or fails with what it
-// logged.
+// logged. The child ignores --daemon: the ready pipe's variable marks it (daemonChild).
 func startDaemon(e *env, args []string, mnt, logFile, pidFile string) error {
 	if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
 		return fmt.Errorf("--log-file: %w", err)
@@ -51,14 +56,7 @@ func startDaemon(e *env, args []string, mnt, logFile, pidFile string) error {
 		return err
 	}
 	defer r.Close()
-	var child []string
-	for _, a := range args {
-		if a != "--daemon" && a != "--daemon=true" {
-			child = append(child, a)
-		}
-	}
-	child = append(child, "--pid-file", pidFile)
-	cmd := exec.Command(exe, child...)
+	cmd := exec.Command(exe, append(slices.Clip(args), "--pid-file", pidFile)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, logf, logf
 	cmd.ExtraFiles = []*os.File{w} // fd 3
 	cmd.Env = append(os.Environ(), readyEnv+"=3")

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -105,6 +106,10 @@ func run(ctx context.Context, args []string, e *env) int {
 			return 2
 		}
 		fmt.Fprintf(e.stderr, "vidfs %s: %v\n", name, err)
+		var status interface{ ExitStatus() int } // an error that says its own exit status
+		if errors.As(err, &status) {
+			return status.ExitStatus()
+		}
 		return 1
 	}
 	return 0

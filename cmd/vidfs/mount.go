@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -165,7 +166,16 @@ STRIDE/F seconds apart, whatever each video's frame rate, variable ones included
 Videos that cannot be read are left out and listed in the stats; a damaged part of a video fails
 the samples that need it with EIO and a logged reason, or with --on-error, serves another sample
 or zeros in their place. SRC is only read. Probe tables are cached
-(--probe-cache), so mounting the same videos again starts at once.`,
+(--probe-cache), so mounting the same videos again starts at once.
+
+Exit status:
+  0  unmounted: on Ctrl-C or SIGTERM (reads of files still open then fail), or from outside
+     (vidfs umount, fusermount3 -u; after a lazy fusermount3 -u -z, once the last open file is
+     closed)
+  1  it did not mount, or failed while serving; it says why
+  2  a mistake on the command line
+  3  on Ctrl-C or SIGTERM the unmount did not complete; it says why. Files still open lost the
+     mount as the process exited; if MNT is still mounted, vidfs umount MNT detaches it`,
 		flags: func(fs *pflag.FlagSet) {
 			o.layoutOptions.register(fs)
 			fs.StringVar(&o.onError, "on-error", "eio", "what a read of a sample that cannot be decoded gets: eio, substitute (a good sample of the same video, else of the same class, else zeros) or zeros; .vidfs/failed lists them")
@@ -246,7 +256,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 			return fmt.Errorf("--hwaccel cuda: %w", err)
 		}
 	}
-	if o.daemon {
+	if o.daemon && !daemonChild() {
 		logFile, pidFile := daemonPaths(mnt)
 		if o.logFile != "" {
 			logFile = o.logFile
@@ -296,8 +306,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	if o.metricsAddr != "" {
 		stop, err := serveMetrics(o.metricsAddr, f, log)
 		if err != nil {
-			m.Unmount()
-			return err
+			return errors.Join(err, m.Unmount())
 		}
 		defer stop()
 	}
@@ -309,8 +318,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	done, err := serving(o.pidFile)
 	defer done()
 	if err != nil {
-		m.Unmount()
-		return err
+		return errors.Join(err, m.Unmount())
 	}
 
 	served := make(chan struct{})
@@ -319,13 +327,22 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	case <-ctx.Done():
 		log.Info("unmounting", "at", mnt)
 		if err := m.Unmount(); err != nil {
-			return err
+			return unmountError{err}
 		}
+		log.Info("unmounted", "at", mnt)
 	case <-served:
 		log.Info("unmounted from outside", "at", mnt)
 	}
 	return nil
 }
+
+// unmountError is an unmount on Ctrl-C or SIGTERM that did not complete: exit status 3. The
+// deferred closing that follows it still waits for the reads in flight.
+type unmountError struct{ err error }
+
+func (e unmountError) Error() string   { return e.err.Error() }
+func (e unmountError) Unwrap() error   { return e.err }
+func (e unmountError) ExitStatus() int { return 3 }
 
 // rememberUnusable writes the keyframes the pool found unusable into the probe cache, so that the
 // next mount starts clips earlier at once.
@@ -339,12 +356,7 @@ func rememberUnusable(cacheDir, src string, pool *decode.Pool, log *slog.Logger)
 // newProgress returns a catalog progress reporter: a line rewritten in place on a terminal,
 // else a line every 5 s.
 func newProgress(w io.Writer) func(catalog.Progress) {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
-	}
+	tty := isTerminal(w)
 	var last time.Time
 	return func(p catalog.Progress) {
 		if !p.Final && (p.Total == 0 || (!tty && time.Since(last) < 5*time.Second)) {

@@ -10,19 +10,16 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/vidfs/vidfs/internal/wire"
 )
 
-// isTerminal tells whether f is a file that is a terminal.
+// isTerminal tells whether f (a stream of env) is a file that is a terminal: vidfs top draws
+// only on one, and progress lines are rewritten in place only on one.
 func isTerminal(f any) bool {
 	file, ok := f.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS)
-	return err == nil
+	return ok && term.IsTerminal(int(file.Fd()))
 }
 
 func topCommand() *command {

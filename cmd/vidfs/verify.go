@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -344,12 +343,7 @@ func newVerifyProgress(w io.Writer, videos, total int, allFrames bool) *verifyPr
 
 // run shows progress until the returned function is called, which shows it a last time.
 func (p *verifyProgress) run() (stop func()) {
-	tty := false
-	if f, ok := p.w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
-	}
+	tty := isTerminal(p.w)
 	began := time.Now()
 	line := func() string {
 		secs := max(time.Since(began).Seconds(), 1e-3)

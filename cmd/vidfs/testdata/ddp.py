@@ -1,12 +1,13 @@
 """A real torch.distributed run (gloo, CPU) over a vidfs mount, launched as torchrun launches a
-trainer: WORLD ranks x 2 DataLoader workers, each with PlanSampler (seed 11), for 2
-epochs, sleeping STEP seconds per batch as a training step would. Each rank notes what it read
-and its plan's hits and misses after its first batch and at the end. Then one process checks
-what the ranks read against DistributedSampler and a single-process read of every sample, and
-prints a JSON summary, with the decodes the mount's stats counted during the run.
+trainer: WORLD ranks x 2 DataLoader workers, each with PlanSampler (seed 11), for 2 epochs. The
+decoders, not a clock, set the ranks' pace: a worker reads a sample once vidfs has the rank's next
+samples ready (wait_ready), so that a slow machine slows the ranks as much as the decoders. Each
+rank notes what it read and its plan's hits and misses after its first batch and at the end. Then
+one process checks what the ranks read against DistributedSampler and a single-process read of
+every sample, and prints a JSON summary, with the decodes the mount's stats counted during the run.
 
-usage: PYTHONPATH=python/ ddp.py MNT STEP PORT WORLD
-(each rank runs as: ddp.py --rank MNT STEP OUT, with torchrun's environment)"""
+usage: PYTHONPATH=python/ ddp.py MNT PORT WORLD
+(each rank runs as: ddp.py --rank MNT OUT, with torchrun's environment)"""
 import hashlib
 import json
 import os
@@ -19,25 +20,47 @@ import subprocess
 import torch.utils.data as tud
 from vidfs import Dataset, Mount, PlanSampler
 
-EPOCHS, SEED, SETUP = 2, 11, 1.0
+EPOCHS, SEED = 2, 11
+BATCH, WORKERS, PREFETCH = 4, 2, 2  # the DataLoader's batch size, workers, and batches each worker is given ahead
+AHEAD = BATCH * WORKERS * PREFETCH  # how far past its plan's position a rank's workers may be reading
+
+
+def wait_ready(m, name):
+    """Waits as a reader no faster than the decoders would: until the next AHEAD samples of the
+    plan called name are ready (as many as are left of it), the mount's decoders have nothing left
+    to do, or they have decoded a cache's worth of samples meanwhile, whichever comes first."""
+    began = None
+    while True:
+        st = m.stats()
+        d = st["decode"]
+        began = d["clips"] if began is None else began
+        p = next((p for p in st["plans"] if p["name"] == name), None)
+        if (p is None or p["ready_ahead"] >= min(AHEAD, p["length"] - p["position"]) or d["in_flight"] + d["queued"] == 0
+                or d["clips"] - began >= st["cache"]["capacity_samples"]):
+            return
+        time.sleep(0.01)
 
 
 class Hashed(Dataset):
-    """Each sample's index and SHA-256, instead of its pixels."""
+    """Each sample's index and SHA-256, instead of its pixels, read once wait_ready returns for
+    the plan called plan (the rank's)."""
+
+    def __init__(self, mount, plan):
+        super().__init__(mount)
+        self.plan = plan
 
     def __getitem__(self, i):
+        wait_ready(self.mount, self.plan)
         clip, _ = super().__getitem__(i)
         return i, hashlib.sha256(clip.tobytes()).hexdigest()
 
 
-def rank_main(mnt, step, out):
+def rank_main(mnt, out):
     dist.init_process_group("gloo")  # rank, world size and rendezvous from torchrun's environment
     m = Mount(mnt)
     sampler = PlanSampler(m, seed=SEED, epochs=EPOCHS)  # rank and world size from torch.distributed
-    loader = tud.DataLoader(Hashed(m), batch_size=4, num_workers=2, sampler=sampler, collate_fn=list)
-    # A trainer builds its model and wraps it in DistributedDataParallel after making its sampler,
-    # which writes its plan when made: vidfs decodes meanwhile. SETUP seconds stand for that.
-    time.sleep(SETUP)
+    loader = tud.DataLoader(Hashed(m, sampler.name), batch_size=BATCH, num_workers=WORKERS, prefetch_factor=PREFETCH,
+                            sampler=sampler, collate_fn=list)
 
     def counts():
         for p in m.stats()["plans"]:
@@ -53,7 +76,6 @@ def rank_main(mnt, step, out):
             read[epoch].extend(batch)
             if first is None:
                 first = counts()
-            time.sleep(step)
     dist.barrier()
     with open(os.path.join(out, "rank%d.json" % dist.get_rank()), "w") as f:
         json.dump({"name": sampler.name, "read": read, "first": first, "end": counts()}, f)
@@ -62,7 +84,7 @@ def rank_main(mnt, step, out):
 
 
 def main():
-    mnt, step, port, world = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    mnt, port, world = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     out = tempfile.mkdtemp()
     m = Mount(mnt)
     before = m.stats()
@@ -74,7 +96,7 @@ def main():
     for rank in range(world):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        ranks.append(subprocess.Popen([sys.executable, __file__, "--rank", mnt, str(step), out], env=env, stdout=sys.stderr))
+        ranks.append(subprocess.Popen([sys.executable, __file__, "--rank", mnt, out], env=env, stdout=sys.stderr))
     if any(p.wait() != 0 for p in ranks):
         sys.exit("a rank failed")
     seconds = time.time() - began
@@ -107,6 +129,6 @@ def main():
 
 if __name__ == "__main__":
     if sys.argv[1] == "--rank":
-        rank_main(sys.argv[2], float(sys.argv[3]), sys.argv[4])
+        rank_main(sys.argv[2], sys.argv[3])
     else:
         main()

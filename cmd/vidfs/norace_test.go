@@ -1,7 +1,0 @@
-//go:build !race
-
-package main
-
-const raceOverhead = 0
-
-const raceTierOverhead = 0
