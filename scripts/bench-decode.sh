@@ -17,8 +17,12 @@ else
   trap 'rm -f "$raw"' EXIT
   cmd="go test -run '^\$' -bench 'VersusPyAV|FFmpegFloor' -benchtime 1x -count $count ./decode/"
   echo "running: $cmd" >&2
+  load0=$(cut -d' ' -f1 /proc/loadavg)
   scripts/with-ffmpeg go test -run '^$' -bench 'VersusPyAV|FFmpegFloor' -benchtime 1x -count "$count" ./decode/ | tee "$raw" >&2
   when=$(date -u +%Y-%m-%d)
+  # The machine's load around the run: on a shared machine, other work slows both contenders
+  # (the ratios, taken turn by turn, less so than the rates).
+  load=" (load average $load0 at the start, $(cut -d' ' -f1 /proc/loadavg) at the end)"
 fi
 
 # a metric's values over the runs of one benchmark, sorted
@@ -103,7 +107,7 @@ section=$(cat <<MD
 <!-- decode:begin -->
 ## Decoding clips (issue 2)
 
-Measured $when on ${cpu:-this machine}, $(nproc) cores, by \`make bench-decode\`
+Measured $when on ${cpu:-this machine}, $(nproc) cores${load:-}, by \`make bench-decode\`
 (\`scripts/bench-decode.sh\`: \`$cmd\`, median of $count runs). In each run vidfs and PyAV
 decode the same clips one right after the other, and the ratios are taken run by run.
 Each clip is 16 frames at stride 1 or 4 from a random start (the same 100 starts for both),
