@@ -245,3 +245,34 @@ func atoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// TestFPSProbeCommand: vidfs probe --fps says how long a video is at that rate and how it is
+// timed; a rate that is not one is refused as a usage error.
+func TestFPSProbeCommand(t *testing.T) {
+	code, out, errs := vidfs(t, "probe", "--fps", "15", testvideo.Path("cfr60.mp4"), testvideo.Path("mpeg4_24.avi"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	for _, want := range []struct {
+		frames  int
+		timedBy string
+	}{{45, "timestamps"}, {30, "average frame rate"}} { // 3 s and 2 s at 15 fps
+		var r struct {
+			Frames int `json:"frames"`
+			AtFPS  struct {
+				Frames  int    `json:"frames"`
+				TimedBy string `json:"timed_by"`
+			} `json:"at_fps"`
+		}
+		if err := dec.Decode(&r); err != nil || r.AtFPS.Frames != want.frames || r.AtFPS.TimedBy != want.timedBy || r.Frames == 0 {
+			t.Errorf("probe --fps 15: %+v, %v; want %+v", r, err, want)
+		}
+	}
+	for _, args := range [][]string{{"probe", "--fps", "0", testvideo.Path("cfr60.mp4")},
+		{"clip", testvideo.Path("cfr60.mp4"), "--fps", "fast", "-o", "-"}, {"verify", t.TempDir(), "--fps", "-1"}} {
+		if code, _, errs := vidfs(t, args...); code != 2 || !strings.Contains(errs, "want a positive number such as 15, 29.97 or 30000/1001") {
+			t.Errorf("%v: exit %d, %q; want a usage error", args, code, errs)
+		}
+	}
+}
