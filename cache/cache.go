@@ -98,6 +98,8 @@ type Cache struct {
 	wg     sync.WaitGroup
 	kick   chan struct{}
 
+	// mu guards everything below. Lock order: mu, then the plans' lock (NextUse is asked with mu
+	// held, choosing a victim); Want, Load and OnFail are called without it.
 	mu        sync.Mutex
 	changed   chan struct{} // closed (and replaced) when a buffer may have become free
 	entries   map[int]*entry

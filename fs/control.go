@@ -147,8 +147,9 @@ type planWriter struct {
 	appendPlan bool // opened with O_APPEND: each flush queues what was written behind the plan
 	replace    bool // opened to replace the plan (O_TRUNC, or created): unless written, it is emptied
 
-	// mu guards state and buf. It is held while applying (f.setPlan, which takes order.Plans',
-	// the owners' and the cache's locks; the problem log's), and taken before pendingEmpties.mu;
+	// mu guards state and buf. It is held while applying (f.setPlan, which takes order.Plans'
+	// and the owners' locks, and kicks the cache, which takes none; the problem log's), and
+	// taken before pendingEmpties.mu;
 	// none of those calls back into a writer, and pendingEmpties.settle takes mu holding no
 	// lock of its own.
 	mu    sync.Mutex

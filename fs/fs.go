@@ -91,7 +91,6 @@ type FS struct {
 	tier       *diskTier // nil without one
 	stopTag    context.CancelFunc
 	reads      readCounters
-	decoded    atomic.Int64 // samples decoded (not those the disk tier served)
 	decodeRate metrics.Rate // of the same
 	problems   problemLog
 	emptied    pendingEmpties // plans opened to be replaced and closed with nothing written
@@ -122,7 +121,7 @@ func New(cfg Config) (*FS, error) {
 	}
 	proc, err := procfs.NewFS(procfs.DefaultMountPoint)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading which process reads (procfs): %w", err)
 	}
 	f := &FS{
 		cfg: cfg, lay: lay, log: cfg.Log, start: time.Now(), proc: proc,
@@ -196,13 +195,12 @@ func SampleOutput(lay *layout.Layout, resize decode.Resize, fast bool) decode.Ou
 	return decode.Output{Width: lay.Spec.Width, Height: lay.Spec.Height, Resize: resize, Fast: fast}
 }
 
-// decodeSample decodes sample i into buf, for the cache, and counts it decoded.
+// decodeSample decodes sample i into buf, for the cache (the decoder counts what it decodes).
 func (f *FS) decodeSample(ctx context.Context, i int, buf []byte) error {
 	s := f.lay.Samples[i]
 	if err := f.cfg.Decoder.DecodeClip(ctx, f.cfg.Infos[s.Video], SampleClip(f.lay, i), f.out, buf); err != nil {
 		return err
 	}
-	f.decoded.Add(1)
 	f.decodeRate.Add(1, time.Now())
 	return nil
 }

@@ -104,7 +104,9 @@ func (m *Mount) Unmount() error {
 		return nil
 	}
 	if out, err := exec.Command("fusermount3", "-u", "-z", m.dir).CombinedOutput(); err != nil {
-		if err2 := syscall.Unmount(m.dir, syscall.MNT_DETACH); err2 != nil {
+		// EINVAL: m.dir is no mount point (any more): it was detached already, lazily (fusermount3
+		// -uz, vidfs umount of a busy mount), and the files still open keep the connection.
+		if err2 := syscall.Unmount(m.dir, syscall.MNT_DETACH); err2 != nil && !errors.Is(err2, syscall.EINVAL) {
 			return fmt.Errorf("unmounting %s: %w; detaching it: fusermount3 -u -z: %s (%w); umount2: %w",
 				m.dir, busy, bytes.TrimSpace(out), err, err2)
 		}

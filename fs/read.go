@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"syscall"
 	"time"
@@ -140,5 +141,6 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 // which the cache holds (cache.Failed): only then is something served in its place. The cache
 // closing (cache.ErrClosed, or a load it cancelled) and the reader's cancellation are not.
 func (f *FS) failedLoad(sample int, err error) bool {
-	return err != nil && f.cache.Failed(sample) != nil
+	cause := f.cache.Failed(sample)
+	return err != nil && cause != nil && errors.Is(err, cause)
 }

@@ -43,6 +43,8 @@ func ValidName(name string) error {
 // cache asks it NextUse with the cache's own lock held (Upcoming without), and the disk tier asks
 // Until with the tier's lock held, so the lock order is cache, then plans, and tier, then plans.
 type Plans struct {
+	// mu guards everything below; it is taken last (after the cache's or the tier's lock) and
+	// nothing is called with it held.
 	mu      sync.Mutex
 	window  int // how far readers may run out of order before unread entries are given up
 	horizon int // how far past a position reads are matched and NextUse looks

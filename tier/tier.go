@@ -90,6 +90,8 @@ type Tier struct {
 	dec  *zstd.Decoder
 	log  *slog.Logger
 
+	// mu guards everything below. Lock order: mu, then the plans' lock (Options.Due is asked
+	// with mu held, choosing a victim); files are read and written without it.
 	mu      sync.Mutex
 	entries map[Key]*entry
 	recency *list.List // of *entry, least recently used at the front

@@ -187,7 +187,8 @@ func TestReadError(t *testing.T) {
 	tr.Flush()
 
 	// Lower the soft limit on open files to the lowest free descriptor, so that the next open
-	// fails with EMFILE, and put it back at once.
+	// fails with EMFILE, and put it back at once. The limit is the process's: no test of this
+	// package may run in parallel with this one (none calls t.Parallel).
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)

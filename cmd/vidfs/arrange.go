@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/vidfs/vidfs/decode"
-	"github.com/vidfs/vidfs/fs"
+	vfs "github.com/vidfs/vidfs/fs"
 	"github.com/vidfs/vidfs/internal/catalog"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
@@ -19,7 +19,7 @@ func arrange(spec layout.Spec, videos []catalog.Video) (*layout.Layout, []*decod
 	var skipped []wire.Problem
 	for _, v := range videos {
 		if v.Err != nil {
-			skipped = append(skipped, fs.ProblemOf(v.Rel, -1, v.Err))
+			skipped = append(skipped, vfs.ProblemOf(v.Rel, -1, v.Err))
 			continue
 		}
 		frames := v.Info.Frames

@@ -340,8 +340,13 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 // deferred closing that follows it still waits for the reads in flight.
 type unmountError struct{ err error }
 
-func (e unmountError) Error() string   { return e.err.Error() }
-func (e unmountError) Unwrap() error   { return e.err }
+// Error is the unmount's error, as it is.
+func (e unmountError) Error() string { return e.err.Error() }
+
+// Unwrap gives the unmount's error, for errors.Is and errors.As.
+func (e unmountError) Unwrap() error { return e.err }
+
+// ExitStatus is the status main exits with: 3.
 func (e unmountError) ExitStatus() int { return 3 }
 
 // rememberUnusable writes the keyframes the pool found unusable into the probe cache, so that the

@@ -520,6 +520,23 @@ func TestUnmountUnderReaders(t *testing.T) {
 		r.check(t, false)
 		mp.unmountedFromOutside(t) // once the last file is closed
 	})
+	t.Run("fusermount3 -uz, then SIGINT", func(t *testing.T) {
+		// What a systemd unit does: ExecStop's vidfs umount detaches a busy mount lazily, then
+		// the process gets its signal: it aborts the connection the readers still hold.
+		mp := startMount(t, src, flags...)
+		r := startReaders(t, mp.dir)
+		if out, err := exec.Command("fusermount3", "-u", "-z", mp.dir).CombinedOutput(); err != nil || mounted(mp.dir) {
+			t.Fatalf("fusermount3 -uz: %v, %s; mounted %v", err, out, mounted(mp.dir))
+		}
+		r.awaitMore(t, "after a lazy unmount")
+		mp.cmd.Process.Signal(syscall.SIGINT)
+		if code := mp.exitStatus(t); code != 0 {
+			t.Errorf("exit status %d after a lazy unmount and SIGINT, want 0\n%s", code, mp.log())
+		}
+		r.awaitEnd(t)
+		r.check(t, true)
+		mp.checkNoCrash(t)
+	})
 	t.Run("SIGTERM without fusectl", func(t *testing.T) {
 		// The mount in a mount namespace of its own, where a tmpfs hides fusectl: the mount
 		// point is detached, but the connection the readers use cannot be aborted.
@@ -547,6 +564,7 @@ type readers struct {
 	failed []error // the error of a reader's failed read, which ended it
 	empty  int     // reads that returned neither data nor an error
 	ended  int     // readers that ended
+	began  int     // readers started
 }
 
 const nReaders = 16
@@ -561,14 +579,17 @@ func startReaders(t *testing.T, mnt string) *readers {
 	}
 	r := &readers{stopping: make(chan struct{}), reads: make([]int, nReaders), failed: make([]error, nReaders)}
 	r.change = sync.NewCond(&r.mu)
+	t.Cleanup(func() { r.stop(t) }) // before any starts, so that a failed open below stops the others
 	for id := range nReaders {
 		fd, err := unix.Open(filepath.Join(mnt, "clips.raw"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
+		r.mu.Lock()
+		r.began++
+		r.mu.Unlock()
 		go r.read(id, fd, lay.Samples, lay.SampleBytes)
 	}
-	t.Cleanup(func() { r.stop(t) })
 	r.awaitMore(t, "at first")
 	return r
 }
@@ -651,7 +672,7 @@ func (r *readers) awaitMore(t *testing.T, when string) {
 // awaitEnd waits until every reader has ended.
 func (r *readers) awaitEnd(t *testing.T) {
 	t.Helper()
-	r.await(t, "ended", func() bool { return r.ended == nReaders })
+	r.await(t, "ended", func() bool { return r.ended == r.began })
 }
 
 // stop stops the readers, and waits until they have closed their files.

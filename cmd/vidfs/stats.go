@@ -118,8 +118,8 @@ func printStats(w io.Writer, mnt string, lay wire.Dataset, st wire.Stats) {
 	if t := st.Tier; t != nil {
 		fmt.Fprintf(w, "  tier     %s of %s on disk in %s: %d samples, %s each (%.1fx smaller)\n", formatBytes(t.UsedBytes),
 			formatBytes(t.CapacityBytes), t.Dir, t.Entries, formatBytes(int64(t.BytesPerSample)), t.Ratio)
-		fmt.Fprintf(w, "           hits %d, misses %d: hit rate %s; %d written, %d waiting (%s), %d skipped, %d evicted, %d damaged and dropped\n",
-			t.Hits, t.Misses, pct(t.Hits, t.Hits+t.Misses), t.Written, t.Backlog, formatBytes(t.BacklogBytes), t.Skipped, t.Evicted, t.Corrupt)
+		fmt.Fprintf(w, "           hits %d, misses %d: hit rate %s; %d written, %d waiting (%s), %d skipped, %d evicted, %d damaged and dropped, %d unreadable (kept)\n",
+			t.Hits, t.Misses, pct(t.Hits, t.Hits+t.Misses), t.Written, t.Backlog, formatBytes(t.BacklogBytes), t.Skipped, t.Evicted, t.Corrupt, t.ReadErrors)
 	}
 	fmt.Fprintf(w, "  reads    %d requests, %s, %d sample accesses; waited %.2f s for decoding\n", r.Requests, formatBytes(r.Bytes), r.Accesses, r.WaitSeconds)
 	if r.Substituted+r.Zeroed > 0 {

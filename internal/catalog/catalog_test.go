@@ -131,6 +131,8 @@ func TestRememberUnusableNotWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The limit is the process's: no test of this package may run in parallel with this one
+	// (none calls t.Parallel).
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
 		t.Fatal(err)

@@ -96,6 +96,7 @@ func New(snapshot func() wire.Stats, latency func() metrics.Cumulative) *Collect
 	add("tier_written_total", "Samples written to the disk tier.", counter, tier(func(t *wire.TierStats) float64 { return float64(t.Written) }))
 	add("tier_skipped_total", "Samples not written to the disk tier: backlog full, no room, or the disk refused.", counter, tier(func(t *wire.TierStats) float64 { return float64(t.Skipped) }))
 	add("tier_corrupt_total", "Damaged disk tier entries found, dropped and decoded again.", counter, tier(func(t *wire.TierStats) float64 { return float64(t.Corrupt) }))
+	add("tier_read_errors_total", "Disk tier entries the disk would not give (EMFILE, EIO ...): kept, and the sample decoded.", counter, tier(func(t *wire.TierStats) float64 { return float64(t.ReadErrors) }))
 	add("tier_backlog_bytes", "Bytes of samples waiting to be written to the disk tier.", gauge, tier(func(t *wire.TierStats) float64 { return float64(t.BacklogBytes) }))
 	add("errors", "Errors on record (left-out videos, failed samples, refused plans; the last 100).", gauge, func(s *wire.Stats) float64 { return float64(len(s.Errors)) })
 	plan := func(name, help string, kind prometheus.ValueType, v func(p *wire.PlanEntry) float64) {

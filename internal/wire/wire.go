@@ -79,8 +79,9 @@ type TierStats struct {
 	Misses         int64   `json:"misses"`
 	HitRate        float64 `json:"hit_rate"`
 	Written        int64   `json:"written"`
-	Skipped        int64   `json:"skipped"` // not written: write backlog full, no room, or the disk refused
-	Corrupt        int64   `json:"corrupt"` // damaged entries found, dropped and decoded again
+	Skipped        int64   `json:"skipped"`     // not written: write backlog full, no room, or the disk refused
+	Corrupt        int64   `json:"corrupt"`     // damaged entries found, dropped and decoded again
+	ReadErrors     int64   `json:"read_errors"` // entries the disk would not give (EMFILE, EIO ...): kept, the sample decoded
 	Evicted        int64   `json:"evicted"`
 	Backlog        int     `json:"backlog"` // samples waiting to be written
 	BacklogBytes   int64   `json:"backlog_bytes"`
