@@ -10,11 +10,12 @@ allowed=" libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 ld-linux-x86-64.so.2 "
 fail() { echo "check-binary.sh: $bin: $*" >&2; exit 1; }
 command -v readelf >/dev/null || fail "readelf (binutils) is missing"
 
-needed=$(readelf -d -W "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p' | tr '\n' ' ')
+dynamic=$(readelf -d -W "$bin")
+needed=$(sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p' <<<"$dynamic" | tr '\n' ' ')
 for n in $needed; do
   case $allowed in *" $n "*) ;; *) fail "needs $n (NEEDED: $needed); only$allowed may stay dynamic" ;; esac
 done
-! readelf -d -W "$bin" | grep -Eq '\((RPATH|RUNPATH)\)' || fail "has an RPATH or RUNPATH"
+! grep -Eq '\((RPATH|RUNPATH)\)' <<<"$dynamic" || fail "has an RPATH or RUNPATH"
 interp=$(readelf -l -W "$bin" | sed -n 's/.*Requesting program interpreter: \(.*\)\]$/\1/p')
 [ "$interp" = /lib64/ld-linux-x86-64.so.2 ] || fail "its loader is '$interp', not /lib64/ld-linux-x86-64.so.2"
 

@@ -10,7 +10,7 @@ name=$1 wheel=$2; shift 2
 fail() { echo "test-dist ($name): $*" >&2; exit 1; }
 
 . /etc/os-release
-echo "$name: $PRETTY_NAME, $(ldd --version | head -n1 | sed 's/.* //;s/^/glibc /'), $(python3 -V)"
+echo "$name: $PRETTY_NAME, $(ldd --version | sed -n '1{s/.* //;s/^/glibc /;p}'), $(python3 -V)"
 rm -rf /tmp/venv /tmp/mnt
 python3 -m venv --system-site-packages /tmp/venv
 /tmp/venv/bin/pip install --no-index --disable-pip-version-check -q "$wheel" || fail "pip install --no-index $wheel failed"

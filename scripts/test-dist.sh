@@ -81,10 +81,11 @@ EOF
 cmp -s "$work/$name/vidfs" "$work/wheel-vidfs" || die "the wheel's vidfs is not the tarball's"
 scripts/check-binary.sh "$work/$name/vidfs"
 # FFmpeg's configure line as the binary reports it: LGPL only, and the one FFMPEG.txt gives.
-configure=$("$work/$name/vidfs" version | sed -n 's/^configure: *//p')
+report=$("$work/$name/vidfs" version)
+configure=$(sed -n 's/^configure: *//p' <<<"$report")
 case " $configure " in *" --enable-gpl "*|*" --enable-nonfree "*|"  ") die "FFmpeg's configure line: '$configure'" ;; esac
 grep -qxF "  $configure" "$work/$name/FFMPEG.txt" || die "FFMPEG.txt does not give the binary's configure line ($configure)"
-"$work/$name/vidfs" version | grep -q '^FFmpeg: .*(LGPL version 2.1 or later)$' || die "the binary's FFmpeg is not LGPL version 2.1 or later"
+grep -q '^FFmpeg: .*(LGPL version 2.1 or later)$' <<<"$report" || die "the binary's FFmpeg is not LGPL version 2.1 or later: $(grep '^FFmpeg:' <<<"$report")"
 log "binary and contents checked in $((SECONDS - t)) s"
 
 # 2. The reference: the host's own build, mounted and read the same way.

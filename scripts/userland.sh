@@ -15,15 +15,19 @@ userland_make() {
   [ -f "$dir/.complete" ] && return 0
   local start=$SECONDS
   echo "userland: debootstrap $suite from $mirror into $dir (about a minute)" >&2
-  userland_rm "$dir.tmp"
   mkdir -p "$(dirname "$dir")"
-  if ! unshare --mount --propagation private -- \
-      debootstrap --variant=minbase --include="$include" "$@" "$suite" "$dir.tmp" "$mirror" ${script:+"$script"} \
-      >"$dir.log" 2>&1; then
+  local try
+  for try in 1 2; do  # a second try for a mirror's passing failure
+    userland_rm "$dir.tmp"
+    if unshare --mount --propagation private -- \
+        debootstrap --variant=minbase --include="$include" "$@" "$suite" "$dir.tmp" "$mirror" ${script:+"$script"} \
+        >"$dir.log" 2>&1; then
+      break
+    fi
     tail -n 20 "$dir.log" >&2
-    echo "userland: debootstrap $suite failed; its log is $dir.log" >&2
-    return 1
-  fi
+    echo "userland: debootstrap $suite failed (try $try of 2); its log is $dir.log" >&2
+    [ "$try" = 2 ] && return 1
+  done
   echo "$suite $include" > "$dir.tmp/.complete"
   userland_rm "$dir"
   mv "$dir.tmp" "$dir"
@@ -34,7 +38,8 @@ userland_make() {
 userland_rm() {
   local dir=$1
   [ -e "$dir" ] || return 0
-  if findmnt -rn -o TARGET | grep -q "^$(realpath "$dir")/"; then
+  local mounts; mounts=$(findmnt -rn -o TARGET)  # not piped into grep -q: pipefail, SIGPIPE
+  if grep -q "^$(realpath "$dir")/" <<<"$mounts"; then
     echo "userland: refusing to delete $dir: something is mounted inside it" >&2
     return 1
   fi
