@@ -55,7 +55,8 @@ bench-decode: build
 
 # The release, built in a Debian 11 userland to start on glibc 2.31 and later:
 # dist/vidfs-VERSION-linux-x86_64.tar.gz and dist/vidfs-VERSION-py3-none-manylinux_2_31_x86_64.whl.
-# About 15 minutes the first time (userland, dav1d, FFmpeg), cached in ~/.cache/vidfs/dist after.
+# The first run makes the userland and builds dav1d and FFmpeg in it (33 minutes on a busy 2-core
+# machine), cached in ~/.cache/vidfs/dist; later runs rebuild vidfs only, in seconds.
 dist:
 	scripts/setup.sh dist
 	scripts/dist.sh

@@ -14,8 +14,9 @@
 # NVDEC's libcuda.so.1 and libnvcuvid.so.1 are loaded at run time, as before.
 #
 # The userland and its dav1d and FFmpeg builds are cached in ${XDG_CACHE_HOME:-~/.cache}/vidfs/dist
-# (first run about 15 minutes on 2 cores; later runs rebuild only vidfs, or nothing if no file
-# changed). Needs root (debootstrap, chroot), debootstrap and Go.
+# (first run 33 minutes on a busy 2-core machine, FFmpeg's build most of it; later runs rebuild
+# only vidfs, in seconds, or nothing if no file changed). Needs root (debootstrap, chroot),
+# debootstrap and Go.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/userland.sh
@@ -55,7 +56,7 @@ DEPS_VERSION=1
 options=$(scripts/ffmpeg.sh --options)
 deps_key=$(printf '%s\n' "$DEPS_VERSION" "$options" | sha256sum | cut -c1-12)
 if [ "$(cat "$root/opt/vidfs/.complete" 2>/dev/null)" != "$deps_key" ]; then
-  log "building dav1d and FFmpeg in the $SUITE userland (about 8 minutes on 2 cores)"
+  log "building dav1d and FFmpeg in the $SUITE userland (FFmpeg alone: 5 minutes on 2 idle cores, up to 30 on busy ones)"
   t=$SECONDS
   rm -rf "$root/build" && mkdir -p "$root/build"
   scripts/debsrc.sh fetch "$root/build/src" trixie ffmpeg dav1d nv-codec-headers:orig
