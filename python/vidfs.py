@@ -24,6 +24,10 @@ import numpy as np
 
 __all__ = ["Mount", "Dataset", "PlanSampler"]
 
+# The version of vidfs, Python package and binary alike: the one place it is set (the binary
+# embeds this file to read it; pyproject.toml reads it too).
+__version__ = "0.2.0"
+
 
 class Mount:
     """A vidfs mount point. read(i) returns sample i as a (T, H, W, 3) uint8 array.
