@@ -77,7 +77,9 @@ class Mount:
         return np.load(os.path.join(self.path, "clips.npy"), mmap_mode="r")
 
     def index(self):
-        """index.csv's rows: for each sample, its path, video, start frame, stride, label, class."""
+        """index.csv's rows: for each sample, its path, video, start frame, stride, label, class;
+        on a mount with --fps (layout["fps"]), where start and stride count frames at that rate,
+        also start_time and end_time: the seconds of its video the sample stands for."""
         if self._index is None:
             with open(os.path.join(self.path, "index.csv")) as f:
                 self._index = list(csv.DictReader(f))
