@@ -45,7 +45,7 @@ func TestParseRate(t *testing.T) {
 			t.Errorf("ParseRate(%q) = %v, %v; want %s", in, r, err, want)
 		}
 	}
-	for _, in := range []string{"", "0", "-5", "abc", "1/0", "20000", "15fps"} {
+	for _, in := range []string{"", "0", "-5", "abc", "1/0", "20000", "15fps", "1e-9", "1e1", "0x10", "1_000", "+5", "0.05", "1/20"} {
 		if r, err := decode.ParseRate(in); err == nil {
 			t.Errorf("ParseRate(%q) = %v, want an error", in, r)
 		}
@@ -148,6 +148,65 @@ func TestFPSBrokenTimestamps(t *testing.T) {
 	}
 	if !info.TimedByPTS() || info.FramesAt(fps) != 20 || info.TimingNote() != "" {
 		t.Errorf("mended: timed by timestamps %v, %d frames", info.TimedByPTS(), info.FramesAt(fps))
+	}
+}
+
+// TestFPSRoundedTicks: containers with a coarse clock (Matroska and WebM: milliseconds) store each
+// frame's time rounded to the nearest tick, so half the frames are stamped after their true time.
+// They are still the frames shown at their instants, and a video's length at a rate is not
+// stretched by the rounding: a 10-minute 29.97 fps video at its own rate is frames 0, 1, 2, ...
+// and 18,000 long; a 30 fps video at 15 fps is frames 0, 2, 4, ... Where an instant falls between
+// frames, the frame shown is, to within a tick, the last whose true time is at or before it: a
+// frame truly at the instant may be stamped half a tick late, and one stamped there may truly be
+// half a tick later still, so no rule can tell them apart more finely.
+func TestFPSRoundedTicks(t *testing.T) {
+	stamped := func(n int, num, den int64) *decode.Info { // frame k at k*den/num s, in ms, rounded
+		info := &decode.Info{Timing: decode.TimingPTS, Frames: n, TimeBase: decode.Rational{Num: 1, Den: 1000},
+			AvgFrameRate: decode.Rational{Num: int(num), Den: int(den)}, PTS: make([]int64, n)}
+		for k := range info.PTS {
+			info.PTS[k] = (2*int64(k)*den*1000 + num) / (2 * num)
+		}
+		return info
+	}
+	for _, c := range []struct {
+		info      *decode.Info
+		fps       string
+		every     int // instant m shows frame m*every
+		instants  int
+		videoName string
+	}{
+		{stamped(18000, 30000, 1001), "30000/1001", 1, 18000, "10 min at 29.97 fps"},
+		{stamped(18000, 30000, 1001), "15", 0, 9009, "10 min at 29.97 fps"},
+		{stamped(900, 30, 1), "15", 2, 450, "30 s at 30 fps"},
+		{stamped(900, 30, 1), "30", 1, 900, "30 s at 30 fps"},
+		{stamped(1500, 25, 1), "5", 5, 300, "60 s at 25 fps"},
+	} {
+		fps, _ := rate(t, c.fps)
+		if n := c.info.FramesAt(fps); n != c.instants {
+			t.Errorf("%s, at %s fps: %d frames long, want %d", c.videoName, c.fps, n, c.instants)
+		}
+		bad := 0
+		for m := range c.instants {
+			got := c.info.FrameAt(m, fps)
+			want := m * c.every
+			if c.every == 0 { // 29.97 -> 15: frame k's true time k*1001/30000 s is within a
+				// millisecond at or before m/15 s, and frame k+1's is not
+				at := func(k int) float64 { return float64(k) * 1001 / 30 } // ms
+				if at(got) <= float64(m)*1000/15+1 && (got+1 == c.info.Frames || at(got+1) > float64(m)*1000/15-1) {
+					want = got
+				} else {
+					want = -1
+				}
+			}
+			if got != want {
+				if bad++; bad <= 3 {
+					t.Errorf("%s, at %s fps: instant %d shows frame %d, want %d", c.videoName, c.fps, m, got, want)
+				}
+			}
+		}
+		if bad > 3 {
+			t.Errorf("%s, at %s fps: %d instants of %d show the wrong frame", c.videoName, c.fps, bad, c.instants)
+		}
 	}
 }
 
