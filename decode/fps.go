@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,8 +35,12 @@ import (
 // timestamps (Info.PTS) when the clip is decoded, and a video's length at a rate is arithmetic on
 // its first and last timestamps.
 
+// rateForm is what ParseRate takes: digits with an optional decimal part, or digits/digits.
+var rateForm = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?|[0-9]+/[0-9]+)$`)
+
 // ParseRate reads a frame rate: an integer ("15"), a decimal ("29.97") or a fraction
-// ("30000/1001"). It must be positive and at most 10,000 frames a second.
+// ("30000/1001"), nothing else (no exponents, signs, hexadecimal or underscores). It must be at
+// least 0.1 and at most 10,000 frames a second.
 func ParseRate(s string) (Rational, error) {
 	bad := func(err error) (Rational, error) {
 		if err != nil {
@@ -43,11 +48,15 @@ func ParseRate(s string) (Rational, error) {
 		}
 		return Rational{}, fmt.Errorf("frame rate %q: want a positive number such as 15, 29.97 or 30000/1001", s)
 	}
-	r, ok := new(big.Rat).SetString(strings.TrimSpace(s))
+	t := strings.TrimSpace(s)
+	if !rateForm.MatchString(t) {
+		return bad(nil)
+	}
+	r, ok := new(big.Rat).SetString(t)
 	if !ok {
 		return bad(nil)
 	}
-	if r.Sign() <= 0 || r.Cmp(big.NewRat(10000, 1)) > 0 {
+	if r.Cmp(big.NewRat(1, 10)) < 0 || r.Cmp(big.NewRat(10000, 1)) > 0 {
 		return bad(nil)
 	}
 	if !r.Num().IsInt64() || !r.Denom().IsInt64() || r.Denom().Int64() > math.MaxInt32 {
@@ -146,10 +155,12 @@ func (in *Info) FramesAt(fps Rational) int {
 	}
 	var x, y *big.Int // the video lasts x/y seconds times fps
 	if in.TimedByPTS() && n > 1 {
-		// span*TimeBase * n/(n-1) seconds, at fps.
+		// span*TimeBase * n/(n-1) seconds, less half a tick (timestamps are rounded to whole
+		// ticks, as FrameAt allows for), at fps: (2*span*n - (n-1)) * TimeBase / 2(n-1) * fps.
 		span := in.PTS[n-1] - in.PTS[0]
-		x = bigProduct(span, int64(n), int64(fps.Num), int64(in.TimeBase.Num))
-		y = bigProduct(int64(fps.Den), int64(in.TimeBase.Den), int64(n-1))
+		x = bigProduct(2, span, int64(n), int64(fps.Num), int64(in.TimeBase.Num))
+		x.Sub(x, bigProduct(int64(n-1), int64(fps.Num), int64(in.TimeBase.Num)))
+		y = bigProduct(2, int64(fps.Den), int64(in.TimeBase.Den), int64(n-1))
 	} else {
 		r := in.TimingRate()
 		x = bigProduct(int64(n), int64(fps.Num), int64(r.Den))
@@ -182,9 +193,11 @@ func (in *Info) FrameAt(m int, fps Rational) int {
 		return 0
 	}
 	if in.TimedByPTS() {
-		// The instant in time base units, rounded down: frames are stamped in whole units, so a
-		// frame is shown at or before m/fps exactly when its offset is at most this.
-		lim, ok := mulDiv(uint64(m)*uint64(fps.Den), uint64(in.TimeBase.Den), uint64(fps.Num)*uint64(in.TimeBase.Num))
+		// The instant in time base units, rounded to the nearest: containers store each frame's
+		// time rounded to a whole tick (Matroska and WebM to the millisecond), so a frame whose
+		// true time is the instant may be stamped up to half a tick after it. A frame is shown
+		// at m/fps when its offset is at most this.
+		lim, ok := mulDivRound(uint64(m)*uint64(fps.Den), uint64(in.TimeBase.Den), uint64(fps.Num)*uint64(in.TimeBase.Num))
 		if !ok {
 			return n - 1
 		}
@@ -197,6 +210,18 @@ func (in *Info) FrameAt(m int, fps Rational) int {
 		return n - 1
 	}
 	return int(k)
+}
+
+// mulDivRound returns a*b/c rounded to the nearest (halves up), when it fits in 64 bits.
+func mulDivRound(a, b, c uint64) (uint64, bool) {
+	hi, lo := bits.Mul64(a, b)
+	lo, carry := bits.Add64(lo, c/2, 0)
+	hi += carry
+	if c == 0 || hi >= c {
+		return 0, false
+	}
+	q, _ := bits.Div64(hi, lo, c)
+	return q, true
 }
 
 // mulDiv returns floor(a*b/c) when it fits in 64 bits.

@@ -68,13 +68,25 @@ func (t Times) time(k int) *big.Rat {
 	return new(big.Rat).Mul(big.NewRat(t.PTS[k]-t.PTS[0], 1), t.TimeBase)
 }
 
-// Duration is how long the video lasts: its last frame's time plus an average frame.
+// Duration is how long the video lasts: its last frame's time plus an average frame, less the
+// half tick by which a timestamp may be late (see slack).
 func (t Times) Duration() *big.Rat {
 	n := t.Frames
 	if t.PTS == nil || n == 1 {
 		return new(big.Rat).Quo(big.NewRat(int64(n), 1), t.Rate)
 	}
-	return new(big.Rat).Mul(t.time(n-1), big.NewRat(int64(n), int64(n-1)))
+	d := new(big.Rat).Mul(t.time(n-1), big.NewRat(int64(n), int64(n-1)))
+	return d.Sub(d, t.slack())
+}
+
+// slack is half a tick of the container's clock: timestamps are stored rounded to whole ticks,
+// so a frame shown at an instant may be stamped up to half a tick after it. Zero without
+// timestamps.
+func (t Times) slack() *big.Rat {
+	if t.PTS == nil {
+		return new(big.Rat)
+	}
+	return new(big.Rat).Mul(t.TimeBase, big.NewRat(1, 2))
 }
 
 // Count is the number of instants m/fps (m = 0, 1, ...) before the video's end.
@@ -87,9 +99,11 @@ func (t Times) Count(fps *big.Rat) int {
 	return int(q.Int64())
 }
 
-// Expected is the frame shown at instant m/fps: the last whose time is at or before it.
+// Expected is the frame shown at instant m/fps: the last whose time is at or before it, to
+// within half a tick of the container's clock (slack).
 func (t Times) Expected(m int, fps *big.Rat) int {
 	at := new(big.Rat).Quo(big.NewRat(int64(m), 1), fps)
+	at.Add(at, t.slack())
 	k := 0
 	for k+1 < t.Frames && t.time(k+1).Cmp(at) <= 0 {
 		k++
