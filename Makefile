@@ -5,7 +5,7 @@ GO      ?= go
 # Runs go with FFmpeg 7's pkg-config directory: a system FFmpeg 7, or the cached build.
 GOENV    = scripts/with-ffmpeg
 
-.PHONY: all deps build test test-short demo bench bench-decode bench-tier testdata clean help
+.PHONY: all deps build test test-short demo bench bench-decode bench-tier testdata dist test-dist clean help
 
 all: build
 
@@ -15,6 +15,8 @@ help:
 	@echo "make demo    mount the bundled sample videos, read them through NumPy, report"
 	@echo "make bench   benchmarks (see docs/benchmarks.md)"
 	@echo "make deps    Debian packages for building, and FFmpeg 7.1 (cached)"
+	@echo "make dist    the release: dist/vidfs-VERSION-linux-x86_64.tar.gz and the wheel (as root)"
+	@echo "make test-dist  the release installed and run in Ubuntu 22.04/24.04, Debian 11 userlands"
 
 deps:
 	scripts/setup.sh build
@@ -57,9 +59,23 @@ bench-tier: build
 	scripts/setup.sh bench
 	/usr/bin/python3 bench/beyond.py --only-tier
 
+# The release, built in a Debian 11 userland to start on glibc 2.31 and later:
+# dist/vidfs-VERSION-linux-x86_64.tar.gz and dist/vidfs-VERSION-py3-none-manylinux_2_31_x86_64.whl.
+# The first run makes the userland and builds dav1d and FFmpeg in it (33 minutes on a busy 2-core
+# machine), cached in ~/.cache/vidfs/dist; later runs rebuild vidfs only, in seconds.
+dist:
+	scripts/setup.sh dist
+	scripts/dist.sh
+
+# The release checked: what the binary links, then the wheel installed, mounted and read in
+# Ubuntu 22.04, Ubuntu 24.04 and Debian 11 userlands, against bin/vidfs's reads on this machine.
+test-dist: build dist
+	scripts/setup.sh test-dist
+	scripts/test-dist.sh
+
 # Regenerates the committed test videos (needs Debian's ffmpeg CLI).
 testdata:
 	testdata/gen.sh
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -225,29 +225,36 @@ func TestDecodeClipExact(t *testing.T) {
 			for s := 0; s+8 <= info.Frames; s += 8 {
 				clips = append(clips, decode.Clip{Start: s, Frames: 4, Stride: 2})
 			}
-			var wg sync.WaitGroup
-			work := make(chan decode.Clip)
-			for range 3 {
-				wg.Go(func() {
-					for c := range work {
-						buf := make([]byte, c.Frames*o.FrameBytes())
-						if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
-							t.Errorf("clip %+v: %v", c, err)
-							continue
-						}
-						if got, w := readClip(t, info, o, buf, c.Frames), want(c, info.Frames); fmt.Sprint(got) != fmt.Sprint(w) {
-							t.Errorf("clip %+v: got frames %v, want %v", c, got, w)
-						}
-					}
-				})
-			}
-			for _, c := range clips {
-				work <- c
-			}
-			close(work)
-			wg.Wait()
+			checkClips(t, pool, info, o, clips, 3, func(c decode.Clip) []int { return want(c, info.Frames) })
 		})
 	}
+}
+
+// checkClips decodes clips through pool from several goroutines (workers), and reads back from
+// the pixels that each holds the frames want says.
+func checkClips(t *testing.T, pool *decode.Pool, info *decode.Info, o decode.Output, clips []decode.Clip, workers int, want func(decode.Clip) []int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	work := make(chan decode.Clip)
+	for range workers {
+		wg.Go(func() {
+			for c := range work {
+				buf := make([]byte, c.Frames*o.FrameBytes())
+				if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+					t.Errorf("clip %+v: %v", c, err)
+					continue
+				}
+				if got, w := readClip(t, info, o, buf, c.Frames), want(c); fmt.Sprint(got) != fmt.Sprint(w) {
+					t.Errorf("clip %+v: got frames %v, want %v", c, got, w)
+				}
+			}
+		})
+	}
+	for _, c := range clips {
+		work <- c
+	}
+	close(work)
+	wg.Wait()
 }
 
 // TestDecodeClipThreaded checks the one-shot API with FFmpeg's own threading (no frame skipping).

@@ -117,7 +117,7 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 		return ctx.Err()
 	}
 	defer func() { <-p.slots }()
-	v, err := p.take(info, c.Start)
+	v, err := p.take(info, info.firstFrame(c))
 	if err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 		p.stats.Seeks += int64(work.Seeks)
 		p.mu.Unlock()
 		p.opts.Log.Warn("NVDEC failed on a video; decoding it on the CPU", "file", info.Path, "err", err)
-		if v, err = p.take(info, c.Start); err != nil {
+		if v, err = p.take(info, info.firstFrame(c)); err != nil {
 			return err
 		}
 		work, err = v.decodeClip(ctx, c, o, dst)

@@ -16,10 +16,15 @@ type Clip struct {
 	// PadEnd repeats the video's last frame in place of frames past its end, instead of failing
 	// with ErrTooFewFrames.
 	PadEnd bool
+	// FPS, when set, counts Start and Stride in frames of this rate, not the video's own: frame j
+	// of the clip is the one shown (Start + j*Stride)/FPS seconds after the video's first frame
+	// (Info.FrameAt; fps.go says how frames are timed). Unset (zero): the video's own frames.
+	FPS Rational
 }
 
-// Indices returns the frame indices the clip holds in a video of n frames. Its error is an
-// *Error of kind ErrBadRequest or ErrTooFewFrames, with no path.
+// Indices returns the frame indices the clip holds in a video of n frames, counting Start and
+// Stride in the video's own frames (Info.ClipFrames also follows FPS). Its error is an *Error of
+// kind ErrBadRequest or ErrTooFewFrames, with no path.
 func (c Clip) Indices(n int) ([]int, error) {
 	if c.Start < 0 || c.Frames <= 0 || c.Stride <= 0 {
 		return nil, &Error{Kind: ErrBadRequest, Detail: fmt.Sprintf("clip start %d, frames %d, stride %d", c.Start, c.Frames, c.Stride)}
@@ -219,7 +224,7 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (c
 	if err := o.validate(); err != nil {
 		return clipWork{}, &Error{Path: path, Kind: ErrBadRequest, Err: err}
 	}
-	idx, err := c.Indices(v.info.Frames)
+	idx, err := v.info.ClipFrames(c)
 	if err != nil {
 		e := err.(*Error)
 		e.Path = path

@@ -192,7 +192,8 @@ func (f *FS) Close() {
 // SampleClip is the clip sample i of lay holds: what a mount decodes for it (and vidfs verify).
 func SampleClip(lay *layout.Layout, i int) decode.Clip {
 	s, spec := lay.Samples[i], lay.Spec
-	return decode.Clip{Start: s.Start, Frames: spec.Frames, Stride: spec.Stride, PadEnd: s.Pad}
+	return decode.Clip{Start: s.Start, Frames: spec.Frames, Stride: spec.Stride, PadEnd: s.Pad,
+		FPS: decode.Rational{Num: spec.FPS.Num, Den: spec.FPS.Den}}
 }
 
 // SampleOutput is the shape every frame of lay's samples is brought to, decoded fast or exactly.

@@ -103,12 +103,16 @@ func (f *FS) ReadLatency() metrics.Cumulative { return f.reads.latency.Cumulativ
 // dataset is .vidfs/layout.json.
 func (f *FS) dataset() wire.Dataset {
 	sp := f.lay.Spec
-	return wire.Dataset{
+	d := wire.Dataset{
 		Samples: f.lay.Len(), Frames: sp.Frames, Height: sp.Height, Width: sp.Width, Channels: 3, DType: "uint8",
 		SampleBytes: sp.SampleBytes(), NpyHeaderBytes: len(f.lay.NpyHeader()), Stride: sp.Stride, Step: sp.Step,
 		ClipsPerVideo: sp.ClipsPerVideo, Resize: f.cfg.Resize.String(), Decode: decodeMode(f.cfg.Fast), PadShort: sp.PadShort,
 		Videos: len(f.lay.Videos), Classes: len(f.lay.Classes), Source: f.cfg.Source,
 	}
+	if sp.FPS.Set() {
+		d.FPS = float64(sp.FPS.Num) / float64(sp.FPS.Den)
+	}
+	return d
 }
 
 // decodeMode names how samples are decoded, as --decode does.

@@ -21,7 +21,8 @@ type diskTier struct {
 
 // sampleKey is the key of sample i's bytes: a digest of the decoder's output version and
 // FFmpeg's, the output (size, fit, decoding), the video's file (absolute path, size,
-// modification time) and the clip (start, frames, stride, padding). Anything that changes the
+// modification time) and the clip (start, frames, stride, padding, and the target frame rate
+// when there is one: keys without one are as they were before rates). Anything that changes the
 // bytes changes the key, so a remount with other parameters, or over a rewritten video, never
 // finds stale bytes.
 func (f *FS) sampleKey(i int) tier.Key {
@@ -36,6 +37,12 @@ func (f *FS) sampleKey(i int) tier.Key {
 		binary.LittleEndian.PutUint64(b[8*k:], uint64(x))
 	}
 	h.Write(b[:])
+	if c.FPS.Valid() {
+		binary.LittleEndian.PutUint64(b[:8], uint64(c.FPS.Num))
+		binary.LittleEndian.PutUint64(b[8:16], uint64(c.FPS.Den))
+		h.Write([]byte("fps\x00"))
+		h.Write(b[:16])
+	}
 	var k tier.Key
 	h.Sum(k[:0])
 	return k

@@ -27,7 +27,20 @@ type Spec struct {
 	// PadShort keeps videos shorter than one sample as one sample that repeats their last frame;
 	// otherwise they yield no sample.
 	PadShort bool
+	// FPS, when set, is a target frame rate: Frames, Stride and Step count frames at this rate,
+	// a Video's Frames is its length at it (its duration times FPS), and every sample has a time
+	// (Layout.Times). Unset (zero): the videos' own frames.
+	FPS Rate
 }
+
+// Rate is a frame rate, Num/Den frames a second.
+type Rate struct{ Num, Den int }
+
+// Set tells whether the rate is given.
+func (r Rate) Set() bool { return r != Rate{} }
+
+// Seconds is how long frames frames last at the rate.
+func (r Rate) Seconds(frames int) float64 { return float64(frames) * float64(r.Den) / float64(r.Num) }
 
 // Span is how many frames of a video one sample covers.
 func (s Spec) Span() int { return (s.Frames-1)*s.Stride + 1 }
@@ -48,6 +61,8 @@ func (s Spec) Validate() error {
 		return errors.New("step and clips per video cannot be negative")
 	case s.Height < 1 || s.Width < 1 || s.Height > 16384 || s.Width > 16384:
 		return fmt.Errorf("size %dx%d out of range", s.Height, s.Width)
+	case s.FPS.Set() && (s.FPS.Num <= 0 || s.FPS.Den <= 0):
+		return fmt.Errorf("frame rate %d/%d: want a positive rate", s.FPS.Num, s.FPS.Den)
 	}
 	return nil
 }
@@ -88,7 +103,8 @@ func (s Spec) Starts(n int) (starts []int, pad bool) {
 
 // Video is a source video as the layout needs it.
 type Video struct {
-	Path   string // relative to SRC, with / separators
+	Path string // relative to SRC, with / separators
+	// Frames is the video's length in frames: its own, or with Spec.FPS, at that rate.
 	Frames int
 	// Size and ModTime (nanoseconds since 1970) are the file's as it was probed: which version
 	// of it the layout describes (0 when not known).
@@ -232,6 +248,19 @@ func (l *Layout) Dirs() []string {
 func (l *Layout) VideoDir(p string) (int, bool) {
 	v, ok := l.videoDir[p]
 	return v, ok
+}
+
+// Times returns the span of time sample i stands for, in seconds from its video's first frame,
+// under Spec.FPS: from its first frame's instant to one frame interval of the sample (Stride
+// frames at FPS) past its last, as PyTorchVideo's clip samplers count a clip's duration. Both
+// are 0 without Spec.FPS.
+func (l *Layout) Times(i int) (start, end float64) {
+	sp := l.Spec
+	if !sp.FPS.Set() {
+		return 0, 0
+	}
+	s := l.Samples[i].Start
+	return sp.FPS.Seconds(s), sp.FPS.Seconds(s + sp.Frames*sp.Stride)
 }
 
 // SampleName returns a sample's path under samples/ and its file name stem: "class/a.mp4/3".

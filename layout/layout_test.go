@@ -155,3 +155,31 @@ func TestNewRejects(t *testing.T) {
 		t.Error("zero frames accepted")
 	}
 }
+
+// TestTimes: under a target rate, a sample stands for its first instant to one sample interval
+// past its last; without one, samples have no time, and a rate must be positive.
+func TestTimes(t *testing.T) {
+	l, err := New(Spec{Frames: 4, Stride: 2, Step: 3, Height: 8, Width: 8, FPS: Rate{15, 1}}, []Video{{Path: "a.mp4", Frames: 12}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i := range l.Samples {
+		s, e := l.Times(i)
+		got = append(got, fmt.Sprintf("%d:%.4f-%.4f", l.Samples[i].Start, s, e))
+	}
+	if want := "0:0.0000-0.5333 3:0.2000-0.7333"; strings.Join(got, " ") != want { // span 7: starts 0, 3
+		t.Errorf("times %v, want %s", got, want)
+	}
+	if s, e := testLayout(t).Times(0); s != 0 || e != 0 {
+		t.Errorf("without a rate: %v-%v", s, e)
+	}
+	if got := (Rate{30000, 1001}).Seconds(30); got != 1.001 {
+		t.Errorf("30 frames at 30000/1001: %v s", got)
+	}
+	for _, r := range []Rate{{0, 1}, {15, 0}, {-15, 1}} {
+		if err := (Spec{Frames: 1, Stride: 1, Height: 1, Width: 1, FPS: r}).Validate(); err == nil {
+			t.Errorf("rate %v accepted", r)
+		}
+	}
+}

@@ -24,6 +24,10 @@ import numpy as np
 
 __all__ = ["Mount", "Dataset", "PlanSampler"]
 
+# The version of vidfs, Python package and binary alike: the one place it is set (the binary
+# embeds this file to read it; pyproject.toml reads it too).
+__version__ = "0.2.0"
+
 
 class Mount:
     """A vidfs mount point. read(i) returns sample i as a (T, H, W, 3) uint8 array.
@@ -73,7 +77,9 @@ class Mount:
         return np.load(os.path.join(self.path, "clips.npy"), mmap_mode="r")
 
     def index(self):
-        """index.csv's rows: for each sample, its path, video, start frame, stride, label, class."""
+        """index.csv's rows: for each sample, its path, video, start frame, stride, label, class;
+        on a mount with --fps (layout["fps"]), where start and stride count frames at that rate,
+        also start_time and end_time: the seconds of its video the sample stands for."""
         if self._index is None:
             with open(os.path.join(self.path, "index.csv")) as f:
                 self._index = list(csv.DictReader(f))

@@ -12,17 +12,12 @@
 #
 # Usage: scripts/ffmpeg.sh            # build or find; last line of stdout is the pkg-config dir
 #        VIDFS_FFMPEG_SYSTEM=0 ...    # ignore a system FFmpeg 7 and use the cached build
+#        scripts/ffmpeg.sh --options  # print the configure options, one a line (scripts/dist.sh
+#                                     # builds the release's FFmpeg with the same ones)
 set -euo pipefail
 
 log() { echo "ffmpeg.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
-
-# 1. A system FFmpeg 7.x is good enough.
-if [ "${VIDFS_FFMPEG_SYSTEM:-1}" = 1 ] && pkg-config --exists 'libavcodec >= 61' 'libavcodec < 62' 2>/dev/null; then
-  log "using system FFmpeg $(pkg-config --modversion libavcodec) (libavcodec)"
-  pkg-config --variable=pcfiledir libavcodec
-  exit 0
-fi
 
 # Build options. Changing them changes the cache key.
 # Position-dependent code: Go links cgo programs as non-PIE executables by default, and on x86-64
@@ -39,6 +34,18 @@ CONFIGURE_OPTS=(
   --disable-autodetect --enable-pthreads --enable-zlib --enable-libdav1d
   --enable-ffnvcodec --enable-cuda --enable-nvdec --enable-cuvid
 )
+if [ "${1:-}" = --options ]; then
+  printf '%s\n' "${CONFIGURE_OPTS[@]}"
+  exit 0
+fi
+
+# 1. A system FFmpeg 7.x is good enough.
+if [ "${VIDFS_FFMPEG_SYSTEM:-1}" = 1 ] && pkg-config --exists 'libavcodec >= 61' 'libavcodec < 62' 2>/dev/null; then
+  log "using system FFmpeg $(pkg-config --modversion libavcodec) (libavcodec)"
+  pkg-config --variable=pcfiledir libavcodec
+  exit 0
+fi
+
 SCRIPT_VERSION=1
 key=$(printf '%s\n' "$BRANCH" "$SCRIPT_VERSION" "${CONFIGURE_OPTS[@]}" | sha256sum | cut -c1-12)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/vidfs
@@ -59,34 +66,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   die "missing build tools (${missing[*]}); as root run: apt-get install -y build-essential dpkg-dev nasm pkg-config libdav1d-dev zlib1g-dev"
 fi
 
-# The Debian mirror this machine already uses (deb822 .sources or one-line sources.list).
-mirror=$(
-  { cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/{for(i=2;i<=NF;i++)print $i}'
-    cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk '$1=="deb"||$1=="deb-src"{for(i=2;i<=NF;i++) if($i ~ /:\/\//){print $i; break}}'
-  } | grep -E '/debian/?$' | head -n1 || true)
-[ -n "$mirror" ] || die "found no Debian mirror in /etc/apt/sources.list{,.d/}; cannot fetch trixie sources"
-log "fetching Debian 13 sources from $mirror"
-
 work=$cache/build-$key
 rm -rf "$work"
-mkdir -p "$work"/apt/{lists/partial,cache/archives/partial,etc/sources.list.d,etc/preferences.d} "$work/src"
-echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main" > "$work/apt/etc/sources.list"
-apt_opts=(
-  -o "Dir::Etc::SourceList=$work/apt/etc/sources.list"
-  -o "Dir::Etc::SourceParts=$work/apt/etc/sources.list.d"
-  -o "Dir::Etc::Preferences=$work/apt/etc/preferences"
-  -o "Dir::Etc::PreferencesParts=$work/apt/etc/preferences.d"
-  -o "Dir::State::Lists=$work/apt/lists"
-  -o "Dir::Cache=$work/apt/cache"
-  -o "Debug::NoLocking=1"
-  -o "APT::Sandbox::User=$(id -un)"
-)
-apt-get -q "${apt_opts[@]}" update >&2 || die "apt-get update for trixie sources failed"
-(cd "$work/src" && apt-get -q "${apt_opts[@]}" source ffmpeg >&2) || die "apt-get source ffmpeg (trixie) failed"
-# nv-codec-headers is headers and a Makefile: its upstream tarball is all that is needed (and the
-# mirror has been seen to lack its Debian diff).
-(cd "$work/src" && apt-get -q "${apt_opts[@]}" source --tar-only nv-codec-headers >&2 \
-  && tar -xf nv-codec-headers_*.orig.tar.* >&2) || die "apt-get source nv-codec-headers (trixie) failed"
+"$(dirname "$0")/debsrc.sh" fetch "$work/src" trixie ffmpeg nv-codec-headers:orig \
+  || die "could not fetch Debian 13's ffmpeg and nv-codec-headers sources"
 
 ffsrc=$(find "$work/src" -maxdepth 1 -type d -name 'ffmpeg-7.1*' | head -n1)
 nvsrc=$(find "$work/src" -maxdepth 1 -type d -name 'nv-codec-headers-*' | head -n1)

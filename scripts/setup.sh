@@ -3,7 +3,7 @@
 # built (scripts/ffmpeg.sh). As root it installs them; otherwise it prints the exact
 # apt-get line to run and fails.
 #
-# Usage: scripts/setup.sh build|test|demo|bench
+# Usage: scripts/setup.sh build|test|demo|bench|dist|test-dist
 set -euo pipefail
 purpose=${1:-build}
 
@@ -18,7 +18,11 @@ case $purpose in
   demo) pkgs+=(fuse3 python3-numpy) ;;
   # Benchmarks: the loaders vidfs is compared with, and matplotlib for the chart.
   bench) pkgs+=(fuse3 ffmpeg opencv-doc python3-numpy python3-av python3-opencv python3-torch python3-matplotlib fio) ;;
-  *) echo "setup.sh: unknown purpose '$purpose' (build, test, demo or bench)" >&2; exit 2 ;;
+  # The release (scripts/dist.sh): debootstrap makes the Debian 11 userland it is built in; it
+  # needs no FFmpeg of this machine's. Its tests: userlands again, FUSE and NumPy for the reference.
+  dist) pkgs+=(debootstrap) ;;
+  test-dist) pkgs+=(debootstrap fuse3 python3-numpy) ;;
+  *) echo "setup.sh: unknown purpose '$purpose' (build, test, demo, bench, dist or test-dist)" >&2; exit 2 ;;
 esac
 
 missing=()
@@ -47,9 +51,9 @@ if ! command -v go >/dev/null; then
   exit 1
 fi
 
-if [ "$purpose" != build ] && [ ! -e /dev/fuse ]; then
+if [ "$purpose" != build ] && [ "$purpose" != dist ] && [ ! -e /dev/fuse ]; then
   echo "setup.sh: /dev/fuse is missing: this machine cannot mount FUSE filesystems (try: modprobe fuse)" >&2
   exit 1
 fi
 
-"$(dirname "$0")/ffmpeg.sh" >/dev/null
+[ "$purpose" = dist ] || "$(dirname "$0")/ffmpeg.sh" >/dev/null

@@ -55,6 +55,23 @@ ff $(src 320 240 60) -vf "$(pattern)" $(x264) -g 16 -output_ts_offset 10 "$out/s
 # Shorter than a 16-frame clip.
 ff $(src 320 240 8) -vf "$(pattern)" $(x264) -g 16 "$out/short8.mp4"
 
+# Frame rates, for clips at a target rate (--fps): constant 24, 30, 60 and 30000/1001 frames/s
+# (25 is h264_gop16.mp4), 3 s each, a group of pictures a second; the index pattern at 160x120.
+rate() { # RATE FRAMES: a 160x120 source at RATE frames/s
+  echo "-f lavfi -i nullsrc=s=160x120:r=$1 -frames:v $2"
+}
+ff $(rate 24 72) -vf "$(pattern)" $(x264) -g 24 -keyint_min 24 -sc_threshold 0 "$out/cfr24.mp4"
+ff $(rate 30 90) -vf "$(pattern)" $(x264) -g 30 -keyint_min 30 -sc_threshold 0 "$out/cfr30.mp4"
+ff $(rate 60 180) -vf "$(pattern)" $(x264) -g 60 -keyint_min 60 -sc_threshold 0 "$out/cfr60.mp4"
+ff $(rate 30000/1001 90) -vf "$(pattern)" $(x264) -g 30 -keyint_min 30 -sc_threshold 0 "$out/ntsc.mp4"
+# Phone-like variable frame rate in MP4: 30 frames/s for a second, then 15, then 30 again, with a
+# few milliseconds of jitter (timestamps in ms; -fps_mode vfr keeps them as they are).
+ff $(rate 30 90) -vf "$(pattern),settb=1/1000,setpts='N*33+if(gte(N\,30)\,min(N-30\,30)*33\,0)+if(eq(mod(N\,4)\,1)\,9\,0)'" \
+   -fps_mode vfr -enc_time_base:v 1/1000 $(x264) -g 30 "$out/vfr_phone.mp4"
+# An AVI without presentation timestamps (MPEG-4 part 2 with B-frames) at 24 frames/s: timed by
+# its average frame rate.
+ff $(rate 24 48) -vf "$(pattern)" -c:v mpeg4 -q:v 3 -g 12 -bf 2 "$out/mpeg4_24.avi"
+
 # Containers and streams whose decoder numbers frames otherwise than their packets suggest (see
 # "What frame k means" in docs/design.md). Moving content (testsrc2) rather than the index
 # pattern: these are checked frame by frame against the ffmpeg CLI's own decode.

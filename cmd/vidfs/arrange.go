@@ -10,8 +10,10 @@ import (
 
 // arrange lays scanned videos out under spec: the layout of the readable ones, their probe
 // tables in the layout's video order (for fs.Config.Infos), and the unreadable ones, left out,
-// as problems (for fs.Config.Skipped).
+// as problems (for fs.Config.Skipped). Under a target rate (spec.FPS) a video's length is its
+// length at that rate.
 func arrange(spec layout.Spec, videos []catalog.Video) (*layout.Layout, []*decode.Info, []wire.Problem, error) {
+	fps := decode.Rational{Num: spec.FPS.Num, Den: spec.FPS.Den}
 	var lv []layout.Video
 	infos := map[string]*decode.Info{}
 	var skipped []wire.Problem
@@ -20,7 +22,11 @@ func arrange(spec layout.Spec, videos []catalog.Video) (*layout.Layout, []*decod
 			skipped = append(skipped, vfs.ProblemOf(v.Rel, -1, v.Err))
 			continue
 		}
-		lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Info.Frames, Size: v.File.Size, ModTime: v.File.ModTime})
+		frames := v.Info.Frames
+		if fps.Valid() {
+			frames = v.Info.FramesAt(fps)
+		}
+		lv = append(lv, layout.Video{Path: v.Rel, Frames: frames, Size: v.File.Size, ModTime: v.File.ModTime})
 		infos[v.Rel] = v.Info
 	}
 	lay, err := layout.New(spec, lv)

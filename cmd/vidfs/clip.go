@@ -24,15 +24,19 @@ func clipCommand() *command {
 		out                            string
 		padEnd                         bool
 		hw                             = hwValue{decode.HWAuto}
+		fps                            rateValue
 	)
 	return &command{
 		summary: "decode one clip to a raw RGB24 or .npy file",
-		usage:   "PATH --start S [--frames T] [--stride K] [--size HxW] [--resize MODE] [--decode exact|fast] -o FILE",
+		usage:   "PATH --start S [--frames T] [--stride K] [--fps F] [--size HxW] [--resize MODE] [--decode exact|fast] -o FILE",
 		help: `Decodes frames S, S+K, ..., S+(T-1)K of the video (frame indices in presentation order,
 counted from 0, as ` + "`vidfs probe`" + ` counts them), turns them upright, fits them to H x W and
 writes them as uint8 RGB: T*H*W*3 bytes, shape (T, H, W, 3). This is exactly what a sample of
 ` + "`vidfs mount`" + ` with the same clip spec holds. FILE ending in .npy gets a NumPy header;
 - writes raw bytes to stdout.
+
+With --fps F, S and K count frames at F instead: frame j is the frame shown (S + j*K)/F seconds
+after the video's first frame, as a sample of ` + "`vidfs mount --fps F`" + ` starting at S holds.
 
 Resize modes: crop (scale the short side to fit, cut the long side's overflow evenly: the usual
 training transform), stretch (scale each side to fit), pad (fit the long side, black bars).`,
@@ -40,6 +44,7 @@ training transform), stretch (scale each side to fit), pad (fit the long side, b
 			fs.IntVar(&start, "start", 0, "first frame index")
 			fs.IntVarP(&frames, "frames", "t", 16, "frames in the clip (T)")
 			fs.IntVar(&stride, "stride", 1, "distance between the clip's frames")
+			fs.Var(&fps, "fps", fpsHelp)
 			fs.Var(&size, "size", "output size, height x width")
 			fs.Var(&resize, "resize", "how frames are fitted: crop, stretch or pad")
 			fs.Var(&mode, "decode", "exact (bit-exact) or fast (not bit-exact: skips H.264/HEVC deblocking, area scaling)")
@@ -61,7 +66,7 @@ training transform), stretch (scale each side to fit), pad (fit the long side, b
 				return err
 			}
 			o := decode.Output{Width: size.w, Height: size.h, Resize: resize.r, Fast: mode.fast}
-			c := decode.Clip{Start: start, Frames: frames, Stride: stride, PadEnd: padEnd}
+			c := decode.Clip{Start: start, Frames: frames, Stride: stride, PadEnd: padEnd, FPS: fps.r}
 			buf := make([]byte, frames*o.FrameBytes())
 			where, err := decodeOne(ctx, e, info, c, o, buf, threads, hw.h)
 			if err != nil {
@@ -71,8 +76,15 @@ training transform), stretch (scale each side to fit), pad (fit the long side, b
 				return err
 			}
 			if out != "-" {
-				fmt.Fprintf(e.stderr, "wrote %s: %d frames from %d (stride %d) of %s, %s (%d bytes), decoded on the %s in %.0f ms\n",
-					out, frames, start, stride, args[0], shapeString(frames, o), len(buf), where, time.Since(began).Seconds()*1000)
+				at := ""
+				if fps.r.Valid() {
+					at = " at " + fps.r.FPSString() + " fps"
+					if note := info.TimingNote(); note != "" {
+						at += " (" + note + ")"
+					}
+				}
+				fmt.Fprintf(e.stderr, "wrote %s: %d frames from %d (stride %d%s) of %s, %s (%d bytes), decoded on the %s in %.0f ms\n",
+					out, frames, start, stride, at, args[0], shapeString(frames, o), len(buf), where, time.Since(began).Seconds()*1000)
 			}
 			return nil
 		},

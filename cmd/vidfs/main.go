@@ -44,14 +44,15 @@ func (e usageError) Error() string { return e.msg }
 
 func commands() map[string]*command {
 	return map[string]*command{
-		"probe":  probeCommand(),
-		"clip":   clipCommand(),
-		"mount":  mountCommand(),
-		"umount": umountCommand(),
-		"stats":  statsCommand(),
-		"bench":  benchCommand(),
-		"top":    topCommand(),
-		"verify": verifyCommand(),
+		"probe":   probeCommand(),
+		"clip":    clipCommand(),
+		"mount":   mountCommand(),
+		"umount":  umountCommand(),
+		"stats":   statsCommand(),
+		"bench":   benchCommand(),
+		"top":     topCommand(),
+		"verify":  verifyCommand(),
+		"version": versionCommand(),
 	}
 }
 
@@ -77,6 +78,10 @@ func run(ctx context.Context, args []string, e *env) int {
 		if len(args) == 0 {
 			return 2
 		}
+		return 0
+	}
+	if args[0] == "--version" || args[0] == "-V" {
+		fmt.Fprintln(e.stdout, versionLine())
 		return 0
 	}
 	name := args[0]
@@ -131,6 +136,7 @@ func printOverview(w io.Writer, cmds map[string]*command) {
 fixed-shape tensor files, and decodes them ahead of the reader.
 
 usage: vidfs COMMAND [ARGS] [FLAGS]
+       vidfs --version
 
 commands:
 `)

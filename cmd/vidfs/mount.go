@@ -27,6 +27,7 @@ import (
 // layoutOptions are the flags that say what the samples are, shared by mount and verify.
 type layoutOptions struct {
 	frames, stride, step, clipsPerVideo int
+	fps                                 rateValue
 	size                                sizeValue
 	resize                              resizeValue
 	decode                              decodeValue
@@ -44,6 +45,7 @@ func (l *layoutOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&l.stride, "stride", 1, "distance between a sample's frames")
 	fs.IntVar(&l.step, "step", 0, "a sample starts every STEP frames (default: T)")
 	fs.IntVar(&l.clipsPerVideo, "clips-per-video", 0, "instead of --step, take N evenly spaced samples per video")
+	fs.Var(&l.fps, "fps", fpsHelp)
 	fs.Var(&l.size, "size", "sample frame size, height x width")
 	fs.Var(&l.resize, "resize", "how frames are fitted: crop (short side, centre), stretch or pad")
 	fs.Var(&l.decode, "decode", "exact (bit-exact, as the ffmpeg CLI) or fast (skip H.264/HEVC deblocking, area scaling: 1.2x on H.264, about 44 dB from exact)")
@@ -58,7 +60,7 @@ func (l *layoutOptions) spec() (layout.Spec, error) {
 		return layout.Spec{}, usageError{fmt.Sprintf("--short %q: want pad or skip", l.short)}
 	}
 	spec := layout.Spec{Frames: l.frames, Stride: l.stride, Step: l.step, ClipsPerVideo: l.clipsPerVideo,
-		Height: l.size.h, Width: l.size.w, PadShort: l.short == "pad"}
+		Height: l.size.h, Width: l.size.w, PadShort: l.short == "pad", FPS: layout.Rate{Num: l.fps.r.Num, Den: l.fps.r.Den}}
 	if err := spec.Validate(); err != nil {
 		return spec, usageError{err.Error()}
 	}
@@ -82,10 +84,38 @@ func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger,
 	if len(skipped) > 20 {
 		log.Warn("more videos left out", "count", len(skipped))
 	}
+	if spec.FPS.Set() {
+		logTiming(log, lay, infos)
+	}
 	if lay.Len() == 0 {
-		return nil, nil, nil, fmt.Errorf("%s: no samples (%d videos found, %d readable, none with %d frames)", src, len(videos), len(lay.Videos), spec.Span())
+		return nil, nil, nil, fmt.Errorf("%s: no samples (%d videos found, %d readable, none with %d frames%s)", src, len(videos), len(lay.Videos), spec.Span(), atRate(spec))
 	}
 	return lay, infos, skipped, nil
+}
+
+// logTiming says once, under --fps, which videos are timed by their average frame rate because
+// their timestamps cannot be used: the first few by name, then how many in all.
+func logTiming(log *slog.Logger, lay *layout.Layout, infos []*decode.Info) {
+	n := 0
+	for v, info := range infos {
+		if note := info.TimingNote(); note != "" {
+			if n < 20 {
+				log.Warn("video timed by its average frame rate", "file", lay.Videos[v].Path, "why", note)
+			}
+			n++
+		}
+	}
+	if n > 20 {
+		log.Warn("more videos timed by their average frame rate", "count", n)
+	}
+}
+
+// atRate is " at F fps" under a target rate, for messages that count frames.
+func atRate(spec layout.Spec) string {
+	if !spec.FPS.Set() {
+		return ""
+	}
+	return " at " + decode.Rational{Num: spec.FPS.Num, Den: spec.FPS.Den}.FPSString() + " fps"
 }
 
 // mountOptions are vidfs mount's flags.
@@ -115,12 +145,15 @@ func mountCommand() *command {
 		help: `Mounts every training sample of the videos under SRC on MNT (an existing, empty directory)
 and serves it until interrupted (Ctrl-C, SIGTERM) or unmounted. A sample is a clip of T frames
 at a fixed stride, turned upright and fitted to H x W, as uint8 RGB of shape (T, H, W, 3).
+With --fps F, frames are counted at F instead of each video's own rate: a sample is T frames
+STRIDE/F seconds apart, whatever each video's frame rate, variable ones included.
 
   MNT/clips.npy             every sample: np.load(path, mmap_mode="r") gives (N, T, H, W, 3)
   MNT/clips.raw             the same bytes without the header: sample i at offset i*T*H*W*3
   MNT/samples/DIR/VIDEO/K.npy, K.raw
                             sample K of SRC/DIR/VIDEO; folders of SRC stay folders (classes)
   MNT/index.csv             every sample: index, path, video, start frame, stride, label, class
+                            (with --fps, also start_time and end_time in seconds)
   MNT/classes.txt           the class names: SRC's first-level folders
   MNT/.vidfs/order          write the sample indices the trainer will read, in order (text, or
                             a 1-D integer .npy): vidfs decodes them ahead of the reader.

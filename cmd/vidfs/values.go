@@ -84,6 +84,24 @@ func (h *hwValue) Set(v string) (err error) {
 	return err
 }
 
+// rateValue is an --fps flag: a frame rate such as 15, 29.97 or 30000/1001; unset by default.
+type rateValue struct{ r decode.Rational }
+
+func (r *rateValue) String() string {
+	if !r.r.Valid() {
+		return ""
+	}
+	return r.r.FPSString()
+}
+func (r *rateValue) Type() string { return "F" }
+func (r *rateValue) Set(v string) (err error) {
+	r.r, err = decode.ParseRate(v)
+	return err
+}
+
+// fpsHelp explains --fps, for mount, verify and clip.
+const fpsHelp = "sample in time: T frames STRIDE/F seconds apart, each the frame shown at that instant (by its timestamp; by the average frame rate where the container has none), from the video's first frame; --step, --clips-per-video (and clip's --start) count frames at F. E.g. 15, 29.97, 30000/1001 (default: the videos' own frames)"
+
 // bytesValue is a byte count with an optional unit: 512MiB, 4GiB, 2G (= GiB), 1000000.
 type bytesValue struct{ n int64 }
 

@@ -77,6 +77,8 @@ type videoReport struct {
 	// Checked counts what was decoded: samples, or with --all-frames, frames.
 	Checked  int            `json:"checked"`
 	Failures []checkFailure `json:"failures,omitempty"`
+	// Note says, under --fps, that the video is timed by its average frame rate, and why.
+	Note string `json:"note,omitempty"`
 }
 
 // checkFailure is a sample (or with --all-frames, a run of frames) that does not decode.
@@ -97,6 +99,7 @@ type verifySummary struct {
 	Checked        int     `json:"checked"`
 	Failed         int     `json:"failed"`
 	KeyframesFixed int     `json:"keyframes_found_unusable"`
+	TimedByRate    int     `json:"timed_by_average_rate,omitempty"` // under --fps: videos without usable timestamps
 	Seconds        float64 `json:"seconds"`
 }
 
@@ -164,6 +167,9 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 		s.Videos++
 		s.Checked += r.Checked
 		s.Failed += len(r.Failures)
+		if r.Note != "" {
+			s.TimedByRate++
+		}
 		switch r.Status {
 		case "ok":
 			s.OK++
@@ -216,9 +222,12 @@ func verifyUnits(lay *layout.Layout, info *decode.Info, v int, allFrames bool) [
 func verifyVideo(ctx context.Context, pool *decode.Pool, lay *layout.Layout, info *decode.Info, v int, units []verifyUnit,
 	out decode.Output, prog *verifyProgress) videoReport {
 	r := videoReport{File: lay.Videos[v].Path, Status: "ok"}
+	if lay.Spec.FPS.Set() {
+		r.Note = info.TimingNote()
+	}
 	if len(units) == 0 {
 		r.Status = "no samples"
-		r.Reason = fmt.Sprintf("%d frames; a sample spans %d", lay.Videos[v].Frames, lay.Spec.Span())
+		r.Reason = fmt.Sprintf("%d frames%s; a sample spans %d", lay.Videos[v].Frames, atRate(lay.Spec), lay.Spec.Span())
 		return r
 	}
 	var buf []byte
@@ -295,6 +304,18 @@ func printVerify(w io.Writer, rep verifyReport) {
 			}
 		case "no samples":
 			fmt.Fprintf(w, "NO SAMPLE %s: %s\n", r.File, r.Reason)
+		}
+	}
+	if n := rep.Summary.TimedByRate; n > 0 {
+		shown := 0
+		for _, r := range rep.Videos {
+			if r.Note != "" && shown < 10 {
+				fmt.Fprintf(w, "AVG RATE  %s: %s\n", r.File, r.Note)
+				shown++
+			}
+		}
+		if n > shown {
+			fmt.Fprintf(w, "          ... %d more timed by their average frame rate (--json notes each)\n", n-shown)
 		}
 	}
 	if n := rep.Summary.KeyframesFixed; n > 0 {

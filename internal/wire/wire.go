@@ -26,6 +26,10 @@ type Dataset struct {
 	Videos         int    `json:"videos"`
 	Classes        int    `json:"classes"`
 	Source         string `json:"source"`
+
+	// FPS is the target frame rate that Frames, Stride and Step count frames of (--fps); 0: the
+	// videos' own frames.
+	FPS float64 `json:"fps,omitempty"`
 }
 
 // Stats is a snapshot of what a mount is doing, as .vidfs/stats shows it.

@@ -1,0 +1,269 @@
+package decode
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"math/bits"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Clips at a target frame rate (Clip.FPS): which frame is shown at an instant, and how many
+// instants of a rate a video holds.
+//
+// Time is measured from the video's first displayed frame, frame 0, so that a video whose first
+// timestamp is not 0 (an edit list, a cut transport stream) starts at 0 too. Frame k is shown from
+// its presentation time t_k until t_(k+1), and the last frame for the video's average frame
+// duration: the video lasts Info.Duration, (t_(n-1) - t_0) * n / (n-1). At rate F the video holds
+// the instants m/F, m = 0, 1, ..., that come before its end (FramesAt), and instant m shows the
+// last frame whose presentation time is at or before m/F (FrameAt): a 60 fps video at 15 skips
+// three frames in four, a 24 fps video at 30 shows some frames twice, as torchvision's and
+// torchcodec's resampling do.
+//
+// A frame's time is its own timestamp where the probe table has one (TimingPTS), so variable frame
+// rate footage gives evenly timed clips. Where it has not (TimingDecoded: AVI, which has no
+// presentation timestamps; MPEG program streams, which stamp some frames only; repeated or
+// missing timestamps), or where they disagree with the stream's average frame rate by more than
+// a factor of 8 (a jump in a transport stream's clock: frames in order, their times not), frame k
+// is taken to start at k over the stream's average frame rate (TimingRate), and TimedByPTS says
+// so.
+//
+// Nothing is kept per video for this: the instants of a clip are looked up in the probe table's
+// timestamps (Info.PTS) when the clip is decoded, and a video's length at a rate is arithmetic on
+// its first and last timestamps.
+
+// rateForm is what ParseRate takes: digits with an optional decimal part, or digits/digits.
+var rateForm = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?|[0-9]+/[0-9]+)$`)
+
+// ParseRate reads a frame rate: an integer ("15"), a decimal ("29.97") or a fraction
+// ("30000/1001"), nothing else (no exponents, signs, hexadecimal or underscores). It must be at
+// least 0.1 and at most 10,000 frames a second.
+func ParseRate(s string) (Rational, error) {
+	bad := func(err error) (Rational, error) {
+		if err != nil {
+			return Rational{}, fmt.Errorf("frame rate %q: want a positive number such as 15, 29.97 or 30000/1001: %w", s, err)
+		}
+		return Rational{}, fmt.Errorf("frame rate %q: want a positive number such as 15, 29.97 or 30000/1001", s)
+	}
+	t := strings.TrimSpace(s)
+	if !rateForm.MatchString(t) {
+		return bad(nil)
+	}
+	r, ok := new(big.Rat).SetString(t)
+	if !ok {
+		return bad(nil)
+	}
+	if r.Cmp(big.NewRat(1, 10)) < 0 || r.Cmp(big.NewRat(10000, 1)) > 0 {
+		return bad(nil)
+	}
+	if !r.Num().IsInt64() || !r.Denom().IsInt64() || r.Denom().Int64() > math.MaxInt32 {
+		return bad(fmt.Errorf("too precise"))
+	}
+	return Rational{int(r.Num().Int64()), int(r.Denom().Int64())}, nil
+}
+
+// Valid tells whether the fraction is a positive rate or time base.
+func (r Rational) Valid() bool { return r.Num > 0 && r.Den > 0 }
+
+// FPSString writes a rate as people write it: "15", "29.97", or "30000/1001" where a short
+// decimal would round it.
+func (r Rational) FPSString() string {
+	if !r.Valid() {
+		return "0"
+	}
+	if r.Num%r.Den == 0 {
+		return strconv.Itoa(r.Num / r.Den)
+	}
+	for _, d := range []int{10, 100, 1000} {
+		if d%r.Den == 0 {
+			return strconv.FormatFloat(r.Float64(), 'f', -1, 64)
+		}
+	}
+	return r.String()
+}
+
+// TimedByPTS tells whether frames are timed by their own timestamps (TimingPTS, and timestamps
+// that agree with the average frame rate within a factor of 8); otherwise by the stream's average
+// frame rate, TimingRate.
+func (in *Info) TimedByPTS() bool {
+	return in.Timing == TimingPTS && len(in.PTS) == in.Frames && in.Frames > 0 && in.TimeBase.Valid() && in.ratesAgree()
+}
+
+// maxRateDisagreement is how far apart the mean frame interval by timestamps and the one by the
+// average frame rate may be (as a ratio) before the timestamps are taken to be broken.
+const maxRateDisagreement = 8
+
+// ratesAgree tells whether the mean interval between frames by their timestamps is within
+// maxRateDisagreement of the one the average frame rate gives (true where either is unknown).
+func (in *Info) ratesAgree() bool {
+	n := len(in.PTS)
+	if n < 2 || !in.AvgFrameRate.Valid() {
+		return true
+	}
+	byPTS := float64(in.PTS[n-1]-in.PTS[0]) * in.TimeBase.Float64() / float64(n-1)
+	byRate := 1 / in.AvgFrameRate.Float64()
+	return byPTS <= maxRateDisagreement*byRate && byPTS*maxRateDisagreement >= byRate
+}
+
+// TimingRate is the rate that times the frames of a video that TimedByPTS says is not timed by
+// its timestamps: the stream's average frame rate; where the container gives none, the one its
+// timestamps suggest; else 25.
+func (in *Info) TimingRate() Rational {
+	if in.AvgFrameRate.Valid() {
+		return in.AvgFrameRate
+	}
+	if n := len(in.PTS); n > 1 && in.TimeBase.Valid() && in.PTS[0] != NoPTS && in.PTS[n-1] > in.PTS[0] {
+		// (n-1) frames in span * TimeBase seconds.
+		num := new(big.Int).Mul(big.NewInt(int64(n-1)), big.NewInt(int64(in.TimeBase.Den)))
+		den := new(big.Int).Mul(big.NewInt(in.PTS[n-1]-in.PTS[0]), big.NewInt(int64(in.TimeBase.Num)))
+		if r := new(big.Rat).SetFrac(num, den); r.Num().IsInt64() && r.Denom().IsInt64() &&
+			r.Num().Int64() <= math.MaxInt32 && r.Denom().Int64() <= math.MaxInt32 {
+			return Rational{int(r.Num().Int64()), int(r.Denom().Int64())}
+		}
+	}
+	return Rational{25, 1}
+}
+
+// TimingNote says, for a video not timed by its timestamps, how it is timed instead; "" for one
+// that is.
+func (in *Info) TimingNote() string {
+	if in.TimedByPTS() {
+		return ""
+	}
+	why := "its container gives no usable timestamps"
+	switch {
+	case in.Timing == TimingDecoded:
+		why = "its container's timestamps do not say which frame is which (" + in.Container + ")"
+	case !in.ratesAgree():
+		n := len(in.PTS)
+		why = fmt.Sprintf("its timestamps span %.3f s for %d frames, which its average frame rate puts at %.3f s",
+			float64(in.PTS[n-1]-in.PTS[0])*in.TimeBase.Float64(), n, float64(n-1)/in.AvgFrameRate.Float64())
+	}
+	return fmt.Sprintf("timed at its average frame rate, %s fps: %s", in.TimingRate().FPSString(), why)
+}
+
+// FramesAt returns how many instants m/fps (m = 0, 1, ...) fall before the video's end: its
+// length in frames at that rate, ceil(Duration * fps), worked out exactly from its first and last
+// timestamps. A video of one frame lasts one frame at TimingRate.
+func (in *Info) FramesAt(fps Rational) int {
+	n := in.Frames
+	if n <= 0 || !fps.Valid() {
+		return 0
+	}
+	var x, y *big.Int // the video lasts x/y seconds times fps
+	if in.TimedByPTS() && n > 1 {
+		// span*TimeBase * n/(n-1) seconds, less half a tick (timestamps are rounded to whole
+		// ticks, as FrameAt allows for), at fps: (2*span*n - (n-1)) * TimeBase / 2(n-1) * fps.
+		span := in.PTS[n-1] - in.PTS[0]
+		x = bigProduct(2, span, int64(n), int64(fps.Num), int64(in.TimeBase.Num))
+		x.Sub(x, bigProduct(int64(n-1), int64(fps.Num), int64(in.TimeBase.Num)))
+		y = bigProduct(2, int64(fps.Den), int64(in.TimeBase.Den), int64(n-1))
+	} else {
+		r := in.TimingRate()
+		x = bigProduct(int64(n), int64(fps.Num), int64(r.Den))
+		y = bigProduct(int64(fps.Den), int64(r.Num))
+	}
+	// ceil(x / y)
+	q, m := new(big.Int).QuoRem(x, y, new(big.Int))
+	if m.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	if !q.IsInt64() || q.Int64() > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return max(int(q.Int64()), 1)
+}
+
+func bigProduct(xs ...int64) *big.Int {
+	p := big.NewInt(1)
+	for _, x := range xs {
+		p.Mul(p, big.NewInt(x))
+	}
+	return p
+}
+
+// FrameAt returns the frame shown at instant m/fps from the first displayed frame: the last
+// frame whose presentation time is at or before it (or, past the end, the last frame).
+func (in *Info) FrameAt(m int, fps Rational) int {
+	n := in.Frames
+	if n <= 1 || m <= 0 || !fps.Valid() {
+		return 0
+	}
+	if in.TimedByPTS() {
+		// The instant in time base units, rounded to the nearest: containers store each frame's
+		// time rounded to a whole tick (Matroska and WebM to the millisecond), so a frame whose
+		// true time is the instant may be stamped up to half a tick after it. A frame is shown
+		// at m/fps when its offset is at most this.
+		lim, ok := mulDivRound(uint64(m)*uint64(fps.Den), uint64(in.TimeBase.Den), uint64(fps.Num)*uint64(in.TimeBase.Num))
+		if !ok {
+			return n - 1
+		}
+		base := in.PTS[0]
+		return sort.Search(n, func(k int) bool { return uint64(in.PTS[k]-base) > lim }) - 1
+	}
+	r := in.TimingRate()
+	k, ok := mulDiv(uint64(m)*uint64(fps.Den), uint64(r.Num), uint64(fps.Num)*uint64(r.Den))
+	if !ok || k >= uint64(n) {
+		return n - 1
+	}
+	return int(k)
+}
+
+// mulDivRound returns a*b/c rounded to the nearest (halves up), when it fits in 64 bits.
+func mulDivRound(a, b, c uint64) (uint64, bool) {
+	hi, lo := bits.Mul64(a, b)
+	lo, carry := bits.Add64(lo, c/2, 0)
+	hi += carry
+	if c == 0 || hi >= c {
+		return 0, false
+	}
+	q, _ := bits.Div64(hi, lo, c)
+	return q, true
+}
+
+// mulDiv returns floor(a*b/c) when it fits in 64 bits.
+func mulDiv(a, b, c uint64) (uint64, bool) {
+	hi, lo := bits.Mul64(a, b)
+	if c == 0 || hi >= c {
+		return 0, false
+	}
+	q, _ := bits.Div64(hi, lo, c)
+	return q, true
+}
+
+// ClipFrames returns the frames clip c holds in this video, in order: c.Indices(in.Frames) for a
+// clip counted in the video's own frames, and for one at a target rate (c.FPS) the frame shown
+// at each of its instants (FrameAt), which must come before the video's end (FramesAt) unless
+// c.PadEnd. Its error is an *Error of kind ErrBadRequest or ErrTooFewFrames, with no path.
+func (in *Info) ClipFrames(c Clip) ([]int, error) {
+	if !c.FPS.Valid() {
+		if c.FPS != (Rational{}) {
+			return nil, &Error{Kind: ErrBadRequest, Detail: fmt.Sprintf("clip frame rate %v", c.FPS)}
+		}
+		return c.Indices(in.Frames)
+	}
+	if c.Start < 0 || c.Frames <= 0 || c.Stride <= 0 {
+		return nil, &Error{Kind: ErrBadRequest, Detail: fmt.Sprintf("clip start %d, frames %d, stride %d", c.Start, c.Frames, c.Stride)}
+	}
+	last := c.Start + (c.Frames-1)*c.Stride
+	if n := in.FramesAt(c.FPS); c.Start >= n || (!c.PadEnd && last >= n) {
+		return nil, &Error{Kind: ErrTooFewFrames, Detail: fmt.Sprintf("clip needs frame %d at %s fps, video has %d at that rate",
+			last, c.FPS.FPSString(), n)}
+	}
+	idx := make([]int, c.Frames)
+	for j := range idx {
+		idx[j] = in.FrameAt(c.Start+j*c.Stride, c.FPS)
+	}
+	return idx, nil
+}
+
+// firstFrame is the video frame clip c starts at (for choosing a decoder positioned before it).
+func (in *Info) firstFrame(c Clip) int {
+	if c.FPS.Valid() {
+		return in.FrameAt(c.Start, c.FPS)
+	}
+	return c.Start
+}
