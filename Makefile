@@ -5,7 +5,7 @@ GO      ?= go
 # Runs go with FFmpeg 7's pkg-config directory: a system FFmpeg 7, or the cached build.
 GOENV    = scripts/with-ffmpeg
 
-.PHONY: all deps build test test-short demo bench bench-decode testdata dist test-dist clean help
+.PHONY: all deps build test test-short demo bench bench-decode bench-tier testdata dist test-dist clean help
 
 all: build
 
@@ -52,6 +52,12 @@ bench: build
 bench-decode: build
 	scripts/setup.sh bench
 	scripts/bench-decode.sh
+
+# The disk tier's part of make bench alone (each codec, one reader's hit costs, the codecs on one
+# core), printed rather than written into docs/benchmarks.md. About 15 minutes on 2 cores.
+bench-tier: build
+	scripts/setup.sh bench
+	/usr/bin/python3 bench/beyond.py --only-tier
 
 # The release, built in a Debian 11 userland to start on glibc 2.31 and later:
 # dist/vidfs-VERSION-linux-x86_64.tar.gz and dist/vidfs-VERSION-py3-none-manylinux_2_31_x86_64.whl.

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """make bench, part 2: where vidfs goes beyond decoding exactly, on make bench's dataset.
 
-1. Disk tier: bench/train.py (DataLoader, batch 8, 2 workers, plan each epoch) for 3 epochs with
-   a 512 MiB memory cache (smaller than the dataset) and --cache-dir on local disk, then 2 more
-   epochs on a fresh mount over the same tier; against the same without the tier and against the
-   pre-decoded .npy ceiling, taking turns. Reports disk bytes per sample.
+1. Disk tier, with each codec: bench/train.py (DataLoader, batch 8, 2 workers, plan each epoch)
+   for 3 epochs with a 512 MiB memory cache (smaller than the dataset) and --cache-dir on local
+   disk, then 2 more epochs on a fresh mount over the same tier; against the same without the
+   tier and against the pre-decoded .npy ceiling, taking turns. Reports disk bytes per sample and
+   CPU per clip. Then one reader's hit costs, tier and memory, against tmpfs (bench/hits.py).
 2. --decode fast against exact: `go test -bench FastVsExact` (H.264, HEVC, VP9, MPEG-4).
 3. A single-process reader (DataLoader with no workers) paced by a training step, vidfs with and
    without a plan, and PyAV.
@@ -27,6 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+import hits  # noqa: E402  (one reader's hit costs)
 import run  # noqa: E402  (make bench's helpers: the mount, the ceiling, the dataset)
 
 PY = "/usr/bin/python3"
@@ -40,45 +42,75 @@ def rate(epochs):
     return sum(e["clips"] for e in epochs) / sum(e["seconds"] for e in epochs)
 
 
-def tier_rounds(source, index, rounds):
-    rows = {"none": [], "epoch1": [], "later": [], "remount": [], "npy": []}
-    per_sample = []
+def per_clip(epochs):
+    """CPU seconds per clip over epochs (trainer, DataLoader workers and vidfs), and vidfs's part."""
+    n = sum(e["clips"] for e in epochs)
+    return sum(e["cpu_s"] for e in epochs) / n, sum(e["vidfs_cpu_s"] for e in epochs) / n
+
+
+def tier_rounds(source, index, rounds, codecs):
+    """Per round, taking turns: vidfs without a tier, with a tier of each codec (3 epochs, then 2
+    on a fresh mount over it), and the ceiling. Returns rows[run] = [per round ...]."""
+    rows = {"none": [], "npy": [], "none_cpu": [], "none_later_cpu": [], "none_later_vidfs_cpu": []}
+    for c in codecs:
+        for k in ["epoch1", "later", "remount", "epoch1_cpu", "later_cpu", "later_vidfs_cpu", "per_sample", "written"]:
+            rows["%s %s" % (c, k)] = []
     for r in range(rounds):
         with run.Mounted(source) as m:
             res = trainer("vidfs-plan", m.dir, source, 3, pid=m.proc.pid)
             rows["none"].append(rate(res["epochs"]))
-        tdir = tempfile.mkdtemp(prefix="vidfs-tier-", dir=run.CACHE)
-        try:
-            with run.Mounted(source, ["--cache-dir", tdir, "--cache-disk", "8GiB"]) as m:
-                res = trainer("vidfs-plan", m.dir, source, 3, pid=m.proc.pid)
-                rows["epoch1"].append(rate(res["epochs"][:1]))
-                rows["later"].append(rate(res["epochs"][1:]))
-            with run.Mounted(source, ["--cache-dir", tdir, "--cache-disk", "8GiB"]) as m:
-                res = trainer("vidfs-plan", m.dir, source, 2, pid=m.proc.pid)
-                rows["remount"].append(rate(res["epochs"]))
-                t = json.load(open(os.path.join(m.dir, ".vidfs", "stats"))).get("tier", {})
-                if t.get("entries"):
-                    per_sample.append(t["used_bytes"] / t["entries"])
-        finally:
-            shutil.rmtree(tdir, ignore_errors=True)
+            rows["none_cpu"].append(per_clip(res["epochs"][:1])[0])
+            cpu, vcpu = per_clip(res["epochs"][1:])
+            rows["none_later_cpu"].append(cpu)
+            rows["none_later_vidfs_cpu"].append(vcpu)
+        for c in codecs if r % 2 == 0 else codecs[::-1]:
+            tdir = tempfile.mkdtemp(prefix="vidfs-tier-", dir=run.CACHE)
+            flags = ["--cache-dir", tdir, "--cache-disk", "8GiB", "--cache-disk-codec", c]
+            try:
+                with run.Mounted(source, flags) as m:
+                    res = trainer("vidfs-plan", m.dir, source, 3, pid=m.proc.pid)
+                    rows[c + " epoch1"].append(rate(res["epochs"][:1]))
+                    rows[c + " later"].append(rate(res["epochs"][1:]))
+                    rows[c + " epoch1_cpu"].append(per_clip(res["epochs"][:1])[0])
+                    cpu, vcpu = per_clip(res["epochs"][1:])
+                    rows[c + " later_cpu"].append(cpu)
+                    rows[c + " later_vidfs_cpu"].append(vcpu)
+                with run.Mounted(source, flags) as m:
+                    res = trainer("vidfs-plan", m.dir, source, 2, pid=m.proc.pid)
+                    rows[c + " remount"].append(rate(res["epochs"]))
+                    t = json.load(open(os.path.join(m.dir, ".vidfs", "stats"))).get("tier", {})
+                    if t.get("entries"):
+                        rows[c + " per_sample"].append(t["used_bytes"] / t["entries"])
+                        rows[c + " written"].append(t["entries"])
+            finally:
+                shutil.rmtree(tdir, ignore_errors=True)
         res = trainer("npy", index, source, 3)
         rows["npy"].append(rate(res["epochs"]))
-        run.log("tier round %d: " % (r + 1) + ", ".join("%s %.1f" % (k, v[-1]) for k, v in rows.items()))
-    return rows, per_sample
+        run.log("tier round %d: " % (r + 1) + ", ".join("%s %.1f" % (k, v[-1]) for k, v in rows.items()
+                                                       if v and (k in ("none", "npy") or k.endswith(" later"))))
+    return rows
 
 
-def fast_bench(count):
-    out = subprocess.run([os.path.join(ROOT, "scripts", "with-ffmpeg"), "go", "test", "-run", "^$", "-bench", "FastVsExact",
-                          "-benchtime", "1x", "-count", str(count), "./decode/"], cwd=ROOT, check=True,
+def go_bench(name, pkg, benchtime, count):
+    """`go test -bench NAME PKG`, count runs: {sub-benchmark: [its metrics, run by run]}."""
+    out = subprocess.run([os.path.join(ROOT, "scripts", "with-ffmpeg"), "go", "test", "-run", "^$", "-bench", name,
+                          "-benchtime", benchtime, "-count", str(count), pkg], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout
     res = {}
     for line in out.splitlines():
-        mm = re.match(r"BenchmarkFastVsExact/(\w+)-\d+\s+\d+\s+\d+ ns/op\s+(.*)", line)
-        if not mm:
-            continue
-        vals = dict((k, float(v)) for v, k in re.findall(r"(\S+) (\S+)", mm.group(2)))
-        res.setdefault(mm.group(1), []).append(vals)
+        mm = re.match(r"Benchmark%s/(\w+)-\d+\s+\d+\s+\d+ ns/op\s+(.*)" % name, line)
+        if mm:
+            res.setdefault(mm.group(1), []).append(dict((k, float(v)) for v, k in re.findall(r"(\S+) (\S+)", mm.group(2))))
     return res
+
+
+def codec_bench(count):
+    """Each codec of the disk tier on 16 samples of real footage (fs's BenchmarkTierCodec)."""
+    return go_bench("TierCodec", "./fs/", "100x", count)
+
+
+def fast_bench(count):
+    return go_bench("FastVsExact", "./decode/", "1x", count)
 
 
 def paced_single(source, index, step, epochs):
@@ -140,26 +172,54 @@ def rng(v, fmt="%.1f"):
     return (fmt + " (" + fmt + "-" + fmt + ")") % (statistics.median(v), min(v), max(v))
 
 
-def section(tier, per_sample, fast, single, step, mm, mem, secs, began):
+def section(tier, single_hits, codec_runs, fast, single, step, mm, mem, secs, began):
     L = ["<!-- beyond:begin -->", "## Beyond the decode floor (bench/beyond.py)", "",
          "![disk tier, fast decoding, one paced reader](benchmarks-beyond.png)", "",
          "Measured %s on %s; the dataset of the loaders section (468 samples, T=16, stride 2, 224x224)." % (
              time.strftime("%Y-%m-%d", time.localtime(began)), run.machine()), ""]
-    none, later, npy = tier["none"], tier["later"], tier["npy"]
-    ratio = [l / n for l, n in zip(later, npy)]
+    none, npy = tier["none"], tier["npy"]
+    codecs = [k.split()[0] for k in tier if k.endswith(" later")]
+    n = len(none)
     L += ["### Disk tier", "",
           "bench/train.py, DataLoader with 2 workers, batch 8, plan each epoch, flat out; memory cache 512 MiB (the dataset"
-          " is 1.1 GB decoded); tier on local disk. Clips/s, median (range) of %d rounds taken in turns." % len(none), "",
-          "| run | clips/s |", "|---|---|",
-          "| vidfs without the tier, epochs 1-3 | %s |" % rng(none),
-          "| vidfs with the tier, epoch 1 (decodes, writes the tier) | %s |" % rng(tier["epoch1"]),
-          "| vidfs with the tier, epochs 2-3 | %s |" % rng(later),
-          "| vidfs with the tier, remounted, epochs 1-2 | %s |" % rng(tier["remount"]),
-          "| pre-decoded .npy (ceiling), epochs 1-3 | %s |" % rng(npy), "",
-          "Epochs 2 and later with the tier reach %s of the ceiling in the same rounds (goal: at least 0.8x: %s)."
-          " Disk: %.2f MB per sample (%.2f MB decoded, zstd at its fastest level)." % (
-              rng(ratio, "%.2fx"), "met" if min(ratio) >= 0.8 else ("met at the median" if statistics.median(ratio) >= 0.8 else "not met"),
-              statistics.median(per_sample) / 1e6 if per_sample else 0, 16 * 224 * 224 * 3 / 1e6), ""]
+          " is 1.1 GB decoded); tier on local disk, with each codec (`--cache-disk-codec`). Median (range) of %d rounds"
+          " taken in turns. CPU per clip adds up the trainer, its DataLoader workers and vidfs." % n, "",
+          "| run | disk per sample | epoch 1 clips/s | epoch 1 CPU per clip | epochs 2-3 clips/s | epochs 2-3 CPU per clip (vidfs's part) | remounted, clips/s | of the ceiling, epochs 2-3 |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|",
+          "| vidfs without the tier (every epoch decodes; clips/s of epochs 1-3) | - | %s | %s ms | %s | %s ms (%s ms) | | %s |" % (
+              rng(none), rng([1000 * x for x in tier["none_cpu"]], "%.0f"), rng(none), rng([1000 * x for x in tier["none_later_cpu"]]),
+              rng([1000 * x for x in tier["none_later_vidfs_cpu"]]), rng([a / b for a, b in zip(none, npy)], "%.2fx")),
+          ]
+    verdicts = []
+    for c in codecs:
+        g = lambda k: tier["%s %s" % (c, k)]
+        ratio = [l / p for l, p in zip(g("later"), npy)]
+        L.append("| tier, %s | %s | %s | %s ms | %s | %s ms (%s ms) | %s | %s |" % (
+            c, "%.2f MB" % (statistics.median(g("per_sample")) / 1e6) if g("per_sample") else "-",
+            rng(g("epoch1")), rng([1000 * x for x in g("epoch1_cpu")], "%.0f"), rng(g("later")),
+            rng([1000 * x for x in g("later_cpu")]), rng([1000 * x for x in g("later_vidfs_cpu")]), rng(g("remount")),
+            rng(ratio, "%.2fx")))
+        verdicts.append("%s %s (%s)" % (c, rng(ratio, "%.2fx"), hits.verdict(ratio, 0.8)))
+    L += ["| pre-decoded .npy (ceiling), epochs 1-3 | - | | | %s | | | 1 |" % rng(npy), "",
+          "Epochs 2 and later with the tier against the ceiling in the same rounds (goal: at least 0.8x, on a host where the"
+          " ceiling is above 300 clips/s; here it is %.0f): %s." % (statistics.median(npy), "; ".join(verdicts)), ""]
+    if codec_runs:
+        L += ["#### The codecs, one core", "",
+              "`go test -bench TierCodec ./fs/`: 16 samples of real footage (Megamind and vtest from opencv-doc, H.264, 16x224x224,"
+              " 2.41 MB each), each written to a tier (compressing, checksumming, writing, syncing) and read back 100 times"
+              " (from the page cache: reading, checking, decompressing into a buffer like the memory cache's), one at a time;"
+              " CPU time of the whole process per sample, median (range) of %d runs." % len(next(iter(codec_runs.values()))), "",
+              "| codec | disk per sample | smaller by | write (compress) CPU per sample | hit (read, check, decompress) CPU per sample | allocations per hit |",
+              "|---|---:|---:|---:|---:|---:|"]
+        for c, runs in codec_runs.items():
+            col = lambda k: [r[k] for r in runs]
+            L.append("| %s | %.2f MB | %.2fx | %s ms | %s ms | %.0f |" % (
+                c, statistics.median(col("disk-MB/sample")), statistics.median(col("ratio")), rng(col("write-cpu-ms/sample"), "%.1f"),
+                rng(col("hit-cpu-ms/sample"), "%.2f"), max(col("allocs/op"))))
+        L.append("")
+    if single_hits:
+        text, goals = hits.section(single_hits)
+        L += ["#### One reader: what a hit costs", "", text, ""] + goals + [""]
     L += ["### --decode fast against exact", "",
           "`go test -bench FastVsExact ./decode/`: the same 60 clips (T=16, stride 2, 224x224 crop) of Megamind (720x528,"
           " GOP 48) decoded exactly and fast, taking turns, one thread each; median (range) of %d runs." % len(next(iter(fast.values()))), "",
@@ -214,19 +274,31 @@ def section(tier, per_sample, fast, single, step, mm, mem, secs, began):
     return "\n".join(L)
 
 
+def tier_only(r):
+    """The disk tier's part of the section, for --only-tier."""
+    fake = {"x": [{"x-cpu": 0, "exact-clips/cpu-s": 0, "fast-clips/cpu-s": 0, "psnr-dB": 0, "min-psnr-dB": 0}]}
+    single = {c: {"clips_per_s": 0, "wait_fraction": 0, "cpu_s_per_clip": 0, "vidfs_wait_s": 0, "wall_s": 1} for c in
+              ["vidfs-plan", "vidfs", "pyav", "npy"]}
+    text = section(r["tier"], r["hits"], r["codecs"], fake, single, 0, {"mmap": [1], "pread": [1], "samples": 0},
+                   {"hwm_bytes": 0, "cache_bytes": 0, "go_heap_bytes": 0, "go_runtime_bytes": 0, "native_bytes": 0,
+                    "requests": 0}, 0, r["began"])
+    return text[:text.index("### --decode fast")]
+
+
 def chart(tier, fast, single, path):
     """Three panels: the tier's epochs against the ceiling, fast against exact, the paced reader's waits."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(1, 3, figsize=(15, 4.5))
-    rows = [("no tier", "none"), ("tier,\nepoch 1", "epoch1"), ("tier,\nepochs 2-3", "later"),
-            ("tier,\nremounted", "remount"), (".npy\nceiling", "npy")]
+    codecs = [k.split()[0] for k in tier if k.endswith(" later")]
+    rows = [("no tier", "none")] + [("%s,\nepoch 1" % c, c + " epoch1") for c in codecs] + [
+        ("%s,\nepochs 2-3" % c, c + " later") for c in codecs] + [(".npy\nceiling", "npy")]
     med = [statistics.median(tier[k]) for _, k in rows]
     err = [[m - min(tier[k]) for (_, k), m in zip(rows, med)], [max(tier[k]) - m for (_, k), m in zip(rows, med)]]
-    ax[0].bar(range(len(rows)), med, yerr=err, color=["tab:gray", "tab:blue", "tab:green", "tab:green", "tab:orange"])
-    ax[0].set_xticks(range(len(rows)), [r for r, _ in rows])
-    ax[0].set_title("Disk tier: clips/s (DataLoader, 2 workers)")
+    ax[0].bar(range(len(rows)), med, yerr=err, color=["tab:gray"] + ["tab:blue"] * len(codecs) + ["tab:green"] * len(codecs) + ["tab:orange"])
+    ax[0].set_xticks(range(len(rows)), [r for r, _ in rows], fontsize=7)
+    ax[0].set_title("Disk tier by codec: clips/s (DataLoader, 2 workers)")
     codecs = list(fast)
     xc = [statistics.median([r["x-cpu"] for r in fast[c]]) for c in codecs]
     ax[1].bar(range(len(codecs)), xc, color="tab:purple")
@@ -254,7 +326,7 @@ def write(doc, text):
 
 
 def render(doc, r):
-    text = section(r["tier"], r["per_sample"], r["fast"], r["single"], r["step"], r["mapped"], r["memory"], r["memory_s"], r["began"])
+    text = section(r["tier"], r.get("hits"), r.get("codecs"), r["fast"], r["single"], r["step"], r["mapped"], r["memory"], r["memory_s"], r["began"])
     write(doc, text)
     chart(r["tier"], r["fast"], r["single"], os.path.join(os.path.dirname(doc), "benchmarks-beyond.png"))
     print(text)
@@ -266,6 +338,8 @@ def main():
     ap.add_argument("--step", type=float, default=0.3, help="training step per batch of the single reader (s)")
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     ap.add_argument("--from", dest="saved", help="re-render the figures of an earlier run (its results.json)")
+    ap.add_argument("--only-tier", action="store_true", help="the disk tier and the hit costs alone, printed, not written")
+    ap.add_argument("--codecs", default=",".join(hits.CODECS))
     a = ap.parse_args()
     if a.saved:
         r = json.load(open(a.saved))
@@ -280,8 +354,18 @@ def main():
         os.makedirs(os.path.join(index, ".vidfs"), exist_ok=True)
         for f in ["index.csv", ".vidfs/layout.json"]:
             shutil.copy(os.path.join(m.dir, f), os.path.join(index, f))
-    run.log("disk tier, %d rounds" % a.rounds)
-    tier, per_sample = tier_rounds(source, index, a.rounds)
+    codecs = a.codecs.split(",")
+    run.log("disk tier, %d rounds, codecs %s" % (a.rounds, ", ".join(codecs)))
+    tier = tier_rounds(source, index, a.rounds, codecs)
+    run.log("one reader's hit costs")
+    single_hits = hits.measure(source, 3, codecs, 1024 if hits.max_pages_settable() else None)
+    run.log("the codecs, one core")
+    codec_runs = codec_bench(3)
+    if a.only_tier:
+        r = {"tier": tier, "hits": single_hits, "codecs": codec_runs, "began": began}
+        json.dump(r, open(os.path.join(run.CACHE, "beyond-tier-results.json"), "w"))
+        print(tier_only(r))
+        return
     run.log("fast against exact")
     fast = fast_bench(3)
     run.log("single paced reader")
@@ -290,7 +374,7 @@ def main():
     mm = mapped(source, 3)
     run.log("memory with 16 readers")
     mem = memory16(source, 60)
-    r = {"tier": tier, "per_sample": per_sample, "fast": fast, "single": single, "step": a.step, "mapped": mm,
+    r = {"tier": tier, "hits": single_hits, "codecs": codec_runs, "fast": fast, "single": single, "step": a.step, "mapped": mm,
          "memory": mem, "memory_s": 60, "began": began}
     saved = os.path.join(run.CACHE, "beyond-results.json")
     json.dump(r, open(saved, "w"))

@@ -52,11 +52,11 @@ def log(*a):
 class Mounted:
     """bin/vidfs mount of the dataset, for as long as the with block."""
 
-    def __init__(self, source, extra=()):
-        self.source, self.extra = source, list(extra)
+    def __init__(self, source, extra=(), name="mnt"):
+        self.source, self.extra, self.name = source, list(extra), name
 
     def __enter__(self):
-        self.dir = os.path.join(CACHE, "mnt")
+        self.dir = os.path.join(CACHE, self.name)
         os.makedirs(self.dir, exist_ok=True)
         subprocess.run(["fusermount3", "-u", "-z", self.dir], stderr=subprocess.DEVNULL)
         self.log = open(os.path.join(CACHE, "mount.log"), "a")

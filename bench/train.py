@@ -134,10 +134,15 @@ def main():
     stats0 = mount.stats() if a.vidfs_pid else None
     epochs, clips, waited = [], 0, 0.0
     start = time.perf_counter()
+    def cpu_now():  # this process and its ended children (each epoch's DataLoader workers), and vidfs
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, cpu_seconds(a.vidfs_pid) if a.vidfs_pid else 0.0
     for e in range(a.epochs):
         sampler.set_epoch(e)
+        c0, v0 = cpu_now()
         en, ew, secs = epoch(loader, a.step)
-        epochs.append({"seconds": secs, "clips": en, "waited": ew})
+        c1, v1 = cpu_now()
+        epochs.append({"seconds": secs, "clips": en, "waited": ew, "cpu_s": c1 - c0 + v1 - v0, "vidfs_cpu_s": v1 - v0})
         clips += en
         waited += ew
     wall = time.perf_counter() - start

@@ -2,7 +2,9 @@
 // (outside the Go heap) and recycled; a sample a reader is copying from is never evicted; each
 // sample is loaded once however many readers and prefetches ask for it at the same time; a
 // reader's miss is loaded ahead of prefetch work; and eviction drops samples the plan will not
-// read soon before those it will. It knows nothing of video: a Loader makes a sample's bytes.
+// read soon before those it will. It knows nothing of video: a Loader makes a sample's bytes,
+// and a Fetch, when there is one, makes those a quicker source holds (a disk tier), in a lane of
+// its own, so that they never wait behind the slow loads.
 //
 // Locking: the cache calls NextUse with its own lock held (choosing a victim), so whatever
 // answers it (the plans) must never call into the cache while holding its own lock: the order is
@@ -33,6 +35,14 @@ type Options struct {
 	// beside what readers and loads hold; see Depth).
 	Prefetch int
 	Load     Loader
+	// Fetch, if set, makes sample's bytes in buf from a quicker source than Load (a disk tier) if
+	// that source has them, and says whether it did. Every sample goes to Fetch first, and to
+	// Load only when Fetch did not make it. Fetches run in a lane of their own, beside Load's:
+	// FetchWorkers prefetches at once, and readers' misses beside them (up to twice as many in
+	// all), so that with every Load busy what Fetch can make is still made ahead of the reader.
+	Fetch func(ctx context.Context, sample int, buf []byte) bool
+	// FetchWorkers is how many prefetches Fetch makes at once (0: Workers).
+	FetchWorkers int
 	// NextUse says how soon a sample is due, in milliseconds at its readers' pace, or -1 when it
 	// is not due soon. Nil: nothing is due (plain LRU).
 	NextUse func(sample int) int
@@ -75,6 +85,17 @@ type job int
 const (
 	prefetchJob job = iota // ahead of the reader, from the plan
 	demandJob              // a reader is waiting for it
+	jobs
+)
+
+// lane is which of the two ways of making a sample loads it: each has its own queues and its own
+// limit on loads at once.
+type lane int
+
+const (
+	fetchLane lane = iota // Options.Fetch: the quick source
+	loadLane              // Options.Load
+	lanes
 )
 
 type entry struct {
@@ -82,6 +103,8 @@ type entry struct {
 	state   state
 	buf     []byte
 	demand  bool // a reader asked for it: load ahead of prefetch work
+	lane    lane // the lane it is queued or loading in
+	started bool // a load of it has started (counted in Stats.Prefetched or Demand)
 	pins    int  // readers copying from buf
 	waiters int  // readers waiting for it
 	read    bool // read since it was loaded
@@ -99,7 +122,7 @@ type Cache struct {
 	kick   chan struct{}
 
 	// mu guards everything below. Lock order: mu, then the plans' lock (NextUse is asked with mu
-	// held, choosing a victim); Want, Load and OnFail are called without it.
+	// held, choosing a victim); Want, Fetch, Load and OnFail are called without it.
 	mu        sync.Mutex
 	changed   chan struct{} // closed (and replaced) when a buffer may have become free
 	entries   map[int]*entry
@@ -107,9 +130,8 @@ type Cache struct {
 	failed    map[int]error // samples whose load failed, and why: the record of it (see Failures)
 	free      [][]byte
 	allocated int
-	demandQ   []*entry
-	prefetchQ []*entry
-	running   [2]int // loads running, by job
+	queue     [lanes][jobs][]*entry // queued loads, by lane and job
+	running   [lanes][jobs]int      // loads running, by lane and job
 	closed    bool
 	stats     Stats
 }
@@ -125,6 +147,8 @@ type Stats struct {
 	Queued    int
 
 	Loaded        int64 // loads that succeeded
+	Fetched       int64 // of those, made by Fetch
+	FetchMissed   int64 // samples Fetch did not make, passed to Load
 	Failed        int64 // loads that failed
 	Prefetched    int64 // loads started ahead of a read
 	Demand        int64 // loads started by a read's miss
@@ -138,6 +162,9 @@ type Stats struct {
 func New(opts Options) (*Cache, error) {
 	if opts.SampleBytes <= 0 || opts.Capacity < 1 || opts.Workers < 1 || opts.Load == nil {
 		return nil, fmt.Errorf("cache: bad options (sample %d bytes, capacity %d, workers %d)", opts.SampleBytes, opts.Capacity, opts.Workers)
+	}
+	if opts.FetchWorkers <= 0 {
+		opts.FetchWorkers = opts.Workers
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{
@@ -221,13 +248,12 @@ func (c *Cache) Get(ctx context.Context, sample int) (h *Handle, hit bool, err e
 				}
 				continue
 			}
-			e = &entry{sample: sample, buf: buf, demand: true, done: make(chan struct{})}
-			c.entries[sample] = e
-			c.demandQ = append(c.demandQ, e)
+			e = c.enqueue(sample, buf, demandJob)
 		} else if e.state == queued && !e.demand {
 			e.demand = true // a reader wants it now: move it ahead of prefetch work
-			c.prefetchQ = remove(c.prefetchQ, e)
-			c.demandQ = append(c.demandQ, e)
+			q := &c.queue[e.lane]
+			q[prefetchJob] = remove(q[prefetchJob], e)
+			q[demandJob] = append(q[demandJob], e)
 		}
 		e.waiters++
 		c.dispatch()
@@ -250,6 +276,18 @@ func (c *Cache) Get(ctx context.Context, sample int) (h *Handle, hit bool, err e
 		c.pin(e)
 		return &Handle{c, e}, false, nil
 	}
+}
+
+// enqueue makes an entry for sample, holding buf, and queues it in the first lane: Fetch's if
+// there is one. Called with c.mu held.
+func (c *Cache) enqueue(sample int, buf []byte, j job) *entry {
+	e := &entry{sample: sample, buf: buf, demand: j == demandJob, lane: loadLane, done: make(chan struct{})}
+	if c.opts.Fetch != nil {
+		e.lane = fetchLane
+	}
+	c.entries[sample] = e
+	c.queue[e.lane][j] = append(c.queue[e.lane][j], e)
+	return e
 }
 
 // pin marks a ready entry as being read; called with c.mu held.
@@ -315,11 +353,13 @@ func (c *Cache) prefetch(want []int) {
 		wanted[s] = true
 	}
 	dropped := false
-	for _, e := range append([]*entry(nil), c.prefetchQ...) {
-		if !wanted[e.sample] {
-			c.free = append(c.free, c.drop(e))
-			c.stats.Cancelled++
-			dropped = true
+	for l := range lanes {
+		for _, e := range append([]*entry(nil), c.queue[l][prefetchJob]...) {
+			if !wanted[e.sample] {
+				c.free = append(c.free, c.drop(e))
+				c.stats.Cancelled++
+				dropped = true
+			}
 		}
 	}
 	if dropped {
@@ -333,37 +373,45 @@ func (c *Cache) prefetch(want []int) {
 		if buf == nil {
 			break
 		}
-		e := &entry{sample: s, buf: buf, done: make(chan struct{})}
-		c.entries[s] = e
-		c.prefetchQ = append(c.prefetchQ, e)
+		c.enqueue(s, buf, prefetchJob)
 	}
 	c.dispatch()
 }
 
-// dispatch starts queued loads: readers' misses first, up to MaxLoads(Workers) loads in all,
-// prefetches on up to Workers. Called with c.mu held.
+// dispatch starts queued loads in each lane: readers' misses first, up to twice the lane's
+// workers in all, prefetches on up to its workers (Workers for Load, which is what MaxLoads
+// counts; FetchWorkers for Fetch). Called with c.mu held.
 func (c *Cache) dispatch() {
-	w, all := c.opts.Workers, MaxLoads(c.opts.Workers)
-	running := func() int { return c.running[prefetchJob] + c.running[demandJob] }
-	for len(c.demandQ) > 0 && running() < all {
-		e := c.demandQ[0]
-		c.demandQ = c.demandQ[1:]
-		c.start(e, demandJob)
-	}
-	for len(c.demandQ) == 0 && len(c.prefetchQ) > 0 && c.running[prefetchJob] < w && running() < all {
-		e := c.prefetchQ[0]
-		c.prefetchQ = c.prefetchQ[1:]
-		c.start(e, prefetchJob)
+	for l := range lanes {
+		w := c.opts.Workers
+		if l == fetchLane {
+			w = c.opts.FetchWorkers
+		}
+		q, run := &c.queue[l], &c.running[l]
+		running := func() int { return run[prefetchJob] + run[demandJob] }
+		for len(q[demandJob]) > 0 && running() < 2*w {
+			e := q[demandJob][0]
+			q[demandJob] = q[demandJob][1:]
+			c.start(e, demandJob)
+		}
+		for len(q[demandJob]) == 0 && len(q[prefetchJob]) > 0 && run[prefetchJob] < w && running() < 2*w {
+			e := q[prefetchJob][0]
+			q[prefetchJob] = q[prefetchJob][1:]
+			c.start(e, prefetchJob)
+		}
 	}
 }
 
 func (c *Cache) start(e *entry, j job) {
 	e.state = loading
-	c.running[j]++
-	if j == demandJob {
-		c.stats.Demand++
-	} else {
-		c.stats.Prefetched++
+	c.running[e.lane][j]++
+	if !e.started {
+		e.started = true
+		if j == demandJob {
+			c.stats.Demand++
+		} else {
+			c.stats.Prefetched++
+		}
 	}
 	c.wg.Add(1)
 	go c.run(e, j)
@@ -371,6 +419,10 @@ func (c *Cache) start(e *entry, j job) {
 
 func (c *Cache) run(e *entry, j job) {
 	defer c.wg.Done()
+	if e.lane == fetchLane {
+		c.fetched(e, j, c.opts.Fetch(c.ctx, e.sample, e.buf))
+		return
+	}
 	err := c.opts.Load(c.ctx, e.sample, e.buf)
 	failed := err != nil && c.ctx.Err() == nil && !errors.Is(err, context.Canceled)
 	if failed && c.opts.OnFail != nil {
@@ -379,11 +431,38 @@ func (c *Cache) run(e *entry, j job) {
 	c.finish(e, j, err, failed)
 }
 
+// fetched settles a fetch: the sample is ready if Fetch made it, else it is queued for Load,
+// ahead of prefetch work if a reader waits for it (unless the cache is closing).
+func (c *Cache) fetched(e *entry, j job, ok bool) {
+	if !ok {
+		c.mu.Lock()
+		if !c.closed {
+			c.running[fetchLane][j]--
+			c.stats.FetchMissed++
+			e.state, e.lane = queued, loadLane
+			next := prefetchJob
+			if e.demand {
+				next = demandJob
+			}
+			c.queue[loadLane][next] = append(c.queue[loadLane][next], e)
+			c.dispatch()
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+	}
+	var err error
+	if !ok {
+		err = ErrClosed
+	}
+	c.finish(e, j, err, false)
+}
+
 // finish settles a load that returned err: failed, cancelled or ready.
 func (c *Cache) finish(e *entry, j job, err error, failed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.running[j]--
+	c.running[e.lane][j]--
 	if err != nil {
 		delete(c.entries, e.sample)
 		c.free = append(c.free, e.buf)
@@ -397,6 +476,9 @@ func (c *Cache) finish(e *entry, j job, err error, failed bool) {
 		e.state = ready
 		e.lru = c.recency.PushBack(e)
 		c.stats.Loaded++
+		if e.lane == fetchLane {
+			c.stats.Fetched++
+		}
 	}
 	close(e.done)
 	c.signal()
@@ -478,9 +560,12 @@ func (c *Cache) victim(sample int, demand bool) *entry {
 			return e
 		}
 	}
-	for i := len(c.prefetchQ) - 1; i >= 0; i-- { // queued prefetches, last due first
-		if consider(c.prefetchQ[i]) {
-			return c.prefetchQ[i]
+	for l := range lanes { // queued prefetches, last due first
+		q := c.queue[l][prefetchJob]
+		for i := len(q) - 1; i >= 0; i-- {
+			if consider(q[i]) {
+				return q[i]
+			}
 		}
 	}
 	return best
@@ -494,7 +579,7 @@ func (c *Cache) drop(e *entry) []byte {
 		c.recency.Remove(e.lru)
 		e.lru = nil
 	} else {
-		c.prefetchQ = remove(c.prefetchQ, e)
+		c.queue[e.lane][prefetchJob] = remove(c.queue[e.lane][prefetchJob], e)
 		e.err = context.Canceled
 		close(e.done)
 	}
@@ -573,7 +658,8 @@ func (c *Cache) Stats() Stats {
 
 // Close stops prefetching, cancels running loads and waits for them, waits until every Handle
 // is released, and then unmaps the buffers: it never unmaps one under a reader. Readers hold a
-// Handle only while they copy out, so the wait is short. From the moment Close begins, Get and
+// Handle only while their answer is written out of it (fs: until go-fuse has written the reply),
+// so the wait is short. From the moment Close begins, Get and
 // Peek fail (ErrClosed) or return nil.
 func (c *Cache) Close() {
 	c.mu.Lock()
@@ -582,11 +668,15 @@ func (c *Cache) Close() {
 		return
 	}
 	c.closed = true
-	for _, e := range append(c.demandQ, c.prefetchQ...) {
-		e.err = ErrClosed
-		close(e.done)
+	for l := range lanes {
+		for j := range jobs {
+			for _, e := range c.queue[l][j] {
+				e.err = ErrClosed
+				close(e.done)
+			}
+			c.queue[l][j] = nil
+		}
 	}
-	c.demandQ, c.prefetchQ = nil, nil
 	c.signal()
 	c.mu.Unlock()
 	c.cancel()

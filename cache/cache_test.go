@@ -441,3 +441,107 @@ func TestDepth(t *testing.T) {
 		c.Close()
 	}
 }
+
+// fetcher is a test's Fetch: it makes the samples in has (filling them as loader does), and
+// counts its calls.
+type fetcher struct {
+	mu    sync.Mutex
+	has   map[int]bool
+	calls map[int]int
+}
+
+func (f *fetcher) fetch(ctx context.Context, s int, buf []byte) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[s]++
+	if !f.has[s] {
+		return false
+	}
+	for i := range buf {
+		buf[i] = byte(s)
+	}
+	return true
+}
+
+func (f *fetcher) count(s int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[s]
+}
+
+// TestFetchLane: what Fetch makes is made ahead of the reader while every Load is busy (with
+// the loads of samples queued before it), and a reader's miss that Fetch makes does not wait for
+// them either; what Fetch does not make goes to Load, once, and a reader waiting for it comes
+// before prefetches there.
+func TestFetchLane(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ld := newLoader()
+		for _, s := range []int{1, 2, 3, 20} {
+			ld.gate[s] = make(chan struct{})
+		}
+		ft := &fetcher{has: map[int]bool{10: true, 12: true, 14: true, 16: true}, calls: map[int]int{}}
+		plan := []int{1, 2, 10, 3, 12, 14}
+		due := func(s int) int {
+			for i, p := range plan {
+				if p == s {
+					return i
+				}
+			}
+			return -1
+		}
+		c, err := New(Options{SampleBytes: sampleBytes, Capacity: 16, Workers: 1, Load: ld.load, Fetch: ft.fetch, NextUse: due,
+			Want: func(dst []int, n int) []int { return append(dst, plan...) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		synctest.Wait()
+		// The one load worker holds sample 1; 2 and 3 wait behind it. 10, 12 and 14 are made.
+		st := c.Stats()
+		if st.Fetched != 3 || st.FetchMissed != 3 || ld.count(1) != 1 || ld.count(2) != 0 || ld.count(3) != 0 {
+			t.Fatalf("fetched %d, passed to Load %d, loads of 1, 2, 3: %d, %d, %d; want 3, 3, and 1 alone loading",
+				st.Fetched, st.FetchMissed, ld.count(1), ld.count(2), ld.count(3))
+		}
+		for _, s := range []int{10, 12, 14} {
+			if !get(t, c, s) {
+				t.Errorf("sample %d, which Fetch makes, was not ready while the loads were busy", s)
+			}
+			if ft.count(s) != 1 {
+				t.Errorf("sample %d fetched %d times", s, ft.count(s))
+			}
+		}
+		// A reader's miss that Fetch makes, while the loads are still busy.
+		done := make(chan bool)
+		go func() { done <- get(t, c, 16) }()
+		synctest.Wait()
+		select {
+		case hit := <-done:
+			if hit {
+				t.Error("sample 16, never prefetched, counted as a hit")
+			}
+		default:
+			t.Fatal("a reader's miss that Fetch makes waited for the loads")
+		}
+		// A reader's miss that Fetch does not make is loaded before the queued prefetches 2 and 3.
+		go func() { done <- get(t, c, 20) }()
+		synctest.Wait()
+		close(ld.gate[1])
+		if s := <-ld.began; s != 1 {
+			t.Fatalf("load %d began first", s)
+		}
+		if s := <-ld.began; s != 20 {
+			t.Errorf("load %d began after 1, want the reader's miss 20 first", s)
+		}
+		for _, s := range []int{2, 3, 20} {
+			close(ld.gate[s])
+		}
+		<-done
+		synctest.Wait()
+		if ft.count(20) != 1 || ld.count(20) != 1 || ld.count(10) != 0 {
+			t.Errorf("sample 20 fetched %d and loaded %d times, 10 loaded %d times; want 1, 1, 0", ft.count(20), ld.count(20), ld.count(10))
+		}
+		if st := c.Stats(); st.Loaded != 8 || st.Fetched != 4 || st.Demand != 2 || st.Prefetched != 6 {
+			t.Errorf("stats %+v: want 8 loaded, 4 of them fetched, 2 loads for readers and 6 prefetches", st)
+		}
+	})
+}

@@ -40,3 +40,32 @@ func TestCloseWaitsForHandles(t *testing.T) {
 		<-closed
 	})
 }
+
+// TestCloseWhileFetching: a fetch that Close interrupts (Fetch gives up when the cache's context
+// ends) settles its sample as closed: Close returns, the reader waiting for it fails, and the
+// sample is not passed to Load.
+func TestCloseWhileFetching(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ld := newLoader()
+		fetching := make(chan struct{})
+		fetch := func(ctx context.Context, s int, buf []byte) bool {
+			close(fetching)
+			<-ctx.Done()
+			return false
+		}
+		c, err := New(Options{SampleBytes: sampleBytes, Capacity: 4, Workers: 1, Load: ld.load, Fetch: fetch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error)
+		go func() { _, _, err := c.Get(context.Background(), 3); errc <- err }()
+		<-fetching
+		c.Close()
+		if err := <-errc; err == nil {
+			t.Error("Get of a sample being fetched at Close succeeded")
+		}
+		if n := ld.count(3); n != 0 {
+			t.Errorf("a sample whose fetch Close interrupted was loaded %d times", n)
+		}
+	})
+}

@@ -116,6 +116,9 @@ func fakeFSWith(t *testing.T, cacheSamples, workers int, fail map[string]error, 
 	for _, m := range more {
 		m(&cfg)
 	}
+	for i, in := range cfg.Infos { // a change may have moved the videos
+		dec.video[in.Path] = i
+	}
 	f, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +145,7 @@ func readAt(t *testing.T, f *FS, off int64, n int) ([]byte, syscall.Errno) {
 	if errno != 0 {
 		return nil, errno
 	}
+	defer res.Done() // as go-fuse does once it has written the answer
 	b, st := res.Bytes(make([]byte, n))
 	if !st.Ok() {
 		t.Fatalf("read result: %v", st)

@@ -66,6 +66,9 @@ type Config struct {
 	// tier). "" or 0: none.
 	TierDir   string
 	TierBytes int64
+	// TierCodec is how the disk tier stores samples (0: none if every sample fits within
+	// TierBytes uncompressed, else zstd).
+	TierCodec tier.Codec
 	// Skipped lists videos left out of the layout, with the reason, for reports.
 	Skipped []wire.Problem
 	Log     *slog.Logger
@@ -146,13 +149,16 @@ func New(cfg Config) (*FS, error) {
 	}
 	f.plans = order.NewPlans(256, depth+256, idle)
 	if cfg.TierDir != "" && cfg.TierBytes > 0 {
+		codec, why := tierCodec(cfg.TierCodec, lay.Len(), S, cfg.TierBytes)
+		cfg.Log.Info("disk tier codec", "codec", codec, "why", why)
 		// The write backlog is memory beside the cache: a few samples' worth.
-		t, err := tier.Open(tier.Options{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Log: cfg.Log, Backlog: max(16<<20, 4*S),
+		t, err := tier.Open(tier.Options{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Codec: codec, Log: cfg.Log, Backlog: max(16<<20, 4*S),
 			Due: f.plans.Until})
 		if err != nil {
 			return nil, err
 		}
 		f.tier = &diskTier{t: t, prefix: keyPrefix(f.out)}
+		opts.Fetch = f.fetchSample
 	}
 	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.NextUse, f.plans.Upcoming
 	c, err := cache.New(opts)

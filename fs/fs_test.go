@@ -19,6 +19,7 @@ import (
 	"github.com/vidfs/vidfs/internal/testvideo"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/tier"
 )
 
 func TestMain(m *testing.M) {
@@ -34,6 +35,9 @@ type testMount struct {
 	src   string
 	lay   *layout.Layout
 	close func() // unmounts and closes, once (also at the test's end)
+	// unmounted, if set, is called by close between unmounting and closing: every request has
+	// been answered by then.
+	unmounted func()
 }
 
 type mountSetup struct {
@@ -49,6 +53,7 @@ type mountSetup struct {
 	src        string // SRC to use (a fresh one when "")
 	tierDir    string
 	tierBytes  int64
+	tierCodec  tier.Codec
 }
 
 // allGood is a source tree of every decodable test video, in class folders.
@@ -93,7 +98,7 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 	t.Cleanup(pool.Close)
 	f, err := New(Config{Source: src, Layout: lay, Infos: in, Resize: s.resize, Fast: s.fast, Decoder: pool, CacheBytes: s.cacheBytes,
 		Workers: s.workers, Prefetch: s.prefetch, Skipped: skipped, OnError: s.onError, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
-		TierDir: s.tierDir, TierBytes: s.tierBytes})
+		TierDir: s.tierDir, TierBytes: s.tierBytes, TierCodec: s.tierCodec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,16 +108,20 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 		t.Fatal(err)
 	}
 	var once sync.Once
-	closeMount := func() {
+	tm := &testMount{fs: f, m: m, dir: dir, src: src, lay: lay}
+	tm.close = func() {
 		once.Do(func() {
 			if err := m.Unmount(); err != nil {
 				t.Errorf("unmount: %v", err)
 			}
+			if tm.unmounted != nil {
+				tm.unmounted()
+			}
 			f.Close()
 		})
 	}
-	t.Cleanup(closeMount)
-	return &testMount{fs: f, m: m, dir: dir, src: src, lay: lay, close: closeMount}
+	t.Cleanup(tm.close)
+	return tm
 }
 
 // probeTree probes the videos under src and lays out those that can be read; the rest are
@@ -266,6 +275,14 @@ for i, name in zip(picks, names):
 	if err := os.WriteFile(filepath.Join(tm.dir, "new.txt"), nil, 0o644); err == nil {
 		t.Error("created a file in the mount")
 	}
+	// Reads are answered from the cache's buffers, pinned until the answer is written: once every
+	// request is answered, none is pinned.
+	tm.unmounted = func() {
+		if p := tm.fs.cache.Stats().Pinned; p != 0 {
+			t.Errorf("%d samples still pinned once every read was answered", p)
+		}
+	}
+	tm.close()
 }
 
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }

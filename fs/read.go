@@ -9,6 +9,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/internal/metrics"
 )
 
@@ -55,6 +56,9 @@ type counted struct {
 }
 
 // read serves [off, off+len(dest)) of a file made of hdr and then samples first..first+count-1.
+// Nothing is copied into dest: the answer is the bytes where they lie (the header, the samples'
+// buffers in the cache, pinned until go-fuse has written them to the kernel, zeros), which the
+// kernel copies into the reader's buffer in one writev.
 // It returns fewer bytes than asked (a short read, which readers handle) in two cases: a read
 // that starts in the header stops at its end, so that reading the header (np.load does, with
 // a large buffer) decodes nothing; and, under OnErrorEIO, a read that reaches a sample whose
@@ -69,11 +73,13 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 	var waited time.Duration
 	var accesses []counted
 	var errno syscall.Errno
+	res := &readResult{}
 	var mine []string // the plans the reader wrote
 	mineKnown := false
 	for _, p := range f.lay.Pieces(int64(len(hdr)), first, count, off, int64(len(dest))) {
 		if p.Sample < 0 {
-			n += copy(dest[n:], hdr[p.Offset:p.Offset+p.Len])
+			res.add(hdr[p.Offset : p.Offset+p.Len])
+			n += int(p.Len)
 			break
 		}
 		if !mineKnown {
@@ -105,15 +111,20 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 			accesses = append(accesses, counted{plan, hit, w})
 		}
 		if h == nil { // zeros in place of a sample that cannot be decoded
-			clear(dest[n : n+int(p.Len)])
+			res.addZeros(int(p.Len))
 			n += int(p.Len)
 			continue
 		}
-		n += copy(dest[n:], h.Bytes()[p.Offset:p.Offset+p.Len])
-		h.Release()
+		res.add(h.Bytes()[p.Offset : p.Offset+p.Len])
+		res.pinned = append(res.pinned, h)
+		n += int(p.Len)
 	}
-	if n == 0 && errno != 0 {
-		return nil, errno
+	if n == 0 {
+		res.Done() // go-fuse calls Done of no empty answer: nothing may stay pinned
+		if errno != 0 {
+			return nil, errno
+		}
+		return fuse.ReadResultData(nil), 0
 	}
 	c := &f.reads
 	c.latency.Observe(time.Since(start))
@@ -134,7 +145,55 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 	}
 	c.all.waited += waited
 	c.mu.Unlock()
-	return fuse.ReadResultData(dest[:n]), 0
+	return res, 0
+}
+
+// readResult is a read's answer as the pieces of memory that hold it, written to the kernel
+// with one writev (go-fuse asks Slices, then calls Done once it has written them), so that
+// vidfs copies nothing: the kernel copies each piece into the reader's buffer.
+type readResult struct {
+	parts  [][]byte
+	size   int
+	pinned []*cache.Handle // the samples parts point into, released by Done
+}
+
+// zeros is what parts of a sample that cannot be decoded point to under --on-error zeros. It is
+// never written.
+var zeros [1 << 20]byte
+
+func (r *readResult) add(b []byte) {
+	r.parts = append(r.parts, b)
+	r.size += len(b)
+}
+
+func (r *readResult) addZeros(n int) {
+	for n > 0 {
+		k := min(n, len(zeros))
+		r.add(zeros[:k])
+		n -= k
+	}
+}
+
+func (r *readResult) Size() int { return r.size }
+
+// Slices is the answer's pieces, for go-fuse's writev.
+func (r *readResult) Slices() ([][]byte, fuse.Status) { return r.parts, fuse.OK }
+
+// Bytes copies the answer into buf, or a larger buffer if it does not fit.
+func (r *readResult) Bytes(buf []byte) ([]byte, fuse.Status) {
+	buf = buf[:0]
+	for _, p := range r.parts {
+		buf = append(buf, p...)
+	}
+	return buf, fuse.OK
+}
+
+// Done releases the samples the answer pointed into: after it, the answer must not be used.
+func (r *readResult) Done() {
+	for _, h := range r.pinned {
+		h.Release()
+	}
+	r.pinned, r.parts = nil, nil
 }
 
 // failedLoad tells whether err, from the cache's Get of sample, is that sample's failed load,

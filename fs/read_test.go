@@ -22,6 +22,7 @@ func TestReadFailuresThatAreNotDecodes(t *testing.T) {
 		read := func(ctx context.Context) syscall.Errno {
 			res, errno := f.read(ctx, f.lay.NpyHeader(), 0, f.lay.Len(), make([]byte, S), off)
 			if errno == 0 {
+				defer res.Done()
 				b, _ := res.Bytes(make([]byte, S))
 				t.Errorf("served %d bytes (zeros: %v) of a sample that never failed to decode", len(b), bytes.Equal(b, make([]byte, S)))
 			}

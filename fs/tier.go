@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"os"
 
 	"github.com/vidfs/vidfs/decode"
@@ -75,24 +76,38 @@ func (f *FS) current(i int) bool {
 	return err == nil && st.Size() == v.Size && st.ModTime().UnixNano() == v.ModTime && v.Size > 0
 }
 
-// loadSample makes sample i's bytes in buf, for the cache: from the disk tier if it holds them,
-// else by decoding, after which the tier keeps them (written in the background).
+// fetchSample makes sample i's bytes in buf from the disk tier if it holds them, for the cache's
+// quick lane (cache.Options.Fetch), so that tier hits never wait behind decodes. A sample of a
+// video changed under the mount is not served from the tier.
+func (f *FS) fetchSample(ctx context.Context, i int, buf []byte) bool {
+	return ctx.Err() == nil && f.current(i) && f.tier.t.Get(f.sampleKey(i), i, buf)
+}
+
+// loadSample decodes sample i into buf, for the cache, after which the disk tier, if there is
+// one, keeps it (written in the background). The cache asks the tier first (fetchSample).
 func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
-	if f.tier == nil {
-		return f.decodeSample(ctx, i, buf)
-	}
-	if !f.current(i) {
-		return f.decodeSample(ctx, i, buf)
-	}
-	k := f.sampleKey(i)
-	if f.tier.t.Get(k, i, buf) {
-		return nil
-	}
 	if err := f.decodeSample(ctx, i, buf); err != nil {
 		return err
 	}
-	f.tier.t.Put(k, i, buf)
+	if f.tier != nil && f.current(i) {
+		f.tier.t.Put(f.sampleKey(i), i, buf)
+	}
 	return nil
+}
+
+// tierCodec is the codec the disk tier writes with: the one asked for, or when none was, none
+// if every sample of the layout fits within the tier's bound uncompressed (the least CPU, in
+// every epoch), else zstd (the most samples in the room there is: a sample the tier cannot
+// hold costs a decode, ten times a hit's decompression).
+func tierCodec(asked tier.Codec, samples int, sampleBytes, bound int64) (tier.Codec, string) {
+	if asked != 0 {
+		return asked, "asked for (--cache-disk-codec)"
+	}
+	need := int64(samples) * (sampleBytes + tier.HeaderSize)
+	if need <= bound {
+		return tier.None, fmt.Sprintf("every sample fits uncompressed (%d MiB of %d MiB)", need>>20, bound>>20)
+	}
+	return tier.Zstd, fmt.Sprintf("the samples do not fit uncompressed (%d MiB, the bound %d MiB): the smallest", need>>20, bound>>20)
 }
 
 // tagTier tells the tier which of its entries (found on disk from an earlier mount) are which
@@ -113,7 +128,7 @@ func (f *FS) tierStats() *wire.TierStats {
 		return nil
 	}
 	s := f.tier.t.Stats()
-	w := &wire.TierStats{Dir: s.Dir, CapacityBytes: s.MaxBytes, UsedBytes: s.Bytes, Entries: s.Entries,
+	w := &wire.TierStats{Dir: s.Dir, Codec: s.Codec.String(), CapacityBytes: s.MaxBytes, UsedBytes: s.Bytes, Entries: s.Entries,
 		Hits: s.Hits, Misses: s.Misses, Written: s.Written, Skipped: s.Skipped, Corrupt: s.Corrupt,
 		ReadErrors: s.ReadErrors, Evicted: s.Evicted, Backlog: s.Backlog, BacklogBytes: s.BacklogBytes}
 	if s.Written > 0 {

@@ -1,16 +1,20 @@
 package fs
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/testvideo"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/order"
+	"github.com/vidfs/vidfs/tier"
 )
 
 // tierFiles are the videos of the disk tier's tests: three codecs, three containers.
@@ -50,11 +54,17 @@ func entryFiles(t *testing.T, dir string) (files []string, bytes int64) {
 	return files, bytes
 }
 
-// TestTier: samples decoded through a mount with a disk tier come back from it after a remount,
-// identical, without decoding; other layout parameters miss; damaged entries are decoded again
-// and never served; a video changed under the mount is not served from the tier; the tier keeps
-// to its bound.
+// TestTier: for every codec, samples decoded through a mount with a disk tier come back from it
+// after a remount, identical, without decoding; other layout parameters miss; damaged entries
+// are decoded again and never served; a video changed under the mount is not served from the
+// tier; the tier keeps to its bound.
 func TestTier(t *testing.T) {
+	for _, c := range tier.Codecs {
+		t.Run(c.String(), func(t *testing.T) { testTier(t, c) })
+	}
+}
+
+func testTier(t *testing.T, codec tier.Codec) {
 	src := t.TempDir()
 	for dst, name := range tierFiles {
 		os.MkdirAll(filepath.Join(src, filepath.Dir(dst)), 0o755)
@@ -64,7 +74,7 @@ func TestTier(t *testing.T) {
 	}
 	tierDir := t.TempDir()
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 6, Height: 32, Width: 48}
-	setup := mountSetup{src: src, spec: spec, tierDir: tierDir, tierBytes: 1 << 30}
+	setup := mountSetup{src: src, spec: spec, tierDir: tierDir, tierBytes: 1 << 30, tierCodec: codec}
 
 	// First mount: everything is decoded, and written to the tier.
 	a := mountVideos(t, setup)
@@ -72,24 +82,30 @@ func TestTier(t *testing.T) {
 	a.fs.tier.t.Flush()
 	st := a.fs.Stats()
 	n := int64(a.lay.Len())
-	if st.Tier == nil || st.Tier.Written != n || st.Tier.Hits != 0 || st.Decode.Clips != n {
-		t.Fatalf("first mount: %d samples, tier %+v, %d decoded: want every sample decoded and written", n, st.Tier, st.Decode.Clips)
+	if st.Tier == nil || st.Tier.Written != n || st.Tier.Hits != 0 || st.Decode.Clips != n || st.Tier.Codec != codec.String() {
+		t.Fatalf("first mount: %d samples, tier %+v, %d decoded: want every sample decoded and written with %v", n, st.Tier, st.Decode.Clips, codec)
 	}
 	if files, _ := entryFiles(t, tierDir); int64(len(files)) != n {
 		t.Fatalf("%d entry files for %d samples", len(files), n)
 	}
 	a.close()
 
-	// Same parameters: every sample from the tier, the same bytes, nothing decoded.
-	b := mountVideos(t, setup)
-	if got := readAll(t, b); !equalDigests(got, want) {
-		t.Error("samples from the tier differ from the decoded ones")
+	// Same parameters, with this codec and with each other one: every sample from the tier, the
+	// same bytes, nothing decoded, nothing written again.
+	for _, other := range tier.Codecs {
+		same := setup
+		same.tierCodec = other
+		b := mountVideos(t, same)
+		if got := readAll(t, b); !equalDigests(got, want) {
+			t.Errorf("remount with %v: samples from the tier differ from the decoded ones", other)
+		}
+		b.fs.tier.t.Flush()
+		st = b.fs.Stats()
+		if st.Tier.Hits != n || st.Decode.Clips != 0 || st.Tier.Written != 0 {
+			t.Errorf("remount with %v: %d tier hits, %d decoded, %d written; want %d, 0, 0", other, st.Tier.Hits, st.Decode.Clips, st.Tier.Written, n)
+		}
+		b.close()
 	}
-	st = b.fs.Stats()
-	if st.Tier.Hits != n || st.Decode.Clips != 0 {
-		t.Errorf("remount: %d tier hits, %d decoded; want %d and 0", st.Tier.Hits, st.Decode.Clips, n)
-	}
-	b.close()
 
 	// Other parameters that change the bytes: nothing from the tier.
 	for _, change := range []struct {
@@ -186,4 +202,109 @@ func equalDigests(a, b [][32]byte) bool {
 		}
 	}
 	return true
+}
+
+// onDisk makes the fake videos files under src (unless they are there), so that a fake mount's
+// disk tier serves them (it serves only samples of videos whose files are as the layout says),
+// and gives the mount a disk tier in tierDir.
+func onDisk(t *testing.T, src, tierDir string, codec tier.Codec) func(*Config) {
+	return func(cfg *Config) {
+		for i, v := range cfg.Layout.Videos {
+			p := filepath.Join(src, v.Path)
+			if _, err := os.Stat(p); err != nil {
+				os.MkdirAll(filepath.Dir(p), 0o755)
+				if err := os.WriteFile(p, []byte(v.Path), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Layout.Videos[i].Size, cfg.Layout.Videos[i].ModTime = st.Size(), st.ModTime().UnixNano()
+			cfg.Infos[i].Path = p
+		}
+		cfg.TierDir, cfg.TierBytes, cfg.TierCodec = tierDir, 1<<20, codec
+	}
+}
+
+// TestTierAheadOfDecodes: with every decode held and the disk tier holding some of the plan's
+// samples behind those it does not, the tier's samples are loaded into memory ahead of the reader
+// anyway, and the reader meets them there: tier loads never queue behind decodes.
+func TestTierAheadOfDecodes(t *testing.T) {
+	for _, codec := range tier.Codecs {
+		t.Run(codec.String(), func(t *testing.T) {
+			src, tierDir := t.TempDir(), t.TempDir()
+			// A first mount decodes every sample, and the tier keeps them all.
+			f, _ := fakeFSWith(t, 40, 1, nil, OnErrorEIO, onDisk(t, src, tierDir, codec))
+			hdr, S := int64(len(f.lay.NpyHeader())), int(f.lay.Spec.SampleBytes())
+			for i := range f.lay.Len() {
+				if _, errno := readAt(t, f, hdr+int64(i*S), S); errno != 0 {
+					t.Fatalf("sample %d: %v", i, errno)
+				}
+			}
+			f.tier.t.Flush()
+			f.Close()
+			synctest.Test(t, func(t *testing.T) {
+				// Capacity 16 and one worker: 12 samples ahead. The tier loses samples 0-3 (its
+				// entries are removed), so those decode, and every decode is held.
+				f, dec := fakeFSWith(t, 16, 1, nil, OnErrorEIO, onDisk(t, src, tierDir, codec))
+				for i := range 4 {
+					s := f.sampleKey(i).String()
+					if err := os.Remove(filepath.Join(tierDir, "v1", s[:2], s)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for i := range f.lay.Len() {
+					smp := f.lay.Samples[i]
+					dec.stall[[2]int{smp.Video, smp.Start}] = true
+				}
+				plan := make([]int32, f.lay.Len())
+				for i := range plan {
+					plan[i] = int32(i)
+				}
+				f.setPlan(order.DefaultPlan, plan, false, 0)
+				synctest.Wait()
+				cs := f.cache.Stats()
+				if cs.Fetched != 8 || cs.FetchMissed != 4 || cs.Loading != 1 {
+					t.Fatalf("with decodes held: %d samples loaded from the tier, %d passed to the decoder, %d loading; want the 8 the tier holds of the 12 ahead, 4, and one decode (of one worker)",
+						cs.Fetched, cs.FetchMissed, cs.Loading)
+				}
+				for i := 4; i < 12; i++ {
+					h := f.cache.Peek(i)
+					if h == nil {
+						t.Fatalf("sample %d, in the tier, is not in memory ahead of the reader", i)
+					}
+					if !bytes.Equal(h.Bytes(), want(f, i)) {
+						t.Errorf("sample %d from the tier: wrong bytes", i)
+					}
+					h.Release()
+				}
+				if st := f.Stats(); st.Decode.Clips != 0 || st.Tier.Hits != 8 {
+					t.Errorf("%d decoded, %d tier hits; want none decoded and 8 hits", st.Decode.Clips, st.Tier.Hits)
+				}
+			})
+		})
+	}
+}
+
+// TestTierCodecChoice: without a codec asked for, the tier stores samples as they are when all of
+// them fit within its bound so, and with zstd, the smallest, when they do not.
+func TestTierCodecChoice(t *testing.T) {
+	const S = 16 * 224 * 224 * 3
+	for _, tc := range []struct {
+		asked   tier.Codec
+		samples int
+		bound   int64
+		want    tier.Codec
+	}{
+		{0, 1000, 1000 * (S + tier.HeaderSize), tier.None},
+		{0, 1001, 1000 * (S + tier.HeaderSize), tier.Zstd},
+		{tier.LZ4, 10, 1 << 40, tier.LZ4},
+		{tier.None, 1 << 20, 1 << 30, tier.None},
+	} {
+		if got, why := tierCodec(tc.asked, tc.samples, S, tc.bound); got != tc.want || why == "" {
+			t.Errorf("asked %v, %d samples, bound %d: %v (%s), want %v", tc.asked, tc.samples, tc.bound, got, why, tc.want)
+		}
+	}
 }

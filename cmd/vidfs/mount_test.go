@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vidfs/vidfs/internal/testvideo"
+	"github.com/vidfs/vidfs/tier"
 )
 
 // The test binary runs as vidfs itself when asked to, so that mounts run in their own process.
@@ -162,10 +163,12 @@ print(json.dumps({"samples": n, "sample_bytes": S, "hit_rate": st["cache"]["hit_
 // read, with the disk tier on too.
 func TestMountMemoryBound(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { memoryBound(t, 1) })
-	t.Run("disk tier", func(t *testing.T) {
-		// Two epochs to warm up: the first decodes and writes the tier, the second reads it back.
-		memoryBound(t, 2, "--cache-dir", t.TempDir(), "--cache-disk", "1GiB")
-	})
+	for _, codec := range tier.Codecs {
+		t.Run("disk tier "+codec.String(), func(t *testing.T) {
+			// Two epochs to warm up: the first decodes and writes the tier, the second reads it back.
+			memoryBound(t, 2, "--cache-dir", t.TempDir(), "--cache-disk", "1GiB", "--cache-disk-codec", codec.String())
+		})
+	}
 }
 
 // memoryBound reads a mount for warm epochs, which fill the cache and run every part (each

@@ -116,8 +116,8 @@ func printStats(w io.Writer, mnt string, lay wire.Dataset, st wire.Stats) {
 	fmt.Fprintf(w, "           by decoder: NVDEC %d clips, CPU %d clips; %d videos moved to the CPU after NVDEC failed\n",
 		d.ByDecoder.NVDEC, d.ByDecoder.CPU, d.GPUFallbacks)
 	if t := st.Tier; t != nil {
-		fmt.Fprintf(w, "  tier     %s of %s on disk in %s: %d samples, %s each (%.1fx smaller)\n", formatBytes(t.UsedBytes),
-			formatBytes(t.CapacityBytes), t.Dir, t.Entries, formatBytes(int64(t.BytesPerSample)), t.Ratio)
+		fmt.Fprintf(w, "  tier     %s of %s on disk in %s: %d samples, %s each (%s: %.1fx smaller)\n", formatBytes(t.UsedBytes),
+			formatBytes(t.CapacityBytes), t.Dir, t.Entries, formatBytes(int64(t.BytesPerSample)), t.Codec, t.Ratio)
 		fmt.Fprintf(w, "           hits %d, misses %d: hit rate %s; %d written, %d waiting (%s), %d skipped, %d evicted, %d damaged and dropped, %d unreadable (kept)\n",
 			t.Hits, t.Misses, pct(t.Hits, t.Hits+t.Misses), t.Written, t.Backlog, formatBytes(t.BacklogBytes), t.Skipped, t.Evicted, t.Corrupt, t.ReadErrors)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/tier"
 )
 
 // sizeValue is a --size flag: HEIGHTxWIDTH, in the order of the array's shape.
@@ -31,6 +32,26 @@ func (r *resizeValue) String() string { return r.r.String() }
 func (r *resizeValue) Type() string   { return "MODE" }
 func (r *resizeValue) Set(v string) (err error) {
 	r.r, err = decode.ParseResize(v)
+	return err
+}
+
+// codecValue is a --cache-disk-codec flag: auto (the zero codec, which fs chooses by), none, lz4
+// or zstd.
+type codecValue struct{ c tier.Codec }
+
+func (c *codecValue) String() string {
+	if c.c == 0 {
+		return "auto"
+	}
+	return c.c.String()
+}
+func (c *codecValue) Type() string { return "auto|none|lz4|zstd" }
+func (c *codecValue) Set(v string) (err error) {
+	if v == "auto" {
+		c.c = 0
+		return nil
+	}
+	c.c, err = tier.ParseCodec(v)
 	return err
 }
 

@@ -70,6 +70,7 @@ type CacheStats struct {
 // loads: samples the memory cache needed, served from disk or decoded.
 type TierStats struct {
 	Dir            string  `json:"dir"`
+	Codec          string  `json:"codec"` // how this mount writes entries: none, lz4 or zstd
 	CapacityBytes  int64   `json:"capacity_bytes"`
 	UsedBytes      int64   `json:"used_bytes"`
 	Entries        int     `json:"entries"`
