@@ -41,4 +41,5 @@ print("decoded %d clips (%.1f frames decoded per frame served), %d reads, latenc
          st["reads"]["latency_ms"]["p50"], st["reads"]["latency_ms"]["p99"]))
 for e in st["errors"]:
     where = "whole video" if e["sample"] < 0 else "sample %d" % e["sample"]
-    print("  error: %s (%s): %s" % (e["file"], where, e["reason"].split(": ", 1)[-1]))
+    frame = "frame %d: " % e["frame"] if e.get("frame") is not None else ""
+    print("  error: %s (%s): %s%s" % (e["file"], where, frame, e["reason"]))
