@@ -92,21 +92,17 @@ func (f *FS) failedCSV() []byte {
 	w := csv.NewWriter(&b)
 	w.Write([]string{"sample", "file", "frame", "reason", "served"})
 	for _, k := range slices.Sorted(maps.Keys(failed)) {
-		err := failed[k]
-		frame, reason, served := "", err.Error(), "EIO"
-		var de *decode.Error
-		if errors.As(err, &de) {
-			reason = de.Reason()
-			if de.Frame != nil {
-				frame = strconv.Itoa(*de.Frame)
-			}
+		p := ProblemOf(f.sampleFile(k), k, failed[k]) // the reason apart from the file and frame
+		frame, served := "", "EIO"
+		if p.Frame != nil {
+			frame = strconv.Itoa(*p.Frame)
 		}
 		if with, ok := f.failed.servedFor(k); ok && with == servedZeros {
 			served = "zeros"
 		} else if ok {
 			served = strconv.Itoa(with)
 		}
-		w.Write([]string{strconv.Itoa(k), f.sampleFile(k), frame, reason, served})
+		w.Write([]string{strconv.Itoa(k), p.File, frame, p.Reason, served})
 	}
 	w.Flush()
 	return b.Bytes()
