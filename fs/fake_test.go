@@ -83,7 +83,7 @@ func (d *fakeDecoder) Stats() decode.PoolStats {
 func (d *fakeDecoder) decodes(f *FS, s int) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	smp := f.lay.Samples[s]
+	smp := f.lay.Sample(s)
 	return d.clips[[2]int{smp.Video, smp.Start}]
 }
 
@@ -129,7 +129,7 @@ func fakeFSWith(t *testing.T, cacheSamples, workers int, fail map[string]error, 
 
 // want is what sample s of f holds.
 func want(f *FS, s int) []byte {
-	smp, sp := f.lay.Samples[s], f.lay.Spec
+	smp, sp := f.lay.Sample(s), f.lay.Spec
 	fb := int(sp.SampleBytes()) / sp.Frames
 	b := make([]byte, 0, sp.SampleBytes())
 	for k := range sp.Frames {
@@ -282,7 +282,7 @@ func TestOnErrorFake(t *testing.T) {
 	// a/two.mp4 fails whole: a/one.mp4, the same class, serves.
 	first, _ := f.lay.VideoSamples(1)
 	got := sampleAt(t, f, first)
-	if v := f.lay.Samples[15].Video; v != 0 || !bytes.Equal(got, want(f, 15)) {
+	if v := f.lay.Sample(15).Video; v != 0 || !bytes.Equal(got, want(f, 15)) {
 		t.Errorf("a/two.mp4's sample 0 not served by a/one.mp4's last sample (15)")
 	}
 	// b/three.mp4 fails whole and is alone in its class: zeros.

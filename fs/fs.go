@@ -191,7 +191,7 @@ func (f *FS) Close() {
 
 // SampleClip is the clip sample i of lay holds: what a mount decodes for it (and vidfs verify).
 func SampleClip(lay *layout.Layout, i int) decode.Clip {
-	s, spec := lay.Samples[i], lay.Spec
+	s, spec := lay.Sample(i), lay.Spec
 	return decode.Clip{Start: s.Start, Frames: spec.Frames, Stride: spec.Stride, PadEnd: s.Pad,
 		FPS: decode.Rational{Num: spec.FPS.Num, Den: spec.FPS.Den}}
 }
@@ -203,7 +203,7 @@ func SampleOutput(lay *layout.Layout, resize decode.Resize, fast bool) decode.Ou
 
 // decodeSample decodes sample i into buf, for the cache (the decoder counts what it decodes).
 func (f *FS) decodeSample(ctx context.Context, i int, buf []byte) error {
-	s := f.lay.Samples[i]
+	s := f.lay.Sample(i)
 	if err := f.cfg.Decoder.DecodeClip(ctx, f.cfg.Infos[s.Video], SampleClip(f.lay, i), f.out, buf); err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func (f *FS) decodeSample(ctx context.Context, i int, buf []byte) error {
 // loadFailed logs a sample the cache now holds failed, and adds it to the problems: the cache
 // tells it once for each such sample.
 func (f *FS) loadFailed(i int, err error) {
-	file, start := f.sampleFile(i), f.lay.Samples[i].Start
+	file, start := f.sampleFile(i), f.lay.Sample(i).Start
 	f.log.Error("sample failed", "sample", i, "file", file, "start", start, "err", err, "reads_get", f.cfg.OnError.String())
 	f.problems.add(ProblemOf(file, i, err))
 }

@@ -197,7 +197,7 @@ func (tm *testMount) stats(t *testing.T) wire.Stats {
 // decoded is what decode.DecodeClip makes of sample i: the reference for every read.
 func (tm *testMount) decoded(t *testing.T, i int) []byte {
 	t.Helper()
-	s := tm.lay.Samples[i]
+	s := tm.lay.Sample(i)
 	sp := tm.lay.Spec
 	buf := make([]byte, sp.SampleBytes())
 	o := decode.Output{Width: sp.Width, Height: sp.Height, Resize: tm.fs.out.Resize}

@@ -26,7 +26,7 @@ type diskTier struct {
 // bytes changes the key, so a remount with other parameters, or over a rewritten video, never
 // finds stale bytes.
 func (f *FS) sampleKey(i int) tier.Key {
-	s := f.lay.Samples[i]
+	s := f.lay.Sample(i)
 	v := f.lay.Videos[s.Video]
 	c := SampleClip(f.lay, i)
 	h := sha256.New()
@@ -71,8 +71,8 @@ func keyPrefix(o decode.Output) [32]byte {
 // current tells whether sample i's video file is still the version the layout describes: the
 // tier neither serves nor keeps samples of a file that changed under the mount.
 func (f *FS) current(i int) bool {
-	v := f.lay.Videos[f.lay.Samples[i].Video]
-	st, err := os.Stat(f.cfg.Infos[f.lay.Samples[i].Video].Path)
+	v := f.lay.Videos[f.lay.Sample(i).Video]
+	st, err := os.Stat(f.cfg.Infos[f.lay.Sample(i).Video].Path)
 	return err == nil && st.Size() == v.Size && st.ModTime().UnixNano() == v.ModTime && v.Size > 0
 }
 
