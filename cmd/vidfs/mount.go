@@ -67,15 +67,16 @@ func (l *layoutOptions) spec() (layout.Spec, error) {
 	return spec, nil
 }
 
-// scan finds and probes the videos under src and lays them out under spec, reporting progress
-// on w and naming (on log) the first videos left out.
-func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src string) (*layout.Layout, []*decode.Info, []wire.Problem, error) {
-	videos, err := catalog.Scan(ctx, catalog.Options{Root: src, Workers: l.probeWorkers, CacheDir: l.probeCache, Progress: newProgress(w), Log: log})
+// scan finds and probes the videos under src (absolute) and lays them out under spec, reporting
+// progress on w and naming (on log) the first videos left out. The caller closes the tables.
+func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src string) (*layout.Layout, *videoTables, []wire.Problem, error) {
+	tables, videos, err := catalog.Scan(ctx, catalog.Options{Root: src, Workers: l.probeWorkers, CacheDir: l.probeCache, Progress: newProgress(w), Log: log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	lay, infos, skipped, err := arrange(spec, videos)
+	lay, refs, skipped, err := arrange(spec, videos)
 	if err != nil {
+		tables.Close()
 		return nil, nil, nil, err
 	}
 	for _, p := range skipped[:min(len(skipped), 20)] {
@@ -85,22 +86,26 @@ func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger,
 		log.Warn("more videos left out", "count", len(skipped))
 	}
 	if spec.FPS.Set() {
-		logTiming(log, lay, infos)
+		logTiming(log, videos)
 	}
 	if lay.Len() == 0 {
+		tables.Close()
 		return nil, nil, nil, fmt.Errorf("%s: no samples (%d videos found, %d readable, none with %d frames%s)", src, len(videos), len(lay.Videos), spec.Span(), atRate(spec))
 	}
-	return lay, infos, skipped, nil
+	return lay, &videoTables{tables: tables, refs: refs, src: src, lay: lay}, skipped, nil
 }
 
 // logTiming says once, under --fps, which videos are timed by their average frame rate because
 // their timestamps cannot be used: the first few by name, then how many in all.
-func logTiming(log *slog.Logger, lay *layout.Layout, infos []*decode.Info) {
+func logTiming(log *slog.Logger, videos []catalog.Video) {
 	n := 0
-	for v, info := range infos {
-		if note := info.TimingNote(); note != "" {
+	for _, v := range videos {
+		if v.Brief == nil {
+			continue
+		}
+		if note := v.Brief.TimingNote(); note != "" {
 			if n < 20 {
-				log.Warn("video timed by its average frame rate", "file", lay.Videos[v].Path, "why", note)
+				log.Warn("video timed by its average frame rate", "file", v.Rel, "why", note)
 			}
 			n++
 		}
@@ -273,6 +278,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	if err != nil {
 		return err
 	}
+	defer infos.tables.Close()
 	if S := spec.SampleBytes(); S%4096 != 0 {
 		log.Warn("sample size is not a multiple of 4 KiB: memory-mapped readers of clips.npy will also touch (and make vidfs decode) neighbouring samples; pread readers are unaffected",
 			"sample_bytes", S)
