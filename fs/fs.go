@@ -83,6 +83,8 @@ type Config struct {
 	// TierCodec is how the disk tier stores samples (0: none if every sample fits within
 	// TierBytes uncompressed, else zstd).
 	TierCodec tier.Codec
+	// Scan is how the source was scanned, for the stats (nil: not told).
+	Scan *wire.ScanStats
 	// Skipped lists videos left out of the layout, with the reason, for reports.
 	Skipped []wire.Problem
 	Log     *slog.Logger

@@ -68,9 +68,18 @@ func (l *layoutOptions) spec() (layout.Spec, error) {
 }
 
 // scan finds and probes the videos under src (absolute) and lays them out under spec, reporting
-// progress on w and naming (on log) the first videos left out. The caller closes the tables.
-func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src string) (*layout.Layout, *videoTables, []wire.Problem, error) {
-	tables, videos, err := catalog.Scan(ctx, catalog.Options{Root: src, Workers: l.probeWorkers, CacheDir: l.probeCache, Progress: newProgress(w), Log: log})
+// progress on w and naming (on log) the first videos left out; figures gets the scan's. The
+// caller closes the tables.
+func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src string, figures *wire.ScanStats) (*layout.Layout, *videoTables, []wire.Problem, error) {
+	show := newProgress(w)
+	progress := func(p catalog.Progress) {
+		show(p)
+		if p.Final && figures != nil {
+			*figures = wire.ScanStats{Videos: p.Total, Probed: p.Done - p.Cached, FromCache: p.Cached, Unreadable: p.Failed,
+				Seconds: p.Elapsed.Seconds(), ProbesPerSecond: p.Rate()}
+		}
+	}
+	tables, videos, err := catalog.Scan(ctx, catalog.Options{Root: src, Workers: l.probeWorkers, CacheDir: l.probeCache, Progress: progress, Log: log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -274,7 +283,8 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 		return startDaemon(e, e.args, mnt, logFile, pidFile)
 	}
 	began := time.Now()
-	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, src)
+	var figures wire.ScanStats
+	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, src, &figures)
 	if err != nil {
 		return err
 	}
@@ -301,7 +311,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 		return err
 	}
 	f, err := vfs.New(vfs.Config{Source: src, Layout: lay, Infos: infos, Resize: o.resize.r, Fast: o.decode.fast, Decoder: pool,
-		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Log: log,
+		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Scan: &figures, Log: log,
 		OnError: onError, PlanIdle: o.planIdle, TierDir: o.cacheDir, TierBytes: tierBytes, TierCodec: o.cacheDiskCodec.c})
 	if err != nil {
 		return err
@@ -367,7 +377,7 @@ func rememberUnusable(cacheDir, src string, pool *decode.Pool, log *slog.Logger)
 }
 
 // newProgress returns a catalog progress reporter: a line rewritten in place on a terminal,
-// else a line every 5 s.
+// else a line every 5 s, with the rate of probing and the time left at it.
 func newProgress(w io.Writer) func(catalog.Progress) {
 	tty := isTerminal(w)
 	var last time.Time
@@ -376,11 +386,17 @@ func newProgress(w io.Writer) func(catalog.Progress) {
 			return
 		}
 		last = time.Now()
-		rate := 0.0
-		if s := p.Elapsed.Seconds(); s > 0 {
-			rate = float64(p.Done-p.Cached) / s
+		var line string
+		if p.Final {
+			line = fmt.Sprintf("probed %d videos in %s (%.0f/s), %d from cache, %d unreadable",
+				p.Total, p.Elapsed.Round(100*time.Millisecond), p.Rate(), p.Cached, p.Failed)
+		} else {
+			left := "time left unknown"
+			if d := p.Left(); d > 0 {
+				left = d.Round(time.Second).String() + " left"
+			}
+			line = fmt.Sprintf("probing videos: %d/%d (%d from cache), %.0f/s, %s, %d unreadable", p.Done, p.Total, p.Cached, p.Rate(), left, p.Failed)
 		}
-		line := fmt.Sprintf("probing videos: %d/%d (%d from cache, %.0f/s), %d unreadable", p.Done, p.Total, p.Cached, rate, p.Failed)
 		switch {
 		case tty && !p.Final:
 			fmt.Fprintf(w, "\r%s\x1b[K", line)

@@ -120,7 +120,7 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	}
 	src, _ = filepath.Abs(src)
 	began := time.Now()
-	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, src)
+	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, src, nil)
 	if err != nil {
 		return err
 	}

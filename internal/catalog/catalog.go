@@ -68,6 +68,22 @@ type Progress struct {
 	Final       bool
 }
 
+// Rate is how many videos a second have been probed (those from the cache left out).
+func (p Progress) Rate() float64 {
+	if s := p.Elapsed.Seconds(); s > 0 {
+		return float64(p.Done-p.Cached) / s
+	}
+	return 0
+}
+
+// Left estimates the time the videos not yet probed will take at Rate (0 when not known).
+func (p Progress) Left() time.Duration {
+	if r := p.Rate(); r > 0 {
+		return time.Duration(float64(p.Total-p.Done) / r * float64(time.Second))
+	}
+	return 0
+}
+
 // Scan walks the root (following symbolic links to files), and returns every video found, sorted
 // by path, with its brief probe table or error, and the full tables, read one at a time (the
 // caller closes them). Only a root that cannot be read, or tables that cannot be kept at all (in
