@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -51,7 +52,7 @@ func (l *layoutOptions) register(fs *pflag.FlagSet) {
 	fs.Var(&l.decode, "decode", "exact (bit-exact, as the ffmpeg CLI) or fast (skip H.264/HEVC deblocking, area scaling: 1.2x on H.264, about 44 dB from exact)")
 	fs.StringVar(&l.short, "short", "pad", "videos shorter than one sample: pad (repeat the last frame) or skip")
 	fs.IntVar(&l.probeWorkers, "probe-workers", runtime.NumCPU(), "videos probed at once")
-	fs.StringVar(&l.probeCache, "probe-cache", defaultProbeCache(), "directory for cached probe tables (\"\" for none)")
+	fs.StringVar(&l.probeCache, "probe-cache", defaultProbeCache(), "directory for cached probe tables, which mounts on several nodes may share (\"\" for none)")
 }
 
 // spec checks the flags and returns the layout's spec.
@@ -180,8 +181,9 @@ STRIDE/F seconds apart, whatever each video's frame rate, variable ones included
 
 Videos that cannot be read are left out and listed in the stats; a damaged part of a video fails
 the samples that need it with EIO and a logged reason, or with --on-error, serves another sample
-or zeros in their place. SRC is only read. Probe tables are cached
-(--probe-cache), so mounting the same videos again starts at once.
+or zeros in their place. SRC is only read. The first mount probes every video, showing its
+progress, rate and time left on stderr; the probe tables are cached (--probe-cache, which
+mounts on several nodes may share), so mounting the same videos again starts at once.
 
 Exit status:
   0  unmounted: on Ctrl-C or SIGTERM (reads of files still open then fail), or from outside
@@ -289,6 +291,9 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 		return err
 	}
 	defer infos.tables.Close()
+	// The scan's garbage (every video's brief table, the walk) can be as large as what the mount
+	// keeps: give it back now rather than hold it resident until the runtime gets round to it.
+	debug.FreeOSMemory()
 	if S := spec.SampleBytes(); S%4096 != 0 {
 		log.Warn("sample size is not a multiple of 4 KiB: memory-mapped readers of clips.npy will also touch (and make vidfs decode) neighbouring samples; pread readers are unaffected",
 			"sample_bytes", S)
