@@ -163,3 +163,18 @@ func BenchmarkRemount(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTableRead reads probe tables from the cache as a mount does on decoding a video whose
+// table is not in memory: a pread and a decode of one record.
+func BenchmarkTableRead(b *testing.B) {
+	src, cacheDir := fabricate(b, 1000)
+	m, _ := remount(b, src, cacheDir)
+	defer m.tables.Close()
+	m.tables.maxBytes = 0 // every read a miss
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := m.tables.Info(m.refs[i%len(m.refs)], "x"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
