@@ -222,9 +222,9 @@ func onDisk(t *testing.T, src, tierDir string, codec tier.Codec) func(*Config) {
 				t.Fatal(err)
 			}
 			cfg.Layout.Videos[i].Size, cfg.Layout.Videos[i].ModTime = st.Size(), st.ModTime().UnixNano()
-			cfg.Infos[i].Path = p
+			cfg.Infos.(InfoList)[i].Path = p
 		}
-		cfg.TierDir, cfg.TierBytes, cfg.TierCodec = tierDir, 1<<20, codec
+		cfg.Source, cfg.TierDir, cfg.TierBytes, cfg.TierCodec = src, tierDir, 1<<20, codec
 	}
 }
 
