@@ -54,4 +54,7 @@ func TestTableUnreadable(t *testing.T) {
 	if again, err := tables.Info(0); err != nil || again != first {
 		t.Errorf("asked again: %p (%v), want the table probed the first time, %p", again, err, first)
 	}
+	if n := tables.tables.Reprobes(); n != 1 {
+		t.Errorf("probed again %d times, want once", n)
+	}
 }

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/vidfs/vidfs/decode"
 )
 
@@ -374,7 +376,8 @@ func (w *segWriter) abort() {
 // Tables reads the probe tables a scan found or made, one video at a time, keeping the most
 // recently used in memory up to a bound.
 type Tables struct {
-	segs []*segment // read-only after Scan
+	segs  []*segment // read-only after Scan
+	loads singleflight.Group
 
 	// mu guards the fields below. A leaf lock: nothing is called while it is held.
 	mu       sync.Mutex
@@ -382,6 +385,7 @@ type Tables struct {
 	byRef    map[Ref]*list.Element
 	bytes    int64
 	maxBytes int64
+	reprobes int64
 }
 
 type tableEntry struct {
@@ -398,30 +402,64 @@ func newTables(segs []*segment) *Tables {
 }
 
 // Info returns the probe table r points at, with Path set to path. The table is shared with
-// other callers: it must not be changed.
+// other callers: it must not be changed. A table that cannot be read back (its segment damaged,
+// or removed on a shared filesystem by another node's merge) is probed again from path, once:
+// the new table is kept as the one read would have been. Callers asking for the same table at
+// once share one read.
 func (t *Tables) Info(r Ref, path string) (*decode.Info, error) {
 	if !r.Valid() || int(r.seg) > len(t.segs) {
 		return nil, fmt.Errorf("%s: no probe table", path)
 	}
-	t.mu.Lock()
-	if e, ok := t.byRef[r]; ok {
-		t.lru.MoveToFront(e)
-		info := e.Value.(*tableEntry).info
-		t.mu.Unlock()
+	if info := t.cached(r); info != nil {
 		return info, nil
 	}
-	t.mu.Unlock()
-	info, err := t.segs[r.seg-1].record(r.off, r.n)
+	v, err, _ := t.loads.Do(fmt.Sprintf("%d/%d", r.seg, r.off), func() (any, error) {
+		if info := t.cached(r); info != nil { // loaded between the look and the load
+			return info, nil
+		}
+		info, err := t.segs[r.seg-1].record(r.off, r.n)
+		if err != nil {
+			var perr error
+			if info, perr = decode.Probe(path); perr != nil {
+				return nil, fmt.Errorf("reading the probe table of %s: %w (probing it again: %w)", path, err, perr)
+			}
+			t.mu.Lock()
+			t.reprobes++
+			t.mu.Unlock()
+		}
+		info.Path = path
+		t.keep(r, info)
+		return info, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("reading the probe table of %s: %w", path, err)
+		return nil, err
 	}
-	info.Path = path
+	return v.(*decode.Info), nil
+}
+
+// Reprobes counts the tables Info probed again because they could not be read back.
+func (t *Tables) Reprobes() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.reprobes
+}
+
+// cached returns the table r points at if it is in memory, else nil.
+func (t *Tables) cached(r Ref) *decode.Info {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.byRef[r]; ok {
+		t.lru.MoveToFront(e)
+		return e.Value.(*tableEntry).info
+	}
+	return nil
+}
+
+// keep adds a table to those in memory, dropping the least recently used beyond the bound.
+func (t *Tables) keep(r Ref, info *decode.Info) {
 	size := tableBytes(info)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e, ok := t.byRef[r]; ok { // loaded meanwhile by another caller
-		return e.Value.(*tableEntry).info, nil
-	}
 	t.byRef[r] = t.lru.PushFront(&tableEntry{ref: r, info: info, bytes: size})
 	t.bytes += size
 	for t.bytes > t.maxBytes && t.lru.Len() > 1 {
@@ -429,7 +467,6 @@ func (t *Tables) Info(r Ref, path string) (*decode.Info, error) {
 		delete(t.byRef, old.ref)
 		t.bytes -= old.bytes
 	}
-	return info, nil
 }
 
 // tableBytes estimates the memory a decoded table takes.
