@@ -57,16 +57,7 @@ type videoTables struct {
 	lay    *layout.Layout
 }
 
-// Info returns video v's probe table. One that cannot be read (its segment of the probe cache
-// removed on a shared filesystem by another node's merge, or damaged) is probed again.
+// Info returns video v's probe table (Tables.Info: one that cannot be read is probed again, once).
 func (t *videoTables) Info(v int) (*decode.Info, error) {
-	path := filepath.Join(t.src, filepath.FromSlash(t.lay.Videos[v].Path))
-	info, err := t.tables.Info(t.refs[v], path)
-	if err == nil {
-		return info, nil
-	}
-	if info, perr := decode.Probe(path); perr == nil {
-		return info, nil
-	}
-	return nil, err
+	return t.tables.Info(t.refs[v], filepath.Join(t.src, filepath.FromSlash(t.lay.Videos[v].Path)))
 }

@@ -52,8 +52,8 @@ type Options struct {
 	Root     string
 	Workers  int    // probes at once (default 4)
 	CacheDir string // where probe tables are kept; "" keeps none
-	// Log gets a warning when the probe tables cannot be kept (the scan succeeds all the same,
-	// and the next one probes again); nil: nowhere.
+	// Log gets a warning when the probe tables cannot be kept in the cache, even partway (the
+	// scan succeeds all the same, and the next one probes again); nil: nowhere.
 	Log *slog.Logger
 	// Progress is called now and then during probing, and once at the end.
 	Progress func(p Progress)
@@ -86,8 +86,8 @@ func (p Progress) Left() time.Duration {
 
 // Scan walks the root (following symbolic links to files), and returns every video found, sorted
 // by path, with its brief probe table or error, and the full tables, read one at a time (the
-// caller closes them). Only a root that cannot be read, or tables that cannot be kept at all (in
-// the cache, else in a temporary file), is an error.
+// caller closes them). Only a root that cannot be read is an error: tables that cannot be kept in
+// the cache are kept in a temporary file, else in memory (Options.Log says so).
 func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 	root, err := filepath.Abs(opts.Root)
 	if err != nil {
@@ -186,31 +186,25 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 	if opts.CacheDir != "" {
 		store = storeDir(opts.CacheDir, root)
 	}
+	k := newKeeper(store, root, segs, opts.Log)
 	fail := func(err error) (*Tables, []Video, error) {
-		newTables(segs).Close()
+		k.abort()
+		newTables(k.segs).Close()
 		return nil, nil, err
 	}
 
-	var w *segWriter
-	if len(todo) > 0 || len(remark) > 0 {
-		if w, err = newSegWriter(store, root); err != nil && store != "" {
-			if opts.Log != nil {
-				opts.Log.Warn("probe tables not kept; the next scan probes these videos again", "err", err)
-			}
-			store = ""
-			w, err = newSegWriter("", root)
-		}
-		if err != nil {
-			return fail(err)
-		}
-	}
-	// Tables that lack marks another entry of the same file has are written again with all.
+	// Videos counted in prog already: those taken from the cache, and those probed once.
+	counted := make(map[int]bool, len(remark))
+	// Tables that lack marks another entry of the same file has are written again with all; one
+	// that cannot be read is probed again.
 	for _, i := range remark {
+		counted[i] = true
 		r := out[i].Table
 		info, err := segs[r.seg-1].record(r.off, r.n)
 		if err != nil {
-			w.abort()
-			return fail(fmt.Errorf("reading the probe table of %s: %w", out[i].Rel, err))
+			out[i].Brief, out[i].Table, out[i].marks = nil, Ref{}, nil
+			todo = append(todo, i)
+			continue
 		}
 		m := marks[fileKey{out[i].Rel, out[i].File.Size, out[i].File.ModTime}]
 		for j := range info.Keyframes {
@@ -218,12 +212,12 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 				info.Keyframes[j].Unusable = true
 			}
 		}
-		off, n, err := w.add(out[i].Rel, out[i].File, info, nil)
+		ref, lost, err := k.add(i, out[i].Rel, out[i].File, info, nil)
 		if err != nil {
-			w.abort()
 			return fail(err)
 		}
-		out[i].Table, out[i].marks = Ref{seg: int32(len(segs) + 1), n: n, off: off}, m
+		out[i].Table, out[i].marks = ref, m
+		todo = append(todo, lost...)
 	}
 	clear(marks)
 	start := time.Now()
@@ -231,7 +225,7 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 	if workers <= 0 {
 		workers = 4
 	}
-	var mu sync.Mutex // guards out, prog, w and segs
+	var mu sync.Mutex // guards out, prog and k
 	report := func(final bool) {
 		if opts.Progress != nil {
 			mu.Lock()
@@ -256,65 +250,63 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 			}
 		}
 	}()
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(workers)
-	for _, i := range todo {
-		if gctx.Err() != nil {
+	// Videos whose tables a failure to write lost are probed again, in another round (at most
+	// one for each place the keeper falls back to), and not counted again.
+	var werr error
+	for werr == nil && ctx.Err() == nil {
+		var lost []int
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(workers)
+		for _, i := range todo {
+			if gctx.Err() != nil {
+				break
+			}
+			g.Go(func() error {
+				path := filepath.Join(root, filepath.FromSlash(files[i].rel))
+				info, err := decode.Probe(path)
+				mu.Lock()
+				defer mu.Unlock()
+				ref, l, kerr := k.add(i, files[i].rel, out[i].File, info, err)
+				lost = append(lost, l...)
+				if kerr != nil {
+					return kerr
+				}
+				out[i].Err, out[i].Brief, out[i].Table, out[i].marks = err, nil, Ref{}, nil
+				if err == nil {
+					out[i].Brief, out[i].Table = info.Brief(), ref
+				}
+				if !counted[i] {
+					counted[i] = true
+					prog.Done++
+					if err != nil {
+						prog.Failed++
+					}
+				}
+				return nil
+			})
+		}
+		werr = g.Wait()
+		if werr == nil && ctx.Err() == nil && len(lost) == 0 {
+			lost, werr = k.finish()
+		}
+		if len(lost) == 0 {
 			break
 		}
-		g.Go(func() error {
-			path := filepath.Join(root, filepath.FromSlash(files[i].rel))
-			info, err := decode.Probe(path)
-			mu.Lock()
-			defer mu.Unlock()
-			off, n, werr := w.add(files[i].rel, out[i].File, info, err)
-			if werr != nil {
-				return werr
-			}
-			out[i].Err = err
-			if err == nil {
-				out[i].Brief, out[i].Table = info.Brief(), Ref{seg: int32(len(segs) + 1), n: n, off: off}
-			}
-			prog.Done++
-			if err != nil {
-				prog.Failed++
-			}
-			if len(w.index) >= checkpointEvery && store != "" {
-				s, err := w.finish()
-				if err != nil {
-					w = nil
-					return err
-				}
-				segs = append(segs, s)
-				if w, err = newSegWriter(store, root); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		todo = lost
 	}
-	werr := g.Wait()
 	close(stopReports)
 	<-reported
 	if err := ctx.Err(); err != nil {
-		if w != nil {
-			w.abort()
-		}
 		return fail(err)
 	}
 	if werr != nil {
-		if w != nil {
-			w.abort()
-		}
 		return fail(werr)
 	}
 	report(true)
-	if w != nil {
-		s, err := w.finish()
-		if err != nil {
-			return fail(err)
-		}
-		segs = append(segs, s)
+	segs = k.segs
+	store = k.store
+	if k.level != toStore {
+		store = ""
 	}
 	if store != "" && len(segs) > maxSegments {
 		if merged, err := compact(store, root, segs, out); err != nil {

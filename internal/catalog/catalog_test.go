@@ -209,3 +209,53 @@ func TestScanCacheNotWritten(t *testing.T) {
 		t.Errorf("log %q: want the probe cache's error", logged.String())
 	}
 }
+
+// TestScanCacheFailsMidway: a probe cache that refuses writes partway through a first scan (here
+// the file size limit, as a full disk would) loses that scan only its caching: the scan finds every
+// video and keeps every table, warning on its log with the file and the reason. The limit is the
+// process's, so the tables kept outside the cache (a temporary file) meet it too, and are kept in
+// memory in the end.
+func TestScanCacheFailsMidway(t *testing.T) {
+	src, cacheDir := t.TempDir(), t.TempDir()
+	video := filepath.Join(t.TempDir(), "v.mp4")
+	copyFile(t, testvideo.Path("h264_gop16.mp4"), video)
+	const n = 300 // several times the writer's buffer of tables: the limit is met partway
+	for i := range n {
+		if err := os.Link(video, filepath.Join(src, fmt.Sprintf("v%03d.mp4", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var lim unix.Rlimit // the process's: no test of this package runs in parallel with this one
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	low := lim
+	low.Cur = 64 << 10
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &low); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	tables, vs, err := Scan(context.Background(), Options{Root: src, CacheDir: cacheDir, Workers: 2,
+		Log: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || len(vs) != n {
+		t.Fatalf("scan with the probe cache refusing writes partway: %v, %d videos; want %d", err, len(vs), n)
+	}
+	defer tables.Close()
+	for _, v := range vs {
+		if v.Err != nil {
+			t.Fatalf("%s: %v", v.Rel, v.Err)
+		}
+		if info, err := tables.Info(v.Table, v.Brief.Path); err != nil || len(info.PTS) != 100 {
+			t.Fatalf("table of %s: %v", v.Rel, err)
+		}
+	}
+	if log := logged.String(); !strings.Contains(log, CachePath(cacheDir, src)) || !strings.Contains(log, "file too large") {
+		t.Errorf("log %q: want a warning naming the probe cache's file and the reason", log)
+	}
+	if temps, _ := filepath.Glob(filepath.Join(CachePath(cacheDir, src), ".tmp-*")); len(temps) > 0 {
+		t.Errorf("temporary files left in the probe cache: %v", temps)
+	}
+}

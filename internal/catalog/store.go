@@ -11,12 +11,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/vidfs/vidfs/decode"
 )
@@ -67,11 +70,22 @@ type indexEntry struct {
 
 // segment is one open segment file.
 type segment struct {
-	f        *os.File
-	name     string // "" for an anonymous one (no probe cache directory)
+	f        segFile
+	name     string // "" for an anonymous one (no probe cache directory, or in memory)
 	preamble []byte
 	index    []indexEntry // as read; dropped once a scan has picked what it uses
 }
+
+// segFile is what a segment is read from: its file, or a buffer for tables kept in memory.
+type segFile interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// memFile is a segment kept in memory.
+type memFile struct{ *bytes.Reader }
+
+func (memFile) Close() error { return nil }
 
 // Ref says where a video's probe table lies in its Tables: 16 bytes, what a mount keeps per video.
 type Ref struct {
@@ -196,6 +210,7 @@ func (s *segment) record(off int64, n uint32) (*decode.Info, error) {
 type segWriter struct {
 	dir, root string // dir "": an anonymous file, removed at once, kept open
 	f         *os.File
+	mem       *bytes.Buffer // instead of f: a segment kept in memory
 	w         *bufio.Writer
 	off       int64
 	enc       *gob.Encoder // writes to buf
@@ -223,6 +238,18 @@ func newSegWriter(dir, root string) (*segWriter, error) {
 		}
 	}
 	w.w = bufio.NewWriterSize(w.f, 256<<10)
+	return w.start()
+}
+
+// newMemSegWriter starts a segment of root's tables kept in memory.
+func newMemSegWriter(root string) (*segWriter, error) {
+	w := &segWriter{root: root, mem: new(bytes.Buffer)}
+	w.w = bufio.NewWriter(w.mem)
+	return w.start()
+}
+
+// start writes the segment's head.
+func (w *segWriter) start() (*segWriter, error) {
 	w.enc = gob.NewEncoder(&w.buf)
 	if err := w.enc.Encode(&decode.Info{}); err != nil {
 		w.abort()
@@ -237,9 +264,17 @@ func newSegWriter(dir, root string) (*segWriter, error) {
 	return w, nil
 }
 
+// name is the file the segment is written to, for errors.
+func (w *segWriter) name() string {
+	if w.f == nil {
+		return "memory"
+	}
+	return w.f.Name()
+}
+
 func (w *segWriter) write(b []byte) error {
 	if _, err := w.w.Write(b); err != nil {
-		return fmt.Errorf("writing probe tables to %s: %w", w.f.Name(), err)
+		return fmt.Errorf("writing probe tables to %s: %w", w.name(), err)
 	}
 	w.off += int64(len(b))
 	return nil
@@ -304,7 +339,10 @@ func (w *segWriter) finish() (*segment, error) {
 	}
 	if err != nil {
 		w.abort()
-		return nil, fmt.Errorf("writing probe tables to %s: %w", w.f.Name(), err)
+		return nil, fmt.Errorf("writing probe tables to %s: %w", w.name(), err)
+	}
+	if w.mem != nil {
+		return &segment{f: memFile{bytes.NewReader(w.mem.Bytes())}, preamble: w.preamble}, nil
 	}
 	s := &segment{f: w.f, preamble: w.preamble}
 	if w.dir == "" {
@@ -326,6 +364,9 @@ func (w *segWriter) finish() (*segment, error) {
 
 // abort closes and removes the temporary file.
 func (w *segWriter) abort() {
+	if w.f == nil {
+		return
+	}
 	w.f.Close()
 	if w.dir != "" {
 		os.Remove(w.f.Name())
@@ -335,7 +376,8 @@ func (w *segWriter) abort() {
 // Tables reads the probe tables a scan found or made, one video at a time, keeping the most
 // recently used in memory up to a bound.
 type Tables struct {
-	segs []*segment // read-only after Scan
+	segs  []*segment // read-only after Scan
+	loads singleflight.Group
 
 	// mu guards the fields below. A leaf lock: nothing is called while it is held.
 	mu       sync.Mutex
@@ -343,6 +385,7 @@ type Tables struct {
 	byRef    map[Ref]*list.Element
 	bytes    int64
 	maxBytes int64
+	reprobes int64
 }
 
 type tableEntry struct {
@@ -359,30 +402,64 @@ func newTables(segs []*segment) *Tables {
 }
 
 // Info returns the probe table r points at, with Path set to path. The table is shared with
-// other callers: it must not be changed.
+// other callers: it must not be changed. A table that cannot be read back (its segment damaged,
+// or removed on a shared filesystem by another node's merge) is probed again from path, once:
+// the new table is kept as the one read would have been. Callers asking for the same table at
+// once share one read.
 func (t *Tables) Info(r Ref, path string) (*decode.Info, error) {
 	if !r.Valid() || int(r.seg) > len(t.segs) {
 		return nil, fmt.Errorf("%s: no probe table", path)
 	}
-	t.mu.Lock()
-	if e, ok := t.byRef[r]; ok {
-		t.lru.MoveToFront(e)
-		info := e.Value.(*tableEntry).info
-		t.mu.Unlock()
+	if info := t.cached(r); info != nil {
 		return info, nil
 	}
-	t.mu.Unlock()
-	info, err := t.segs[r.seg-1].record(r.off, r.n)
+	v, err, _ := t.loads.Do(fmt.Sprintf("%d/%d", r.seg, r.off), func() (any, error) {
+		if info := t.cached(r); info != nil { // loaded between the look and the load
+			return info, nil
+		}
+		info, err := t.segs[r.seg-1].record(r.off, r.n)
+		if err != nil {
+			var perr error
+			if info, perr = decode.Probe(path); perr != nil {
+				return nil, fmt.Errorf("reading the probe table of %s: %w (probing it again: %w)", path, err, perr)
+			}
+			t.mu.Lock()
+			t.reprobes++
+			t.mu.Unlock()
+		}
+		info.Path = path
+		t.keep(r, info)
+		return info, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("reading the probe table of %s: %w", path, err)
+		return nil, err
 	}
-	info.Path = path
+	return v.(*decode.Info), nil
+}
+
+// Reprobes counts the tables Info probed again because they could not be read back.
+func (t *Tables) Reprobes() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.reprobes
+}
+
+// cached returns the table r points at if it is in memory, else nil.
+func (t *Tables) cached(r Ref) *decode.Info {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.byRef[r]; ok {
+		t.lru.MoveToFront(e)
+		return e.Value.(*tableEntry).info
+	}
+	return nil
+}
+
+// keep adds a table to those in memory, dropping the least recently used beyond the bound.
+func (t *Tables) keep(r Ref, info *decode.Info) {
 	size := tableBytes(info)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e, ok := t.byRef[r]; ok { // loaded meanwhile by another caller
-		return e.Value.(*tableEntry).info, nil
-	}
 	t.byRef[r] = t.lru.PushFront(&tableEntry{ref: r, info: info, bytes: size})
 	t.bytes += size
 	for t.bytes > t.maxBytes && t.lru.Len() > 1 {
@@ -390,7 +467,6 @@ func (t *Tables) Info(r Ref, path string) (*decode.Info, error) {
 		delete(t.byRef, old.ref)
 		t.bytes -= old.bytes
 	}
-	return info, nil
 }
 
 // tableBytes estimates the memory a decoded table takes.
@@ -419,5 +495,141 @@ func cleanTemps(dir string) {
 		if st, err := os.Stat(n); err == nil && time.Since(st.ModTime()) > 24*time.Hour && strings.HasPrefix(filepath.Base(n), ".tmp-") {
 			os.Remove(n)
 		}
+	}
+}
+
+// keeper writes the tables a scan probes into new segments: in the probe cache, a segment every
+// checkpoint tables; where the cache cannot be written, in a temporary file; where that cannot
+// be written either, in memory. Keeping the tables in the cache is best-effort: a failure to
+// write there is logged and costs the videos whose tables were lost with the segment a probe
+// again (add and finish return them), never the scan.
+type keeper struct {
+	store, root string // store: the probe cache's directory ("": none, or no longer)
+	log         *slog.Logger
+	checkpoint  int
+	level       int        // where w writes: toStore, toTemp or toMemory
+	segs        []*segment // the tables' segments; w's is the next
+	w           *segWriter // nil until a table is added
+	held        []int      // the videos whose tables w holds
+}
+
+// Where a keeper writes, in the order it tries them.
+const (
+	toStore = iota
+	toTemp
+	toMemory
+)
+
+func newKeeper(store, root string, segs []*segment, log *slog.Logger) *keeper {
+	k := &keeper{store: store, root: root, log: log, checkpoint: checkpointEvery, segs: segs}
+	if store == "" {
+		k.level = toTemp
+	}
+	return k
+}
+
+// open starts a segment where the keeper now writes, or failing that, in the next place.
+func (k *keeper) open() error {
+	for {
+		var err error
+		switch k.level {
+		case toStore:
+			k.w, err = newSegWriter(k.store, k.root)
+		case toTemp:
+			k.w, err = newSegWriter("", k.root)
+		default:
+			k.w, err = newMemSegWriter(k.root)
+			return err
+		}
+		if err == nil {
+			return nil
+		}
+		k.fellBack(err)
+	}
+}
+
+// fellBack logs why the tables could not be kept where they were, and moves on to the next place.
+func (k *keeper) fellBack(err error) {
+	if k.log != nil {
+		if k.level == toStore {
+			k.log.Warn("probe tables not kept in the probe cache; the next scan probes these videos again", "dir", k.store, "err", err)
+		} else {
+			k.log.Warn("probe tables kept in memory: no temporary file could hold them", "err", err)
+		}
+	}
+	k.level++
+}
+
+// failed gives up the segment being written after err, and returns the videos whose tables it held.
+func (k *keeper) failed(err error) []int {
+	if k.w != nil {
+		k.w.abort()
+		k.w = nil
+	}
+	k.fellBack(err)
+	lost := k.held
+	k.held = nil
+	return lost
+}
+
+// add keeps video i's table (or why it could not be probed) and returns where the table lies, and
+// the videos whose tables a failure to write lost, to be probed and added again.
+func (k *keeper) add(i int, rel string, id FileID, info *decode.Info, perr error) (Ref, []int, error) {
+	var lost []int
+	for {
+		if k.w == nil {
+			if err := k.open(); err != nil {
+				return Ref{}, lost, err
+			}
+		}
+		off, n, err := k.w.add(rel, id, info, perr)
+		if err != nil && k.level < toMemory {
+			lost = append(lost, k.failed(err)...)
+			continue
+		}
+		if err != nil {
+			return Ref{}, lost, err
+		}
+		k.held = append(k.held, i)
+		ref := Ref{seg: int32(len(k.segs) + 1), n: n, off: off}
+		if len(k.held) >= k.checkpoint && k.level == toStore {
+			// Into place now, so that an interrupted scan keeps it.
+			if s, err := k.w.finish(); err != nil {
+				k.w = nil // finish removed it
+				lost = append(lost, k.failed(err)...)
+			} else {
+				k.segs, k.w, k.held = append(k.segs, s), nil, nil
+			}
+		}
+		if n == 0 {
+			ref = Ref{}
+		}
+		return ref, lost, nil
+	}
+}
+
+// finish puts the segment being written into place, and returns the videos whose tables were
+// lost if it could not be.
+func (k *keeper) finish() ([]int, error) {
+	if k.w == nil {
+		return nil, nil
+	}
+	s, err := k.w.finish()
+	k.w = nil
+	if err != nil && k.level < toMemory {
+		return k.failed(err), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	k.segs, k.held = append(k.segs, s), nil
+	return nil, nil
+}
+
+// abort gives up the segment being written.
+func (k *keeper) abort() {
+	if k.w != nil {
+		k.w.abort()
+		k.w = nil
 	}
 }
