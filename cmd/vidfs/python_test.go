@@ -40,6 +40,16 @@ func TestPlanSampler(t *testing.T) {
 	}
 }
 
+// TestPythonItems: Dataset[i] does a bounded number of function calls whatever the mount's
+// size, on a mount of over 900 samples (items.py counts calls and lines run), opens no file
+// beyond clips.npy, and Dataset and PlanSampler read each control file once and index.csv never.
+func TestPythonItems(t *testing.T) {
+	mp := startMount(t, makeSource(t), "--frames", "2", "--step", "1", "--size", "8x8", "--probe-cache", "")
+	if out := runPython(t, "items.py", mp.dir); strings.TrimSpace(out) != "ok" {
+		t.Errorf("items.py: %s", out)
+	}
+}
+
 // TestPythonPackage: the python folder installs offline with pip into a virtual environment that
 // sees Debian's packages, and importing it imports NumPy but not torch.
 func TestPythonPackage(t *testing.T) {
