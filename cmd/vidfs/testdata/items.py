@@ -34,14 +34,14 @@ def count(frame, event, arg):
     return count
 
 
-per_item = {}
+per_item, labels = {}, {}
 for i in (0, 1, n // 2, n - 1, 7, n // 3):
     calls = 0
     sys.settrace(count)
-    clip, label = ds[i]
+    clip, labels[i] = ds[i]
     sys.settrace(None)
     per_item[i] = calls
-    assert clip.shape == mnt.shape and type(label) is int, (clip.shape, type(label))
+    assert clip.shape == mnt.shape and type(labels[i]) is int, (clip.shape, type(labels[i]))
 assert max(per_item.values()) < 100, "Dataset[i] over %d samples: calls and lines run per item %s" % (n, per_item)
 
 for clips in ("all", "random", "uniform"):
@@ -56,8 +56,10 @@ assert counts.pop("clips.npy", 0) == 1, "clips.npy opened %s times" % counts
 assert "index.csv" not in counts, "index.csv read for items or plans: %s" % counts
 assert all(c == 1 for p, c in counts.items() if p != os.path.join(".vidfs", "plans", "items")), "files opened more than once: %s" % counts
 
-# The labels as index.csv gives them.
+# The labels and videos as index.csv gives them.
 rows = mnt.index()
-for i in range(0, n, max(1, n // 50)):
-    assert ds[i][1] == int(rows[i]["label"]), (i, ds[i][1], rows[i])
+assert mnt.labels().tolist() == [int(row["label"]) for row in rows]
+assert all(label == int(rows[i]["label"]) for i, label in labels.items()), labels
+videos = [row["video"] for row in rows]
+assert [[videos[i] for i in v] for v in mnt.videos()] == [[p] * len(v) for p, v in zip(dict.fromkeys(videos), mnt.videos())]
 print("ok")
