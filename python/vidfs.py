@@ -150,10 +150,13 @@ class Mount:
             arr = np.array([int(i) for i in arr.ravel()], dtype=np.int64)
         arr = arr.ravel()
         small = arr.size == 0 or (arr.min() >= -2**31 and arr.max() < 2**31)
-        buf = io.BytesIO()
-        np.save(buf, arr.astype("<i4" if small else "<i8"))
-        with open(self.plan_path(name), "ab" if append else "wb") as f:
-            f.write(buf.getbuffer())
+        arr = np.ascontiguousarray(arr, dtype="<i4" if small else "<i8")
+        head = io.BytesIO()
+        np.lib.format.write_array_header_1_0(head, np.lib.format.header_data_from_array_1_0(arr))
+        with open(self.plan_path(name), "ab" if append else "wb", buffering=0) as f:
+            for part in (head.getbuffer(), memoryview(arr).cast("B")):
+                while part:  # a write to FUSE may be short
+                    part = part[f.write(part):]
 
     def remove_plan(self, name):
         """Drop plan name, so that it holds no cache."""
