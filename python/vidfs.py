@@ -82,7 +82,9 @@ class Mount:
     def index(self):
         """index.csv's rows: for each sample, its path, video, start frame, stride, label, class;
         on a mount with --fps (layout["fps"]), where start and stride count frames at that rate,
-        also start_time and end_time: the seconds of its video the sample stands for."""
+        also start_time and end_time: the seconds of its video the sample stands for. A list of
+        dicts, read once: a few hundred bytes a sample (labels() and video_ranges() are the
+        same as arrays)."""
         if self._index is None:
             with open(os.path.join(self.path, "index.csv")) as f:
                 self._index = list(csv.DictReader(f))

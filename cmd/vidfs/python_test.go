@@ -32,7 +32,7 @@ func runPython(t *testing.T, script string, args ...string) string {
 }
 
 // TestPlanSampler: PlanSampler splits, pads and shuffles as DistributedSampler does, writes each
-// rank's plan, draws clips per epoch, and Dataset labels samples from index.csv.
+// rank's plan, draws clips per epoch, and Dataset labels samples as index.csv does.
 func TestPlanSampler(t *testing.T) {
 	mp := startMount(t, makeSource(t), "--frames", "4", "--step", "4", "--size", "32x32", "--probe-cache", "")
 	if out := runPython(t, "sampler.py", mp.dir); strings.TrimSpace(out) != "ok" {
