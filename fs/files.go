@@ -48,29 +48,6 @@ func (t *tensorFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, 
 	return res, errno
 }
 
-// staticFile is a file with fixed contents.
-type staticFile struct {
-	frozen
-	f    *FS
-	data []byte
-}
-
-func (s *staticFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	s.f.attr(&out.Attr, syscall.S_IFREG|0o444, uint64(len(s.data)))
-	return 0
-}
-
-func (s *staticFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	if errno := refuseWrites(flags); errno != 0 {
-		return nil, 0, errno
-	}
-	return nil, fuse.FOPEN_KEEP_CACHE, 0
-}
-
-func (s *staticFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return fuse.ReadResultData(sliceAt(s.data, dest, off)), 0
-}
-
 // bytesHandle serves fixed bytes taken at open.
 type bytesHandle struct{ data []byte }
 

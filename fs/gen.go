@@ -21,8 +21,9 @@ import (
 )
 
 // genFile is a read-only file whose bytes are made from the layout as they are read, only those
-// a read asks for, never the whole file: index.csv, .vidfs/labels.npy and .vidfs/videos.npy.
-// Its size is known without making it. The kernel keeps what was read in its page cache.
+// a read asks for, never the whole file: index.csv, .vidfs/labels.npy and .vidfs/videos.npy (or
+// fixed bytes: classes.txt, .vidfs/layout.json). Its size is known without making it. The kernel
+// keeps what was read in its page cache.
 type genFile struct {
 	frozen
 	f    *FS
@@ -200,12 +201,8 @@ func (x *indexCSV) row(v, first, k int) []string {
 
 func (x *indexCSV) readAt(dst []byte, off int64) error {
 	x.once.Do(x.measure)
-	n := 0
-	if off < int64(len(x.head)) {
-		n = copy(dst, x.head[off:])
-		off += int64(n)
-	}
-	if n == len(dst) {
+	n := copyHead(dst, x.head, off)
+	if off += int64(n); n == len(dst) {
 		return nil
 	}
 	lay := x.lay
@@ -280,6 +277,25 @@ func (x *indexCSV) appendRow(b []byte, v, first, k int, plain bool) []byte {
 	return append(b, '\n')
 }
 
+// copyHead copies the part of a file's head (its first bytes) at off into dst, and returns how
+// many bytes it copied.
+func copyHead(dst, head []byte, off int64) int {
+	if off >= int64(len(head)) {
+		return 0
+	}
+	return copy(dst, head[off:])
+}
+
+// fixedBytes is a file's whole contents, made once: classes.txt, .vidfs/layout.json.
+type fixedBytes []byte
+
+func (b fixedBytes) size() int64 { return int64(len(b)) }
+
+func (b fixedBytes) readAt(dst []byte, off int64) error {
+	copy(dst, b[off:])
+	return nil
+}
+
 // digits is the length of i in decimal, its sign included.
 func digits(i int) int {
 	n := 1
@@ -332,12 +348,8 @@ type npyTable struct {
 func (t *npyTable) size() int64 { return int64(len(t.hdr)) + int64(t.rows)*int64(t.width) }
 
 func (t *npyTable) readAt(dst []byte, off int64) error {
-	n := 0
-	if off < int64(len(t.hdr)) {
-		n = copy(dst, t.hdr[off:])
-		off += int64(n)
-	}
-	if n == len(dst) {
+	n := copyHead(dst, t.hdr, off)
+	if off += int64(n); n == len(dst) {
 		return nil
 	}
 	rel, w := off-int64(len(t.hdr)), int64(t.width)
