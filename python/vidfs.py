@@ -102,12 +102,14 @@ class Mount:
 
     def labels(self):
         """Each sample's label: the index of its class in classes.txt, or -1, as a read-only
-        int32 NumPy array of len(self) (read once, from .vidfs/labels.npy)."""
+        NumPy array of len(self), read once (from .vidfs/labels.npy). int64, as torch's losses
+        take class indices, whichever way a dataset hands them on."""
         if self._labels is None:
             labels = self._control("labels.npy")
             if labels is None:
-                labels = np.array([int(row["label"]) for row in self.index()], dtype=np.int32)
-            self._labels = labels
+                labels = [int(row["label"]) for row in self.index()]
+            self._labels = np.asarray(labels, dtype=np.int64)
+            self._labels.flags.writeable = False
         return self._labels
 
     def video_ranges(self):
