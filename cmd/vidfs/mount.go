@@ -178,6 +178,8 @@ STRIDE/F seconds apart, whatever each video's frame rate, variable ones included
   MNT/.vidfs/stats          JSON: hit rate, position in each plan, decode rate, wait time, errors
   MNT/.vidfs/failed         CSV: every sample that could not be decoded, why, what is served
   MNT/.vidfs/layout.json    the shape of it all
+  MNT/.vidfs/labels.npy     each sample's label, int32 (N,); made as it is read, as index.csv is
+  MNT/.vidfs/videos.npy     per video: first sample, number of samples, label; int64 (videos, 3)
 
 Videos that cannot be read are left out and listed in the stats; a damaged part of a video fails
 the samples that need it with EIO and a logged reason, or with --on-error, serves another sample
