@@ -65,7 +65,7 @@ const planFileMode = syscall.S_IFREG | 0o644
 type plansDir struct{ node }
 
 func (d *plansDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if _, ok := d.f.plans.Entries(name); !ok {
+	if _, ok := d.f.plans.Len(name); !ok {
 		return nil, syscall.ENOENT
 	}
 	d.f.attr(&out.Attr, planFileMode, 0)
@@ -86,7 +86,7 @@ func (d *plansDir) Create(ctx context.Context, name string, flags uint32, mode u
 		d.f.log.Error("plan refused", "reason", err)
 		return nil, nil, 0, syscall.EINVAL
 	}
-	if _, ok := d.f.plans.Entries(name); !ok {
+	if _, ok := d.f.plans.Len(name); !ok {
 		d.f.setPlan(name, nil, false, 0)
 	}
 	d.f.attr(&out.Attr, planFileMode, 0)
@@ -237,8 +237,8 @@ func (w *planWriter) applyLocked(pid int) syscall.Errno {
 		verb = "plan appended"
 		w.buf = nil // queued: the next flush queues only what is written after
 	}
-	all, _ := w.f.plans.Entries(w.name)
-	w.f.log.Info(verb, "plan", w.name, "samples", len(entries), "length", len(all))
+	length, _ := w.f.plans.Len(w.name)
+	w.f.log.Info(verb, "plan", w.name, "samples", len(entries), "length", length)
 	return 0
 }
 

@@ -148,19 +148,20 @@ func New(cfg Config) (*FS, error) {
 		idle = 10 * time.Minute
 	}
 	f.plans = order.NewPlans(256, depth+256, idle)
+	f.plans.Reserve(lay.Len())
 	if cfg.TierDir != "" && cfg.TierBytes > 0 {
 		codec, why := tierCodec(cfg.TierCodec, lay.Len(), S, cfg.TierBytes)
 		cfg.Log.Info("disk tier codec", "codec", codec, "why", why)
 		// The write backlog is memory beside the cache: a few samples' worth.
 		t, err := tier.Open(tier.Options{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Codec: codec, Log: cfg.Log, Backlog: max(16<<20, 4*S),
-			Due: f.plans.Until})
+			Due: f.plans.Due})
 		if err != nil {
 			return nil, err
 		}
 		f.tier = &diskTier{t: t, prefix: keyPrefix(f.out)}
 		opts.Fetch = f.fetchSample
 	}
-	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.NextUse, f.plans.Upcoming
+	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.Due, f.plans.Upcoming
 	c, err := cache.New(opts)
 	if err != nil {
 		if f.tier != nil {

@@ -92,6 +92,9 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 		t0 := time.Now()
 		h, hit, err := f.cache.Get(ctx, p.Sample)
 		f.plans.Done(p.Sample) // pinned (or failed): it may look unwanted now
+		if access && f.tier != nil {
+			f.tier.t.Refresh(p.Sample) // read: due later now, most likely
+		}
 		if err != nil && f.cfg.OnError != OnErrorEIO && f.failedLoad(p.Sample, err) {
 			h, err = f.insteadOf(ctx, p.Sample) // logged once, when first served
 		}
