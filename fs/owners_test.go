@@ -84,3 +84,31 @@ func TestOwnersProc(t *testing.T) {
 		t.Errorf("plans of this process, whose parent wrote one: %v", got)
 	}
 }
+
+// TestOwnersRemembered: a thread asked of again is answered from memory, without /proc (which is
+// gone here), until a plan's owner changes.
+func TestOwnersRemembered(t *testing.T) {
+	dir := t.TempDir()
+	threads := map[int][2]int{200: {200, 1}, 210: {210, 200}}
+	proc := fakeProc(t, threads)
+	o := newOwners(proc)
+	o.wrote("rank0", 200)
+	if got := o.of(210); !slices.Equal(got, []string{"rank0"}) {
+		t.Fatalf("plans of 210: %v", got)
+	}
+	// Point /proc at an empty directory: any lookup now fails.
+	empty, err := procfs.NewFS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.proc = empty
+	for range 3 {
+		if got := o.of(210); !slices.Equal(got, []string{"rank0"}) {
+			t.Fatalf("plans of 210 asked again: %v (read /proc?)", got)
+		}
+	}
+	o.forget("rank0")
+	if got := o.of(210); got != nil {
+		t.Errorf("plans of 210 after rank0 was removed: %v", got)
+	}
+}
