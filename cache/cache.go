@@ -162,6 +162,9 @@ type Stats struct {
 	Evicted       int64 // ready samples dropped to make room
 	EvictedUnread int64 // of those, prefetched and never read
 	Cancelled     int64 // queued prefetches dropped before they ran
+	// EvictWork counts the work of choosing victims and keeping their order: dues asked and
+	// entries looked at (evict.Policy's Asks and Visits), which tests count.
+	EvictWork int64
 }
 
 // New returns a cache. Close it to stop its loads and free its memory. A capacity below
@@ -630,6 +633,7 @@ func (c *Cache) Stats() Stats {
 	defer c.mu.Unlock()
 	s := c.stats
 	s.Capacity, s.Allocated = c.opts.Capacity, c.allocated
+	s.EvictWork = c.evict.Asks + c.evict.Visits
 	for _, e := range c.entries {
 		s.Used++
 		switch e.state {

@@ -40,6 +40,9 @@ type planData struct {
 	end      int // the window is [pos, end)
 	// ahead maps each sample with an unconsumed entry in the window to the first of them.
 	ahead map[int32]int
+	// steps counts the entries stepped over moving the position and the window: the work of
+	// reads, which tests count.
+	steps int64
 }
 
 // length is the number past the last entry.
@@ -105,6 +108,7 @@ func sampleOf(v int32) int32 {
 // extend moves the window's end up to span entries past the position, indexing what comes in.
 func (d *planData) extend() {
 	for limit := min(d.pos+d.span, d.length()); d.end < limit; d.end++ {
+		d.steps++
 		if s, consumed := d.at(d.end); !consumed {
 			if _, ok := d.ahead[s]; !ok {
 				d.ahead[s] = d.end
@@ -120,6 +124,7 @@ func (d *planData) unindex(s int32, q int) {
 		return
 	}
 	for n := d.nextOf(q); n >= 0 && n < d.end; n = d.nextOf(n) {
+		d.steps++
 		if _, consumed := d.at(n); !consumed {
 			d.ahead[s] = n
 			return
@@ -167,6 +172,7 @@ func (p *plan) consume(sample, window int, now time.Time) int {
 	p.unindex(s, q)
 	p.furthest = max(p.furthest, q)
 	for p.pos < p.length() {
+		p.steps++
 		v, consumed := p.at(p.pos)
 		if !consumed && p.pos >= p.furthest-window {
 			break

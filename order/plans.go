@@ -86,7 +86,10 @@ type Stats struct {
 	Accesses int64 // reads that started an access to a sample
 	OnPlan   int64 // accesses that a plan had due
 	OffPlan  int64 // accesses to samples no plan had due
-	Plans    []PlanStats
+	// Steps counts the work of reads: plans looked at, and entries stepped over moving positions
+	// and windows (those of the plans as they are: a Set starts a plan's count afresh).
+	Steps int64
+	Plans []PlanStats
 }
 
 // PlanStats is one plan's state and counters.
@@ -357,6 +360,7 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 	var best *plan
 	bestDue := -1
 	consider := func(p *plan) {
+		ps.stats.Steps++
 		if d := p.due(sample, pace); d >= 0 && (best == nil || d < bestDue) {
 			best, bestDue = p, d
 		}
@@ -493,6 +497,7 @@ func (ps *Plans) Stats() Stats {
 	st := ps.stats
 	now := time.Now()
 	for _, p := range ps.plans {
+		st.Steps += p.steps
 		st.Plans = append(st.Plans, PlanStats{Name: p.name, Length: len(p.entries), Position: p.pos - p.base, OnPlan: p.onPlan,
 			Skipped: p.skipped, Writes: p.writes, Pace: p.pace.perSecond(), LastUse: p.lastUse, Active: p.active(now, ps.idle)})
 	}
