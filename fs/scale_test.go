@@ -2,13 +2,19 @@ package fs
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
 	"testing/synctest"
 
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/npy"
 	"github.com/vidfs/vidfs/layout"
 	"github.com/vidfs/vidfs/order"
 )
@@ -104,4 +110,131 @@ func TestReadWorkFlat(t *testing.T) {
 	if large != small {
 		t.Errorf("the work of %d reads grows with the dataset: %+v at 6,400 samples, %+v at 4,000,000", counted, small, large)
 	}
+}
+
+// npyPlan is entries as a .npy file of int32, as PlanSampler writes a plan.
+func npyPlan(entries []int32) []byte {
+	var b bytes.Buffer
+	b.Write(npy.Header{Descr: "<i4", Shape: []int{len(entries)}}.Encode(64))
+	buf := make([]byte, 4*len(entries))
+	for i, e := range entries {
+		binary.LittleEndian.PutUint32(buf[4*i:], uint32(e))
+	}
+	b.Write(buf)
+	return b.Bytes()
+}
+
+// TestPlanReplacedWhileReading: over a mount of 4,000,000 samples (a fake decoder), two readers
+// each follow a plan of its own of 2,000,000 entries (even samples, odd samples) while another
+// process replaces a third plan of 4,000,000 entries, twice, and the first reader's plan gets
+// its next epoch appended: no read fails, and each reader's plan is followed (every read counted
+// toward it, its position at its reads, nothing skipped, and the epoch appended behind what r0
+// had not read).
+func TestPlanReplacedWhileReading(t *testing.T) {
+	f, _ := scaleFS(t, 250_000, 64)
+	t.Cleanup(f.Close)
+	mnt := mountFake(t, f)
+	plans := filepath.Join(mnt, ".vidfs", "plans")
+	n := f.lay.Len()
+	r := rand.New(rand.NewPCG(7, 7))
+	half := func(odd int) []int32 { // the samples of one parity, shuffled
+		p := make([]int32, n/2)
+		for i, v := range r.Perm(n / 2) {
+			p[i] = int32(2*v + odd)
+		}
+		return p
+	}
+	mine := [2][]int32{half(0), half(1)}
+	next := half(0) // r0's next epoch
+	for k, p := range mine { // written by this process: its reads count toward them
+		if err := os.WriteFile(filepath.Join(plans, fmt.Sprint("r", k)), npyPlan(p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := filepath.Join(t.TempDir(), "big.npy")
+	all := make([]int32, n)
+	for i, v := range r.Perm(n) {
+		all[i] = int32(v)
+	}
+	if err := os.WriteFile(big, npyPlan(all), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clips, err := os.Open(filepath.Join(mnt, "clips.npy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer clips.Close()
+	hdr, S := int64(len(f.lay.NpyHeader())), f.lay.Spec.SampleBytes()
+	const reads = 1500
+	var wg sync.WaitGroup
+	var done sync.WaitGroup
+	errs := make(chan error, 2)
+	done.Add(2)
+	for k := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer done.Done()
+			buf := make([]byte, S)
+			for i, s := range mine[k][:reads] {
+				if _, err := clips.ReadAt(buf, hdr+int64(s)*S); err != nil {
+					errs <- fmt.Errorf("reader %d, read %d (sample %d): %w", k, i, s, err)
+					return
+				}
+				if i == reads/3 && k == 0 { // the next epoch, appended as this reader reads
+					if err := appendFile(filepath.Join(plans, "r0"), npyPlan(next)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	// Another process replaces the big plan while the readers read.
+	for i := range 2 {
+		sh := exec.Command("sh", "-c", fmt.Sprintf("cat %s > %s/big", big, plans))
+		if out, err := sh.CombinedOutput(); err != nil {
+			t.Fatalf("replacing the big plan (%d): %v: %s", i, err, out)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	st := f.plans.Stats()
+	if st.OffPlan != 0 {
+		t.Errorf("%d reads off plan", st.OffPlan)
+	}
+	for _, p := range st.Plans {
+		switch p.Name {
+		case "r0", "r1":
+			// r0's next epoch was appended after its first reads/3+1 reads, which were dropped.
+			pos, length := reads, n/2
+			if p.Name == "r0" {
+				pos, length = reads-(reads/3+1), 2*(n/2)-(reads/3+1)
+			}
+			if p.OnPlan != reads || p.Skipped != 0 || p.Position != pos || p.Length != length {
+				t.Errorf("plan %s: %d reads on it, %d skipped, at %d of %d; want %d, 0, at %d of %d", p.Name, p.OnPlan, p.Skipped,
+					p.Position, p.Length, reads, pos, length)
+			}
+		case "big":
+			if p.Writes != 3 || p.OnPlan != 0 || p.Length != n { // made empty, then written twice
+				t.Errorf("plan big: %d writes, %d reads on it, %d long; want 3, 0, %d", p.Writes, p.OnPlan, p.Length, n)
+			}
+		}
+	}
+}
+
+// appendFile appends data to the file at path.
+func appendFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
