@@ -145,7 +145,7 @@ func TestPlanReplacedWhileReading(t *testing.T) {
 		return p
 	}
 	mine := [2][]int32{half(0), half(1)}
-	next := half(0) // r0's next epoch
+	next := half(0)          // r0's next epoch
 	for k, p := range mine { // written by this process: its reads count toward them
 		if err := os.WriteFile(filepath.Join(plans, fmt.Sprint("r", k)), npyPlan(p), 0o644); err != nil {
 			t.Fatal(err)
