@@ -147,11 +147,13 @@ type planWriter struct {
 	appendPlan bool // opened with O_APPEND: each flush queues what was written behind the plan
 	replace    bool // opened to replace the plan (O_TRUNC, or created): unless written, it is emptied
 
-	// mu guards state and buf. It is held while applying (f.setPlan, which takes order.Plans'
-	// and the owners' locks, and kicks the cache, which takes none; the problem log's), and
-	// taken before pendingEmpties.mu;
-	// none of those calls back into a writer, and pendingEmpties.settle takes mu holding no
-	// lock of its own.
+	// mu guards state and buf. LOCK ORDERING: a writer's mu, then pendingEmpties.mu (add,
+	// remove), order.Plans' setMu and mu (setPlan: the plan is built and published with mu held,
+	// so one open's plan is applied whole before its close returns), the owners' mu, and the
+	// problem log's; the cache is kicked (no lock). None of those calls back into a writer, and
+	// pendingEmpties.settle takes a writer's mu holding no lock of its own. Readers of the
+	// mount's data take none of these but the plans' and the owners', each briefly: they never
+	// wait for a plan being built.
 	mu    sync.Mutex
 	state planState
 	buf   []byte // what the next flush applies: the plan as written so far, or what to queue
@@ -289,7 +291,9 @@ func (w *planWriter) emptyLocked() {
 // settle them first. They are not emptied at the flush itself, because a shell's redirection
 // closes one descriptor before it writes through another.
 type pendingEmpties struct {
-	mu sync.Mutex // guards ws; taken after a writer's mu (add, remove), never before one (settle)
+	// mu guards ws. LOCK ORDERING: taken after a writer's mu (add, remove), never before one
+	// (settle lets it go first), and nothing is called with it held.
+	mu sync.Mutex
 	ws map[*planWriter]struct{}
 }
 

@@ -18,6 +18,8 @@ import (
 type readCounters struct {
 	latency metrics.Histogram // of whole read requests
 
+	// mu guards the fields below. LOCK ORDERING: taken with no other lock held (the read path
+	// takes its locks one at a time), and nothing is called with it held.
 	mu       sync.Mutex
 	requests int64
 	bytes    int64
