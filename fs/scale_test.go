@@ -2,6 +2,7 @@ package fs
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
@@ -10,8 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/npy"
@@ -32,7 +35,7 @@ func manyVideos(n int) []layout.Video {
 var scaleSpec = layout.Spec{Frames: 4, Stride: 1, Height: 4, Width: 4}
 
 // scaleFS is an FS over n made-up videos with a fake decoder and a cache of cacheSamples.
-func scaleFS(t *testing.T, videos, cacheSamples int) (*FS, *fakeDecoder) {
+func scaleFS(t testing.TB, videos, cacheSamples int) (*FS, *fakeDecoder) {
 	t.Helper()
 	lay, err := layout.New(scaleSpec, manyVideos(videos))
 	if err != nil {
@@ -237,4 +240,83 @@ func appendFile(path string, data []byte) error {
 		return err
 	}
 	return f.Close()
+}
+
+// BenchmarkPlanApply writes a plan of 4,000,000 entries (.npy) to .vidfs/order of a mount of as
+// many samples, as a trainer does, and closes it, while two readers read (about 10,000 reads a
+// second each, a fake decoder): ns/op is the close (the plan parsed, built and swapped in: when
+// it returns, the plan is applied), max-wait-ms the longest any read took meanwhile. With
+// append, the plan is appended behind one as long instead.
+func BenchmarkPlanApply(b *testing.B) {
+	f, _ := scaleFS(b, 250_000, 64)
+	defer f.Close()
+	n := f.lay.Len()
+	r := rand.New(rand.NewPCG(3, 3))
+	epochs := [2][]byte{}
+	for k := range epochs {
+		p := make([]int32, n)
+		for i, v := range r.Perm(n) {
+			p[i] = int32(v)
+		}
+		epochs[k] = npyPlan(p)
+	}
+	ctx := context.Background()
+	write := func(data []byte, appendPlan bool) {
+		w := f.newPlanWriter(order.DefaultPlan, appendPlan, !appendPlan)
+		if _, errno := w.Write(ctx, data, 0); errno != 0 {
+			b.Fatal(errno)
+		}
+		if errno := w.Flush(ctx); errno != 0 {
+			b.Fatal(errno)
+		}
+		w.Release(ctx)
+	}
+	for _, appendPlan := range []bool{false, true} {
+		name := "replace"
+		if appendPlan {
+			name = "append"
+		}
+		b.Run(name, func(b *testing.B) {
+			write(epochs[0], false)
+			var stop atomic.Bool
+			var longest atomic.Int64
+			var wg sync.WaitGroup
+			hdr, S := f.lay.NpyHeader(), f.lay.Spec.SampleBytes()
+			for k := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					buf := make([]byte, S)
+					for i := k; !stop.Load(); i += 2 {
+						time.Sleep(100 * time.Microsecond)
+						t0 := time.Now()
+						res, errno := f.read(ctx, hdr, 0, n, buf, int64(len(hdr))+int64(i%n)*S)
+						if errno != 0 {
+							b.Error(errno)
+							return
+						}
+						res.Done()
+						if d := time.Since(t0).Nanoseconds(); d > longest.Load() {
+							longest.Store(d)
+						}
+					}
+				}()
+			}
+			time.Sleep(50 * time.Millisecond)
+			longest.Store(0)
+			b.ResetTimer()
+			for i := range b.N {
+				if appendPlan {
+					b.StopTimer()
+					write(epochs[0], false)
+					b.StartTimer()
+				}
+				write(epochs[(i+1)%2], appendPlan)
+			}
+			b.StopTimer()
+			stop.Store(true)
+			wg.Wait()
+			b.ReportMetric(float64(longest.Load())/1e6, "max-wait-ms")
+		})
+	}
 }
