@@ -80,9 +80,9 @@ type FS struct {
 	lay    *layout.Layout
 	out    decode.Output
 	cache  *cache.Cache
-	plans  *order.Plans
-	owners *owners   // which process wrote which plan
-	proc   procfs.FS // /proc: the owners' threads, and this process's resident memory
+	plans  *order.Plans // the plans, their owners and their counters: a plan's one keeper
+	owners *owners      // which process a reading thread is, and the plans it owns
+	proc   procfs.FS    // /proc: the owners' threads, and this process's resident memory
 	log    *slog.Logger
 	start  time.Time
 	// directIO: serve the tensor files with FOPEN_DIRECT_IO, which the kernel can memory-map
@@ -128,7 +128,7 @@ func New(cfg Config) (*FS, error) {
 	}
 	f := &FS{
 		cfg: cfg, lay: lay, log: cfg.Log, start: time.Now(), proc: proc,
-		out: SampleOutput(lay, cfg.Resize, cfg.Fast), owners: newOwners(proc),
+		out: SampleOutput(lay, cfg.Resize, cfg.Fast),
 	}
 	f.problems.init(cfg.Source, cfg.Skipped)
 	f.dirNumber = map[string]int{}
@@ -149,6 +149,7 @@ func New(cfg Config) (*FS, error) {
 	}
 	f.plans = order.NewPlans(256, depth+256, idle)
 	f.plans.Reserve(lay.Len())
+	f.owners = newOwners(proc, f.plans)
 	if cfg.TierDir != "" && cfg.TierBytes > 0 {
 		codec, why := tierCodec(cfg.TierCodec, lay.Len(), S, cfg.TierBytes)
 		cfg.Log.Info("disk tier codec", "codec", codec, "why", why)
@@ -222,18 +223,15 @@ func (f *FS) loadFailed(i int, err error) {
 
 // setPlan makes entries the plan called name, creating it if need be (or, with appendPlan,
 // queues them behind it). writer is the thread that wrote it (0: not known): its process's
-// reads, and its children's, count toward the plan.
+// reads, and its children's, count toward the plan. The plans keep all there is of a plan.
 func (f *FS) setPlan(name string, entries []int32, appendPlan bool, writer int) {
-	f.plans.Set(name, entries, appendPlan)
-	f.owners.wrote(name, writer)
+	f.plans.SetOwned(name, entries, appendPlan, f.owners.process(writer))
 	f.cache.Kick()
 }
 
-// removePlan drops the plan called name, and what its readers were counted for.
+// removePlan drops the plan called name, its owner and its counters with it.
 func (f *FS) removePlan(name string) bool {
 	ok := f.plans.Remove(name)
-	f.owners.forget(name)
-	f.reads.forget(name)
 	f.cache.Kick()
 	return ok
 }

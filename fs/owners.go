@@ -2,41 +2,42 @@ package fs
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/prometheus/procfs"
+
+	"github.com/vidfs/vidfs/order"
 )
 
-// owners remembers which process wrote each plan, and finds the plans a reading process wrote:
-// itself, or a process it descends from. A DDP rank's sampler writes its plan from the rank's
-// process and its DataLoader workers, children of that process, read; so a read is counted
-// toward the plan of the rank that reads, even when another rank's next epoch has the same
-// sample due sooner. A read whose process wrote no plan (nor did its parents) has no owner,
-// and counts as order.Plans decides from the plans alone.
+// owners finds the plans a reading process wrote: itself, or a process it descends from. A DDP
+// rank's sampler writes its plan from the rank's process and its DataLoader workers, children
+// of that process, read; so a read is counted toward the plan of the rank that reads, even when
+// another rank's next epoch has the same sample due sooner. A read whose process wrote no plan
+// (nor did its parents) has no owner, and counts as order.Plans decides from the plans alone.
+// Which process owns which plan is the plans' to keep (order.Plans.SetOwned, Owned): owners
+// keeps only what /proc said of threads, and its answers.
 //
 // Processes are known by their thread group (the kernel tells FUSE the reading thread), from
 // /proc, which is looked at only while some plan has an owner. Each thread's answer is
 // remembered for a while, so a read asks a map; /proc is read only for a thread not seen lately
 // (a miss), and without the lock, so other readers never wait for it.
 type owners struct {
-	proc procfs.FS // where threads are looked up: /proc
+	proc  procfs.FS // where threads are looked up: /proc
+	plans *order.Plans
 
-	// mu guards the fields below. LOCK ORDERING: taken after a plan writer's mu (setPlan) and
-	// before nothing: it is held for map work only, and /proc is read without it.
+	// mu guards the fields below. LOCK ORDERING: taken with no other lock held, and nothing is
+	// called with it held (the plans are asked, and /proc read, without it).
 	mu      sync.Mutex
-	byProc  map[int][]string // process (thread group) id -> the plans it wrote last
 	known   map[int]procInfo // thread id -> its process and parent, as lately read
-	answers map[int]answer   // thread id -> the plans of, as of gen
-	gen     int              // moves at each change of byProc: older answers are stale
+	answers map[int]answer   // thread id -> the plans of, as of the plans' OwnerGen
 }
 
 // answer is the plans a thread's reads count toward, as worked out at a time.
 type answer struct {
 	names []string // never changed once made
-	gen   int
+	gen   int64
 	at    time.Time
 }
 
@@ -56,8 +57,8 @@ const maxAncestry = 16
 // maxKnown bounds the threads remembered; past it, those not seen within procTTL are forgotten.
 const maxKnown = 4096
 
-func newOwners(proc procfs.FS) *owners {
-	return &owners{proc: proc, byProc: map[int][]string{}, known: map[int]procInfo{}, answers: map[int]answer{}}
+func newOwners(proc procfs.FS, plans *order.Plans) *owners {
+	return &owners{proc: proc, plans: plans, known: map[int]procInfo{}, answers: map[int]answer{}}
 }
 
 // callerPid is the id of the thread whose request ctx carries, or 0 when it carries none.
@@ -68,62 +69,39 @@ func callerPid(ctx context.Context) int {
 	return 0
 }
 
-// wrote records that thread pid wrote plan (which no other process owns from now on).
-func (o *owners) wrote(plan string, pid int) {
-	var info procInfo
-	var err error
-	if pid > 0 {
-		info, err = o.info(pid, time.Now())
+// process returns thread pid's process (thread group) id, 0 when not known: the owner of a plan
+// the thread writes.
+func (o *owners) process(pid int) int {
+	if pid <= 0 {
+		return 0
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.forgetLocked(plan)
-	if pid <= 0 || err != nil {
-		return // gone already: no reader can descend from it
+	info, err := o.info(pid, time.Now())
+	if err != nil {
+		return 0 // gone already: no reader can descend from it
 	}
-	o.byProc[info.tgid] = append(o.byProc[info.tgid], plan)
-}
-
-// forget drops plan's owner (the plan was removed).
-func (o *owners) forget(plan string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.forgetLocked(plan)
-}
-
-func (o *owners) forgetLocked(plan string) {
-	o.gen++
-	for p, names := range o.byProc {
-		if names = slices.DeleteFunc(names, func(n string) bool { return n == plan }); len(names) == 0 {
-			delete(o.byProc, p)
-		} else {
-			o.byProc[p] = names
-		}
-	}
+	return info.tgid
 }
 
 // of returns the plans written by thread pid's process or the nearest of its ancestors that
 // wrote any; nil when there are none or pid is not known (0). The caller must not change what
 // it returns. A thread asked of lately is answered from memory.
 func (o *owners) of(pid int) []string {
-	now := time.Now()
-	o.mu.Lock()
-	if len(o.byProc) == 0 || pid <= 0 {
-		o.mu.Unlock()
+	if !o.plans.AnyOwned() || pid <= 0 {
 		return nil
 	}
-	if a, ok := o.answers[pid]; ok && a.gen == o.gen && now.Sub(a.at) < procTTL {
-		o.mu.Unlock()
+	now, gen := time.Now(), o.plans.OwnerGen()
+	o.mu.Lock()
+	a, ok := o.answers[pid]
+	o.mu.Unlock()
+	if ok && a.gen == gen && now.Sub(a.at) < procTTL {
 		return a.names
 	}
-	gen := o.gen
-	o.mu.Unlock()
 	names := o.walk(pid, now)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.answers) >= maxKnown {
 		for p, a := range o.answers {
-			if a.gen != o.gen || now.Sub(a.at) >= procTTL {
+			if a.gen != gen || now.Sub(a.at) >= procTTL {
 				delete(o.answers, p)
 			}
 		}
@@ -132,18 +110,15 @@ func (o *owners) of(pid int) []string {
 	return names
 }
 
-// walk goes up from thread pid to the nearest process that wrote plans, and returns a copy of
-// their names (nil: none).
+// walk goes up from thread pid to the nearest process that owns plans, and returns their names
+// (nil: none).
 func (o *owners) walk(pid int, now time.Time) []string {
 	for range maxAncestry {
 		info, err := o.info(pid, now)
 		if err != nil {
 			return nil
 		}
-		o.mu.Lock()
-		names := slices.Clone(o.byProc[info.tgid]) // wrote and forget change byProc's slices in place
-		o.mu.Unlock()
-		if len(names) > 0 {
+		if names := o.plans.Owned(info.tgid); len(names) > 0 {
 			return names
 		}
 		if info.ppid <= 1 {

@@ -23,6 +23,9 @@ type plan struct {
 	onPlan, skipped, writes int64
 	lastUse                 time.Time
 	pace                    paceMeter
+	owner                   int // the process that wrote it (0: not known)
+	hits, misses            int64
+	waited                  time.Duration
 }
 
 // planData is what a Set builds, off the lock, and swaps into a plan.

@@ -66,6 +66,10 @@ type Plans struct {
 	// is published as due now until then.
 	after map[int]int32
 	stats Stats
+	// owners counts the plans with an owner, and ownerGen moves at each Set and Remove (who owns
+	// what may have changed): readers' callers remember answers of Owned until it moves.
+	owners   atomic.Int64
+	ownerGen atomic.Int64
 	// dues holds, for each sample, when it is next due over the plans (a tick: see tick), or 0
 	// when no plan has it. Read with atomic loads and no lock (Due); written under mu, with
 	// atomic stores (a new array is filled before it is stored here).
@@ -95,11 +99,15 @@ type Stats struct {
 // PlanStats is one plan's state and counters.
 type PlanStats struct {
 	Name     string
-	Length   int       // entries, from the start of what is kept (what was read before an append is dropped)
-	Position int       // the first entry not yet read
-	OnPlan   int64     // accesses counted toward it
-	Skipped  int64     // entries given up as never read
-	Writes   int64     // times it was set or appended to
+	Length   int   // entries, from the start of what is kept (what was read before an append is dropped)
+	Position int   // the first entry not yet read
+	OnPlan   int64 // accesses counted toward it
+	Skipped  int64 // entries given up as never read
+	Writes   int64 // times it was set or appended to
+	Owner    int   // the process that wrote it last (0: not known)
+	Hits     int64 // accesses counted toward it that found their sample ready (Served)
+	Misses   int64 // and that waited for it
+	Waited   time.Duration
 	Pace     float64   // its reader's samples per second lately (0: not known yet)
 	LastUse  time.Time // last read or write
 	Active   bool      // read or written within the idle time
@@ -141,8 +149,14 @@ func (ps *Plans) growLocked(n int) []int32 {
 // appendPlan, it queues them behind the plan's entries instead (the next epoch). The plan is
 // built (and the dues worked out anew) before it replaces the old one, with readers reading on;
 // they wait only while it is swapped in, work that does not grow with the plan. entries is not
-// kept.
+// kept. The plan has no owner from then on.
 func (ps *Plans) Set(name string, entries []int32, appendPlan bool) {
+	ps.SetOwned(name, entries, appendPlan, 0)
+}
+
+// SetOwned is Set by the process owner (a process id; 0: not known), which owns the plan from
+// then on: reads by it and its descendants count toward its plans (Owned).
+func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner int) {
 	ps.setMu.Lock()
 	defer ps.setMu.Unlock()
 	ps.mu.Lock()
@@ -186,8 +200,54 @@ func (ps *Plans) Set(name string, entries []int32, appendPlan bool) {
 		d.extend()
 	}
 	p.set(d, time.Now())
+	if (p.owner != 0) != (owner != 0) {
+		ps.owners.Add(int64(min(owner, 1) - min(p.owner, 1)))
+	}
+	p.owner = owner
+	ps.ownerGen.Add(1)
 	ps.mu.Unlock()
 	ps.publish()
+}
+
+// Owned returns the names of the plans process owner owns, sorted (nil: none). Its work grows
+// with the number of plans.
+func (ps *Plans) Owned(owner int) []string {
+	if ps.owners.Load() == 0 || owner <= 0 {
+		return nil
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	var names []string
+	for _, p := range ps.plans {
+		if p.owner == owner {
+			names = append(names, p.name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// AnyOwned tells, without a lock, whether some plan has an owner.
+func (ps *Plans) AnyOwned() bool { return ps.owners.Load() > 0 }
+
+// OwnerGen moves whenever who owns which plan may have changed (at each Set and Remove).
+func (ps *Plans) OwnerGen() int64 { return ps.ownerGen.Load() }
+
+// Served counts an access toward the plan called name (as Observe said) that found its sample
+// ready (hit) or waited for it.
+func (ps *Plans) Served(name string, hit bool, waited time.Duration) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	p := ps.plans[name]
+	if p == nil {
+		return
+	}
+	if hit {
+		p.hits++
+	} else {
+		p.misses++
+	}
+	p.waited += waited
 }
 
 // Remove drops the plan called name, and says whether there was one.
@@ -195,8 +255,12 @@ func (ps *Plans) Remove(name string) bool {
 	ps.setMu.Lock()
 	defer ps.setMu.Unlock()
 	ps.mu.Lock()
-	_, ok := ps.plans[name]
+	p, ok := ps.plans[name]
+	if ok && p.owner != 0 {
+		ps.owners.Add(-1)
+	}
 	delete(ps.plans, name)
+	ps.ownerGen.Add(1)
 	ps.mu.Unlock()
 	if ok {
 		ps.publish()
@@ -499,7 +563,7 @@ func (ps *Plans) Stats() Stats {
 	for _, p := range ps.plans {
 		st.Steps += p.steps
 		st.Plans = append(st.Plans, PlanStats{Name: p.name, Length: len(p.entries), Position: p.pos - p.base, OnPlan: p.onPlan,
-			Skipped: p.skipped, Writes: p.writes, Pace: p.pace.perSecond(), LastUse: p.lastUse, Active: p.active(now, ps.idle)})
+			Skipped: p.skipped, Writes: p.writes, Owner: p.owner, Hits: p.hits, Misses: p.misses, Waited: p.waited, Pace: p.pace.perSecond(), LastUse: p.lastUse, Active: p.active(now, ps.idle)})
 	}
 	slices.SortFunc(st.Plans, func(a, b PlanStats) int {
 		switch {
