@@ -133,3 +133,21 @@ func fmtInt(n int) string {
 	}
 	return string(b)
 }
+
+// BenchmarkUpcoming is the prefetch loop's question after each read (what to keep ready, the
+// cache's Want), with Plans' lock held throughout, for horizons of 100 and 13,000 samples (the
+// latter a 32 GiB cache of 2.4 MB samples), over a plan of 4,000,000 entries.
+func BenchmarkUpcoming(b *testing.B) {
+	entries := permutation(4_000_000, 5)
+	for _, depth := range []int{100, 13_000} {
+		b.Run(itoa(depth), func(b *testing.B) {
+			ps := NewPlans(256, depth+256, 0)
+			ps.Set(DefaultPlan, entries, false)
+			dst := make([]int, 0, depth)
+			b.ResetTimer()
+			for range b.N {
+				dst = ps.Upcoming(dst[:0], depth)
+			}
+		})
+	}
+}
