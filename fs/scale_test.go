@@ -11,13 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/npy"
+	"github.com/vidfs/vidfs/internal/readers"
 	"github.com/vidfs/vidfs/layout"
 	"github.com/vidfs/vidfs/order"
 )
@@ -278,32 +278,17 @@ func BenchmarkPlanApply(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			write(epochs[0], false)
-			var stop atomic.Bool
-			var longest atomic.Int64
-			var wg sync.WaitGroup
 			hdr, S := f.lay.NpyHeader(), f.lay.Spec.SampleBytes()
-			for k := range 2 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					buf := make([]byte, S)
-					for i := k; !stop.Load(); i += 2 {
-						time.Sleep(100 * time.Microsecond)
-						t0 := time.Now()
-						res, errno := f.read(ctx, hdr, 0, n, buf, int64(len(hdr))+int64(i%n)*S)
-						if errno != 0 {
-							b.Error(errno)
-							return
-						}
-						res.Done()
-						if d := time.Since(t0).Nanoseconds(); d > longest.Load() {
-							longest.Store(d)
-						}
-					}
-				}()
-			}
+			rs := readers.Start(2, 100*time.Microsecond, func(i int) error {
+				res, errno := f.read(ctx, hdr, 0, n, make([]byte, S), int64(len(hdr))+int64(i%n)*S)
+				if errno != 0 {
+					return errno
+				}
+				res.Done()
+				return nil
+			})
 			time.Sleep(50 * time.Millisecond)
-			longest.Store(0)
+			rs.Reset()
 			b.ResetTimer()
 			for i := range b.N {
 				if appendPlan {
@@ -314,9 +299,11 @@ func BenchmarkPlanApply(b *testing.B) {
 				write(epochs[(i+1)%2], appendPlan)
 			}
 			b.StopTimer()
-			stop.Store(true)
-			wg.Wait()
-			b.ReportMetric(float64(longest.Load())/1e6, "max-wait-ms")
+			longest, err := rs.Stop()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(longest)/1e6, "max-wait-ms")
 		})
 	}
 }

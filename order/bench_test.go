@@ -2,10 +2,10 @@ package order
 
 import (
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vidfs/vidfs/internal/readers"
 )
 
 // permutation is an epoch of n samples in a random order (the same for a given seed).
@@ -72,29 +72,16 @@ func BenchmarkApply(b *testing.B) {
 			ps := NewPlans(256, 4096, 0)
 			epochs := [2][]int32{permutation(n, 3), permutation(n, 4)}
 			ps.Set(DefaultPlan, epochs[0], false)
-			var stop atomic.Bool
-			var longest atomic.Int64
-			var wg sync.WaitGroup
-			for r := range 2 { // two readers at about 10,000 reads a second each
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := r; !stop.Load(); i += 2 {
-						time.Sleep(100 * time.Microsecond)
-						s := int(epochs[0][i%n])
-						t0 := time.Now()
-						ps.Observe(s, 100, 100, t0, nil)
-						ps.Done(s)
-						ps.NextUse(s)
-						ps.Due(s)
-						if d := time.Since(t0).Nanoseconds(); d > longest.Load() {
-							longest.Store(d)
-						}
-					}
-				}()
-			}
+			rs := readers.Start(2, 100*time.Microsecond, func(i int) error { // about 10,000 reads a second each
+				s := int(epochs[0][i%n])
+				ps.Observe(s, 100, 100, time.Now(), nil)
+				ps.Done(s)
+				ps.NextUse(s)
+				ps.Due(s)
+				return nil
+			})
 			time.Sleep(20 * time.Millisecond)
-			longest.Store(0)
+			rs.Reset()
 			b.ResetTimer()
 			for i := range b.N {
 				if appendPlan { // an epoch in the plan, and the next appended behind it
@@ -106,9 +93,8 @@ func BenchmarkApply(b *testing.B) {
 				ps.Due(int(epochs[0][i%n])) // whatever the Set leaves to the first question
 			}
 			b.StopTimer()
-			stop.Store(true)
-			wg.Wait()
-			b.ReportMetric(float64(longest.Load())/1e6, "max-wait-ms")
+			longest, _ := rs.Stop()
+			b.ReportMetric(float64(longest)/1e6, "max-wait-ms")
 		})
 	}
 }
