@@ -47,7 +47,7 @@ func scaleFS(t testing.TB, videos, cacheSamples int) (*FS, *fakeDecoder) {
 		infos[i] = &decode.Info{Path: v.Path, Frames: v.Frames}
 		dec.video[v.Path] = i
 	}
-	f, err := New(Config{Source: "/fake", Layout: lay, Infos: infos, Decoder: dec, Workers: 1, OnError: OnErrorEIO,
+	f, err := New(Config{Source: "/fake", Layout: lay, Infos: InfoList(infos), Decoder: dec, Workers: 1, OnError: OnErrorEIO,
 		CacheBytes: int64(cacheSamples) * scaleSpec.SampleBytes(), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestReadWorkFlat(t *testing.T) {
 			read := func(s int32) {
 				synctest.Wait() // the reader is slower than the decoder
 				b, errno := readAt(t, f, int64(hdr+int(s)*S), S)
-				if errno != 0 || len(b) != S || !bytes.Equal(b[:1], []byte{frameByte(f.lay.Samples[s].Video, f.lay.Samples[s].Start)}) {
+				if errno != 0 || len(b) != S || !bytes.Equal(b[:1], []byte{frameByte(f.lay.Sample(int(s)).Video, f.lay.Sample(int(s)).Start)}) {
 					t.Fatalf("sample %d: %v, %d bytes", s, errno, len(b))
 				}
 			}
