@@ -250,12 +250,21 @@ func (f *FS) loadFailed(i int, err error) {
 // reads, and its children's, count toward the plan. The plans keep all there is of a plan.
 func (f *FS) setPlan(name string, entries []int32, appendPlan bool, writer int) {
 	f.plans.SetOwned(name, entries, appendPlan, f.owners.process(writer))
-	f.cache.Kick()
+	f.replanned()
 }
 
 // removePlan drops the plan called name, its owner and its counters with it.
 func (f *FS) removePlan(name string) bool {
 	ok := f.plans.Remove(name)
-	f.cache.Kick()
+	f.replanned()
 	return ok
+}
+
+// replanned tells the cache and the disk tier that a plan changed: every sample's due may have
+// moved.
+func (f *FS) replanned() {
+	f.cache.Replanned()
+	if f.tier != nil {
+		f.tier.t.Replanned()
+	}
 }

@@ -582,6 +582,14 @@ func (t *Tier) Tag(key Key, tag int) bool {
 	return false
 }
 
+// Replanned tells the tier that a plan was written or removed: every entry's due may have
+// moved. They are asked again a few dozen at each eviction from then on, until all have been.
+func (t *Tier) Replanned() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.evict.Resweep()
+}
+
 // Refresh asks again how soon the entry tagged tag is due (Options.Due), if there is one: a
 // reader read it, and the plans moved.
 func (t *Tier) Refresh(tag int) {

@@ -22,6 +22,10 @@ const (
 // up to date over time.
 const sweep = 4
 
+// resweep is how many members each Victim asks due of again, in place of sweep, after Resweep,
+// until every member has been asked.
+const resweep = 64
+
 // slack is how far a member's due may move before Victim takes it for stale: dues are estimates
 // at readers' paces, rounded, and one asked again a moment later is a few milliseconds off.
 const slack = 16
@@ -49,6 +53,7 @@ type Policy[K comparable] struct {
 	order members[K]
 	seq   uint64 // recency: each add or touch takes the next
 	sweep int    // where in order the next sweep starts
+	owed  int    // members still to ask again after Resweep, resweep at a time
 	// Asks counts calls of due, and Visits the members Victim looked at: the work done, which
 	// tests count to show that it does not grow with the members.
 	Asks, Visits int64
@@ -172,13 +177,32 @@ func (p *Policy[K]) refresh(it *item[K]) bool {
 	return true
 }
 
+// RefreshAll asks every member's due again (a plan was written or removed: every due may have
+// moved). Its work grows with the members, once: a store calls it after the plans change, not
+// on a read.
+func (p *Policy[K]) RefreshAll() {
+	for _, it := range p.order {
+		it.due = p.ask(it.tag)
+	}
+	heap.Init(&p.order)
+}
+
+// Resweep has the members' dues asked again a few dozen at a time at each Victim until all have
+// been (the plans changed): for a store too large to RefreshAll at once.
+func (p *Policy[K]) Resweep() { p.owed = len(p.order) }
+
 // Victim returns the member to evict and true, or false when there is none: the member no plan
 // wants that was used least recently, else the one due last, if it is due later than after (Any:
 // whatever its due; NotDue: only members not due). skip, if not nil, names members the store
 // cannot drop now (a reader holds them): they are passed over. Victim does not remove the
 // member.
 func (p *Policy[K]) Victim(after int, skip func(K) bool) (K, bool) {
-	for range min(sweep, len(p.order)) {
+	n := sweep
+	if p.owed > 0 {
+		n = resweep
+		p.owed -= n
+	}
+	for range min(n, len(p.order)) {
 		p.sweep = (p.sweep + 1) % len(p.order)
 		p.Visits++
 		p.refresh(p.order[p.sweep])
