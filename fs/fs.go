@@ -96,9 +96,9 @@ type FS struct {
 	lay    *layout.Layout
 	out    decode.Output
 	cache  *cache.Cache
-	plans  *order.Plans
-	owners *owners   // which process wrote which plan
-	proc   procfs.FS // /proc: the owners' threads, and this process's resident memory
+	plans  *order.Plans // the plans, their owners and their counters: a plan's one keeper
+	owners *owners      // which process a reading thread is, and the plans it owns
+	proc   procfs.FS    // /proc: the owners' threads, and this process's resident memory
 	log    *slog.Logger
 	start  time.Time
 	// directIO: serve the tensor files with FOPEN_DIRECT_IO, which the kernel can memory-map
@@ -144,7 +144,7 @@ func New(cfg Config) (*FS, error) {
 	}
 	f := &FS{
 		cfg: cfg, lay: lay, log: cfg.Log, start: time.Now(), proc: proc,
-		out: SampleOutput(lay, cfg.Resize, cfg.Fast), owners: newOwners(proc),
+		out: SampleOutput(lay, cfg.Resize, cfg.Fast),
 	}
 	f.problems.init(cfg.Source, cfg.Skipped)
 	f.dirNumber = map[string]int{}
@@ -164,19 +164,21 @@ func New(cfg Config) (*FS, error) {
 		idle = 10 * time.Minute
 	}
 	f.plans = order.NewPlans(256, depth+256, idle)
+	f.plans.Reserve(lay.Len())
+	f.owners = newOwners(proc, f.plans)
 	if cfg.TierDir != "" && cfg.TierBytes > 0 {
 		codec, why := tierCodec(cfg.TierCodec, lay.Len(), S, cfg.TierBytes)
 		cfg.Log.Info("disk tier codec", "codec", codec, "why", why)
 		// The write backlog is memory beside the cache: a few samples' worth.
 		t, err := tier.Open(tier.Options{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Codec: codec, Log: cfg.Log, Backlog: max(16<<20, 4*S),
-			Due: f.plans.Until})
+			Due: f.plans.Due})
 		if err != nil {
 			return nil, err
 		}
 		f.tier = &diskTier{t: t, prefix: keyPrefix(f.out)}
 		opts.Fetch = f.fetchSample
 	}
-	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.NextUse, f.plans.Upcoming
+	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.Due, f.plans.Upcoming
 	c, err := cache.New(opts)
 	if err != nil {
 		if f.tier != nil {
@@ -245,18 +247,24 @@ func (f *FS) loadFailed(i int, err error) {
 
 // setPlan makes entries the plan called name, creating it if need be (or, with appendPlan,
 // queues them behind it). writer is the thread that wrote it (0: not known): its process's
-// reads, and its children's, count toward the plan.
+// reads, and its children's, count toward the plan. The plans keep all there is of a plan.
 func (f *FS) setPlan(name string, entries []int32, appendPlan bool, writer int) {
-	f.plans.Set(name, entries, appendPlan)
-	f.owners.wrote(name, writer)
-	f.cache.Kick()
+	f.plans.SetOwned(name, entries, appendPlan, f.owners.process(writer))
+	f.replanned()
 }
 
-// removePlan drops the plan called name, and what its readers were counted for.
+// removePlan drops the plan called name, its owner and its counters with it.
 func (f *FS) removePlan(name string) bool {
 	ok := f.plans.Remove(name)
-	f.owners.forget(name)
-	f.reads.forget(name)
-	f.cache.Kick()
+	f.replanned()
 	return ok
+}
+
+// replanned tells the cache and the disk tier that a plan changed: every sample's due may have
+// moved.
+func (f *FS) replanned() {
+	f.cache.Replanned()
+	if f.tier != nil {
+		f.tier.t.Replanned()
+	}
 }
