@@ -79,9 +79,10 @@ type indexCSV struct {
 	lay   *layout.Layout
 	timed bool // with start_time and end_time
 	head  []byte
-	once  sync.Once // sets ends
-	ends  []int64   // ends[v]: the offset just past video v's rows
-	made  atomic.Int64
+	once  sync.Once    // sets ends
+	ends  []int64      // ends[v]: the offset just past video v's rows
+	made  atomic.Int64 // rows made, for tests
+	lens  atomic.Int64 // rows whose length was worked out, for tests
 }
 
 func newIndexCSV(lay *layout.Layout) *indexCSV {
@@ -174,6 +175,7 @@ func (x *indexCSV) baseLen(v int) int64 {
 
 // rowLen is the length of the row of sample first+k, the k-th of video v, whose baseLen is base.
 func (x *indexCSV) rowLen(v int, base int64, first, k int) int64 {
+	x.lens.Add(1)
 	sp := x.lay.Spec
 	start := sp.Start(x.lay.Videos[v].Frames, k)
 	n := base + int64(digits(first+k)+digits(k)+digits(start))

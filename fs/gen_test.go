@@ -147,6 +147,32 @@ func TestIndexCSVReadsMakeFewRows(t *testing.T) {
 	}
 }
 
+// TestIndexCSVLongVideo: in a video of 4 million samples (with and without --fps), a 4 KiB read
+// of index.csv works out the length of only the rows it makes and a few dozen more, not of
+// every row of the video before its offset. (TestIndexCSVSameBytes checks the bytes, at offsets
+// in videos whose rows cross powers of ten.)
+func TestIndexCSVLongVideo(t *testing.T) {
+	for name, sp := range map[string]layout.Spec{
+		"frames": {Frames: 1, Stride: 1, Step: 1, Height: 8, Width: 8},
+		"fps":    {Frames: 4, Stride: 2, Step: 1, Height: 8, Width: 8, FPS: layout.Rate{Num: 30000, Den: 1001}},
+	} {
+		lay, err := layout.New(sp, []layout.Video{{Path: "a/short.mp4", Frames: 40}, {Path: "a/long.mp4", Frames: 4_000_003}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := newIndexCSV(lay)
+		size := x.size()
+		for _, off := range []int64{size / 3, size / 2, size - 4096} {
+			made, lens := x.made.Load(), x.lens.Load()
+			b := readGen(t, x, off, 4096)
+			made, lens = x.made.Load()-made, x.lens.Load()-lens
+			if len(b) != 4096 || lens > made+2000 {
+				t.Errorf("%s: 4 KiB at %d of %d: %d rows made, the lengths of %d worked out (at most %d), %d bytes", name, off, size, made, lens, made+2000, len(b))
+			}
+		}
+	}
+}
+
 // TestControlNpy: .vidfs/labels.npy holds each sample's label and .vidfs/videos.npy each video's
 // first sample, sample count and label, as the layout has them, read whole or in pieces.
 func TestControlNpy(t *testing.T) {
