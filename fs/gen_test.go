@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/csv"
+	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/vidfs/vidfs/internal/npy"
@@ -170,6 +172,38 @@ func TestIndexCSVLongVideo(t *testing.T) {
 				t.Errorf("%s: 4 KiB at %d of %d: %d rows made, the lengths of %d worked out (at most %d), %d bytes", name, off, size, made, lens, made+2000, len(b))
 			}
 		}
+	}
+}
+
+// TestIndexCSVConcurrent: readers that race the first stat and read of index.csv (run with
+// -race) all see one size and the same bytes at every offset.
+func TestIndexCSVConcurrent(t *testing.T) {
+	lay := genLayouts(t)["odd fps29.97"]
+	want := indexCSVWhole(lay)
+	x := newIndexCSV(lay)
+	errs := make(chan string, 8)
+	var wg sync.WaitGroup
+	for r := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if size := x.size(); size != int64(len(want)) {
+				errs <- fmt.Sprintf("reader %d: size %d, want %d", r, size, len(want))
+				return
+			}
+			for off := r; off < len(want); off += 61 {
+				dst := make([]byte, min(113, len(want)-off))
+				if err := x.readAt(dst, int64(off)); err != nil || !bytes.Equal(dst, want[off:off+len(dst)]) {
+					errs <- fmt.Sprintf("reader %d: %d bytes at %d: %q (%v), want %q", r, len(dst), off, dst, err, want[off:off+len(dst)])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
 
