@@ -277,7 +277,8 @@ class PlanSampler:
     clips="all" takes every sample; clips="random" draws clips_per_video random samples of each
     video each epoch (the same on every rank); clips="uniform" takes clips_per_video evenly spaced
     samples of each video, for evaluation. skip_failed leaves out the samples .vidfs/failed lists
-    (then the split no longer matches DistributedSampler's). epochs, if given, keeps the last
+    (then the split no longer matches DistributedSampler's, and ranks that read .vidfs/failed at
+    different moments may disagree on the epoch's samples and lengths). epochs, if given, keeps the last
     epoch from planning one after it."""
 
     def __init__(self, mount, rank=None, world_size=None, seed=0, shuffle=True, drop_last=False,
