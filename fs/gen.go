@@ -73,15 +73,16 @@ func (g *genFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off
 // quote is quoted), and padding them to one width would change the CSV. So the offset where
 // each video's rows end is kept instead, 8 bytes a video, summed once from the lengths of the
 // rows' fields, which are worked out without making the rows. A read at an offset finds its
-// video by binary search over those ends, then its row by summing the lengths of the video's
-// rows before it, and makes rows from there until the read is full.
+// video by binary search over those ends, then its row within the video (locate), and makes
+// rows from there until the read is full.
 type indexCSV struct {
 	lay   *layout.Layout
 	timed bool // with start_time and end_time
 	head  []byte
-	once  sync.Once // sets ends
-	ends  []int64   // ends[v]: the offset just past video v's rows
-	made  atomic.Int64
+	once  sync.Once    // sets ends
+	ends  []int64      // ends[v]: the offset just past video v's rows
+	made  atomic.Int64 // rows made, for tests
+	lens  atomic.Int64 // rows whose length was worked out, for tests
 }
 
 func newIndexCSV(lay *layout.Layout) *indexCSV {
@@ -174,6 +175,7 @@ func (x *indexCSV) baseLen(v int) int64 {
 
 // rowLen is the length of the row of sample first+k, the k-th of video v, whose baseLen is base.
 func (x *indexCSV) rowLen(v int, base int64, first, k int) int64 {
+	x.lens.Add(1)
 	sp := x.lay.Spec
 	start := sp.Start(x.lay.Videos[v].Frames, k)
 	n := base + int64(digits(first+k)+digits(k)+digits(start))
@@ -213,10 +215,8 @@ func (x *indexCSV) readAt(dst []byte, off int64) error {
 		pos = x.ends[v-1]
 	}
 	first, end := lay.VideoSamples(v)
-	base, k := x.baseLen(v), 0
-	for ; pos+x.rowLen(v, base, first, k) <= off; k++ {
-		pos += x.rowLen(v, base, first, k)
-	}
+	base := x.baseLen(v)
+	k, pos := x.locate(v, base, first, end-first, pos, off)
 	var b []byte
 	plain := x.plain(v)
 	for n < len(dst) {
@@ -236,6 +236,26 @@ func (x *indexCSV) readAt(dst []byte, off int64) error {
 		k++
 	}
 	return nil
+}
+
+// locate finds the row of video v (c rows from sample first, whose baseLen is base, starting at
+// offset pos) that holds offset off: its number k in the video and its offset. Within a video a
+// row is never shorter than the one before it (its numbers and times only grow), so its rows
+// are runs of equal length, a few dozen at most (one more digit, or one more digit of a time,
+// starts the next); each run's end is found by binary search, and the row within it by
+// division: O(runs x log c) lengths worked out, not one per row before off.
+func (x *indexCSV) locate(v int, base int64, first, c int, pos, off int64) (int, int64) {
+	for k := 0; k < c; {
+		n := x.rowLen(v, base, first, k)
+		end := k + 1 + sort.Search(c-k-1, func(i int) bool { return x.rowLen(v, base, first, k+1+i) != n })
+		if run := int64(end-k) * n; pos+run <= off {
+			pos, k = pos+run, end
+			continue
+		}
+		skip := (off - pos) / n
+		return k + int(skip), pos + skip*n
+	}
+	return c, pos // off is past the video's rows: not reached, as ends says where they end
 }
 
 // plain tells whether no field of video v's rows is quoted.

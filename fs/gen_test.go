@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/csv"
+	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/vidfs/vidfs/internal/npy"
@@ -144,6 +146,64 @@ func TestIndexCSVReadsMakeFewRows(t *testing.T) {
 	want := "3999999,samples/" + p + "/1999.npy," + p + ",1999,1," + strconv.Itoa(label) + "," + lay.Classes[label] + "\n"
 	if !bytes.HasSuffix(last, []byte(want)) {
 		t.Errorf("index.csv ends %q, want %q", last, want)
+	}
+}
+
+// TestIndexCSVLongVideo: in a video of 4 million samples (with and without --fps), a 4 KiB read
+// of index.csv works out the length of only the rows it makes and a few dozen more, not of
+// every row of the video before its offset. (TestIndexCSVSameBytes checks the bytes, at offsets
+// in videos whose rows cross powers of ten.)
+func TestIndexCSVLongVideo(t *testing.T) {
+	for name, sp := range map[string]layout.Spec{
+		"frames": {Frames: 1, Stride: 1, Step: 1, Height: 8, Width: 8},
+		"fps":    {Frames: 4, Stride: 2, Step: 1, Height: 8, Width: 8, FPS: layout.Rate{Num: 30000, Den: 1001}},
+	} {
+		lay, err := layout.New(sp, []layout.Video{{Path: "a/short.mp4", Frames: 40}, {Path: "a/long.mp4", Frames: 4_000_003}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := newIndexCSV(lay)
+		size := x.size()
+		for _, off := range []int64{size / 3, size / 2, size - 4096} {
+			made, lens := x.made.Load(), x.lens.Load()
+			b := readGen(t, x, off, 4096)
+			made, lens = x.made.Load()-made, x.lens.Load()-lens
+			if len(b) != 4096 || lens > made+2000 {
+				t.Errorf("%s: 4 KiB at %d of %d: %d rows made, the lengths of %d worked out (at most %d), %d bytes", name, off, size, made, lens, made+2000, len(b))
+			}
+		}
+	}
+}
+
+// TestIndexCSVConcurrent: readers that race the first stat and read of index.csv (run with
+// -race) all see one size and the same bytes at every offset.
+func TestIndexCSVConcurrent(t *testing.T) {
+	lay := genLayouts(t)["odd fps29.97"]
+	want := indexCSVWhole(lay)
+	x := newIndexCSV(lay)
+	errs := make(chan string, 8)
+	var wg sync.WaitGroup
+	for r := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if size := x.size(); size != int64(len(want)) {
+				errs <- fmt.Sprintf("reader %d: size %d, want %d", r, size, len(want))
+				return
+			}
+			for off := r; off < len(want); off += 61 {
+				dst := make([]byte, min(113, len(want)-off))
+				if err := x.readAt(dst, int64(off)); err != nil || !bytes.Equal(dst, want[off:off+len(dst)]) {
+					errs <- fmt.Sprintf("reader %d: %d bytes at %d: %q (%v), want %q", r, len(dst), off, dst, err, want[off:off+len(dst)])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
 

@@ -145,12 +145,14 @@ class Mount:
         return os.path.join(self.path, ".vidfs", "plans", name)
 
     def write_plan(self, order, append=False, name=None):
-        """Tell vidfs the samples a reader is about to read, in order (a sequence or a NumPy
-        array of sample indices): plan name (one per reader, e.g. a DDP rank), or the default
+        """Tell vidfs the samples a reader is about to read, in order (any iterable of sample
+        indices: a NumPy array, a list, a generator): plan name (one per reader, e.g. a DDP rank), or the default
         plan. append queues them behind the plan in force (the next epoch). An invalid plan
         raises OSError (EINVAL) and changes nothing. The plan is written as a binary .npy."""
         arr = np.asarray(order)
-        if arr.dtype.kind not in "iu":
+        if arr.dtype == object and arr.ndim == 0:  # an iterable that is not a sequence: a generator, a set
+            arr = np.fromiter((int(i) for i in order), dtype=np.int64)
+        elif arr.dtype.kind not in "iu":
             arr = np.array([int(i) for i in arr.ravel()], dtype=np.int64)
         arr = arr.ravel()
         small = arr.size == 0 or (arr.min() >= -2**31 and arr.max() < 2**31)
@@ -275,7 +277,8 @@ class PlanSampler:
     clips="all" takes every sample; clips="random" draws clips_per_video random samples of each
     video each epoch (the same on every rank); clips="uniform" takes clips_per_video evenly spaced
     samples of each video, for evaluation. skip_failed leaves out the samples .vidfs/failed lists
-    (then the split no longer matches DistributedSampler's). epochs, if given, keeps the last
+    (then the split no longer matches DistributedSampler's, and ranks that read .vidfs/failed at
+    different moments may disagree on the epoch's samples and lengths). epochs, if given, keeps the last
     epoch from planning one after it."""
 
     def __init__(self, mount, rank=None, world_size=None, seed=0, shuffle=True, drop_last=False,

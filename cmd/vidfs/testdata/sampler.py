@@ -53,6 +53,18 @@ for clips in ("random", "uniform"):
     for r in range(2):
         mnt.remove_plan("c%d" % r)
 
+# write_plan takes any iterable of sample numbers, as it did when it wrote them as text.
+import numpy as np
+import torch
+for name, order in (("list", [3, 1, 2]), ("range", range(3, 0, -1)), ("gen", (i for i in (2, 0, 1))), ("set", {4}),
+                    ("tuple", (1, 1)), ("int32", np.array([2, 3], dtype=np.int32)), ("npints", [np.int64(5), np.int16(0)]),
+                    ("tensor", torch.tensor([0, 4])), ("empty", [])):
+    want = [int(i) for i in order] if name != "gen" else [2, 0, 1]
+    mnt.write_plan(order, name="w")
+    with open(mnt.plan_path("w")) as f:
+        assert [int(x) for x in f.read().split()] == want, (name, want)
+mnt.remove_plan("w")
+
 # Labels come from index.csv.
 ds = Dataset(mnt)
 classes = mnt.classes()
