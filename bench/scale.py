@@ -472,7 +472,41 @@ def table(r):
           " The plan-replacement rows: %d reader threads (another process) pread %d cached samples for %.0f s, then"
           " for %.0f s more while plans of two epochs (those samples first; --prefetch %d, so nothing is decoded)"
           " replace one another back to back." % (a["readers"], a["hot"], a["phase"], a["phase"], a["hot"])]
-    return "\n".join(L)
+    return "\n".join(L + [""] + goals(R, sizes))
+
+
+def goals(R, sizes):
+    """Issue 18's goals at the largest size measured, each met or not."""
+    n = sizes[-1]
+    x = R[n]
+    if n == SMALL:
+        return []
+    verdict = lambda ok: "met" if ok else "not met"
+    clips = [b / a for a, b in paired(R, n, "clips_per_s")]
+    cpu = [b / a for a, b in paired(R, n, "cpu_s_per_clip")]
+    per_video = (med(x["rss"]) - med(R[SMALL]["rss"])) / (n - SMALL)
+    out = ["Goals, at %s videos (the goals are set at 240,000):" % format(n, ","), "",
+           "- clips/s at least 0.95x that of 40 videos: %s (%s)." % (verdict(clips and min(clips) >= 0.95), rng(clips, "%.2fx")),
+           "- CPU per clip at most 1.05x that of 40 videos: %s (%s)." % (verdict(cpu and max(cpu) <= 1.05), rng(cpu, "%.2fx")),
+           "- resident memory beyond the cache at most 1 KiB per video: %s (%.0f B)." % (verdict(per_video <= 1024), per_video)]
+    if "step" in x:
+        s = x["step"]
+        ps = (s["4"]["rss"] - s["16"]["rss"]) / (s["4"]["samples"] - s["16"]["samples"])
+        out.append("- nothing per sample: %s (%.0f B per sample, --step 4 against 16; under 16 B is taken for nothing)." % (
+            verdict(ps < 16), ps))
+    if "plan" in x:
+        p = x["plan"]
+        out.append("- `PlanSampler` draws and writes an epoch's plan in under 1 s (at 4 million samples): %s (%.2f s for %s"
+                   " samples, two epochs' plan of %s entries)." % (verdict(p["construct_s"] < 1), p["construct_s"],
+                                                                    format(p["samples"], ","), format(p["entries"], ",")))
+    if "replace" in x:
+        rp = x["replace"]
+        out.append("- a plan applied within 1 s of its close: %s (%.3f s at most, plans of %s entries)." % (
+            verdict(rp["applied_after_s"] <= 1), rp["applied_after_s"], format(rp["entries"], ",")))
+        out.append("- no reader waits more than 10 ms while a plan is applied: %s (longest read %.1f ms while replaced,"
+                   " %.1f ms before; %d errors)." % (verdict(rp["max_during_s"] <= 0.01 and not rp["errors"]),
+                                                     1000 * rp["max_during_s"], 1000 * rp["max_before_s"], rp["errors"]))
+    return out
 
 
 def paired(R, n, key):
