@@ -367,6 +367,7 @@ def rounds(sizes, srcs, a, res):
                     r["rss_after"] = mt.rss()
                     st = mt.stats()  # beyond the cache's samples (its buffers are only partly touched)
                     r["over_cache_after"] = st["memory"]["resident_bytes"] - st["cache"]["used_bytes"]
+                    r["go_after"] = st["memory"]["go_heap_bytes"] + st["memory"]["go_runtime_bytes"]
                     res[m]["loader"].append(r)
                     log("round %d, %6d videos: remount %.2f s, RSS %.0f MiB, %.1f clips/s, %.3f CPU s/clip (vidfs %.3f), "
                         "PlanSampler %.2f s, hit rate %.2f" % (k + 1, m, mt.ready_s, res[m]["rss"][-1] / MiB, r["clips_per_s"],
@@ -429,6 +430,7 @@ def table(r):
     row("first mount (s)", lambda n, x: "%.2f" % x["first_s"] if "first_s" in x else "-")
     row("remount (s)", lambda n, x: rng(x["remount_s"], "%.2f"))
     row("resident after mount (MiB)", lambda n, x: rng(x["rss"], "%.0f", 1 / MiB))
+    row("of which Go heap (MiB)", lambda n, x: rng([m["go_heap_bytes"] for m in x["mem_parts"]], "%.0f", 1 / MiB))
     row("per video beyond 40 videos' (B)", lambda n, x: "-" if n == SMALL else "%.0f" % (
         (med(x["rss"]) - med(small["rss"])) / (n - SMALL)))
     row("per sample beyond 40 videos' (B)", lambda n, x: "-" if n == SMALL else "%.0f" % (
@@ -443,6 +445,8 @@ def table(r):
     row("vidfs's own CPU s per clip", lambda n, x: rng([l["vidfs_cpu_s_per_clip"] for l in x["loader"]], "%.3f"))
     row("vidfs's CPU per clip against 40 videos", lambda n, x: ratio("vidfs_cpu_s_per_clip", n, x))
     row("resident beyond the cache after the loader (MiB)", lambda n, x: rng([l["over_cache_after"] for l in x["loader"]], "%.0f", 1 / MiB))
+    row("Go heap + runtime after the loader (MiB)", lambda n, x: rng([l["go_after"] for l in x["loader"] if "go_after" in l],
+                                                                    "%.0f", 1 / MiB))
     row("`Dataset[i]` of a cached sample (ms)", lambda n, x: "%.2f" % (1000 * x["item"]["item_s"]) if "item" in x else "-")
     row("its first call (ms)", lambda n, x: "%.0f" % (1000 * x["item"]["first_item_s"]) if "item" in x else "-")
     row("`Mount.read(i)` / raw pread (ms)", lambda n, x: "%.2f / %.2f" % (1000 * x["item"]["read_s"], 1000 * x["item"]["raw_s"])

@@ -5,7 +5,8 @@ make bench's dataset (bench/dataset.sh: 200 videos, 468 samples of 16x224x224) m
 --cache-mem 256MiB. 16 threads pread whole samples of clips.raw: 8 (one process) follow a plan of
 50 epochs (50 shuffled orders of every sample, 23,400 entries, written to .vidfs/plans/soak),
 taking its entries in turn as a DataLoader's workers do, and writing it again when they come to
-its end; 8 (another process) read random samples. Every --every seconds, vidfs's VmRSS and the
+its end (--plans 8: 8 processes of one thread, each with a plan of its own, as DDP ranks); 8
+(another process) read random samples. Every --every seconds, vidfs's VmRSS and the
 stats' memory by part are sampled. Reports the peak (VmHWM), each quarter's peak, whether the
 memory is flat (the last quarter's peak within 5 % of the second's) and within the cache plus
 150 MiB, and the readers' errors. Saves the samples as JSON in ~/.cache/vidfs/bench.
@@ -28,7 +29,8 @@ EPOCHS = 50
 
 READERS = """
 import json, os, random, sys, threading, time
-mnt, S, n, stop_at, threads, planned = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "plan"
+mnt, S, n, stop_at, threads, planned = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), sys.argv[6] != "random"
+name = sys.argv[6]
 path = os.path.join(mnt, "clips.raw")
 lock = threading.Lock()  # guards plan, pos, writes
 plan, pos, writes = [], 0, 0
@@ -41,7 +43,7 @@ def new_plan():
         e = list(range(n))
         rnd.shuffle(e)
         plan += e
-    with open(os.path.join(mnt, ".vidfs", "plans", "soak"), "w") as f:
+    with open(os.path.join(mnt, ".vidfs", "plans", name), "w") as f:
         f.write(" ".join(map(str, plan)) + "\\n")
     pos, writes = 0, writes + 1
 def next_sample(rnd):
@@ -84,13 +86,14 @@ def status(pid):
     return out
 
 
-def soak(source, secs, every):
+def soak(source, secs, every, plans):
     with run.Mounted(source, ["--cache-mem", "%dMiB" % (CACHE_MEM // MiB)], name="mnt-soak") as m:
         lay = json.load(open(os.path.join(m.dir, ".vidfs", "layout.json")))
         start = time.time()
         stop_at = start + secs
-        procs = [subprocess.Popen([PY, "-c", READERS, m.dir, str(lay["sample_bytes"]), str(lay["samples"]), str(stop_at), "8", kind],
-                                  stdout=subprocess.PIPE, text=True) for kind in ("plan", "random")]
+        kinds = [("soak%d" % k, 8 // plans) for k in range(plans)] + [("random", 8)]
+        procs = [subprocess.Popen([PY, "-c", READERS, m.dir, str(lay["sample_bytes"]), str(lay["samples"]), str(stop_at), str(t), kind],
+                                  stdout=subprocess.PIPE, text=True) for kind, t in kinds]
         samples = []
         while any(p.poll() is None for p in procs):
             time.sleep(every)
@@ -103,8 +106,11 @@ def soak(source, secs, every):
                 s["t"], s["VmRSS"] / MiB, st["memory"]["cache_bytes"] / MiB, st["memory"]["go_heap_bytes"] / MiB,
                 st["memory"]["go_runtime_bytes"] / MiB, st["memory"]["native_bytes"] / MiB, s["requests"]))
         hwm = status(m.proc.pid)["VmHWM"]
-        readers = {kind: json.loads(p.stdout.read()) for kind, p in zip(("plan", "random"), procs)}
-    return {"seconds": secs, "samples": samples, "hwm": hwm, "readers": readers, "dataset_samples": lay["samples"],
+        got = [json.loads(p.stdout.read()) for p in procs]
+        planned = {k: sum(g[k] for g in got[:-1]) for k in ("reads", "plan_writes", "errors")}
+        planned["examples"] = [e for g in got[:-1] for e in g["examples"]]
+        readers = {"plan": planned, "random": got[-1]}
+    return {"plans": plans, "seconds": secs, "samples": samples, "hwm": hwm, "readers": readers, "dataset_samples": lay["samples"],
             "plan_entries": EPOCHS * lay["samples"], "machine": run.machine(), "began": start}
 
 
@@ -117,10 +123,12 @@ def report(r):
     mem = peak["memory"]
     rd = r["readers"]
     L = ["Measured %s on %s by `bench/soak.py --seconds %d`: 16 threads pread whole samples of make bench's dataset"
-         " (%d samples), 8 following a %d-epoch plan of %s entries (written %d times), 8 at random; --cache-mem 256MiB;"
-         " vidfs's VmRSS sampled every few seconds." % (
-             time.strftime("%Y-%m-%d", time.localtime(r["began"])), r["machine"], secs, r["dataset_samples"], EPOCHS,
-             format(r["plan_entries"], ","), rd["plan"]["plan_writes"]), "",
+         " (%d samples), 8 following %s of %d epochs, %s entries each (written %d times in all), 8 at random;"
+         " --cache-mem 256MiB; vidfs's VmRSS sampled every few seconds." % (
+             time.strftime("%Y-%m-%d", time.localtime(r["began"])), r["machine"], secs, r["dataset_samples"],
+             "one plan (in turn, as a DataLoader's workers)" if r.get("plans", 1) == 1 else
+             "%d plans (a process each, as DDP ranks)" % r["plans"], EPOCHS, format(r["plan_entries"], ","),
+             rd["plan"]["plan_writes"]), "",
          "| | MiB |", "|---|---:|",
          "| peak resident (VmHWM) | %.0f |" % (r["hwm"] / MiB)]
     for k in range(4):
@@ -142,6 +150,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=int, default=600)
     ap.add_argument("--every", type=float, default=3)
+    ap.add_argument("--plans", type=int, default=1, choices=[1, 2, 4, 8],
+                    help="plans the 8 planned readers follow: 1 (taking its entries in turn) or one per process")
     ap.add_argument("--from", dest="saved", help="re-render an earlier soak's results (its JSON)")
     a = ap.parse_args()
     if a.saved:
@@ -149,7 +159,7 @@ def main():
         return
     source = os.path.join(run.CACHE, "dataset-v1")
     subprocess.run([os.path.join(HERE, "dataset.sh"), source], check=True)
-    r = soak(source, a.seconds, a.every)
+    r = soak(source, a.seconds, a.every, a.plans)
     saved = os.path.join(run.CACHE, "soak-%s.json" % time.strftime("%Y%m%d-%H%M%S", time.localtime(r["began"])))
     json.dump(r, open(saved, "w"))
     run.log("samples saved in %s (--from re-renders them)" % saved)
