@@ -3,8 +3,9 @@
 
 Sources are hard links to one H.264 video (10 s, 300 frames, 340x256 test pattern, x264, GOP 250
 with B-frames), so that every decode costs the same: 40 videos, and 1,000 to 240,000 in up to 400
-class folders (ext4 allows 65,000 links to a file, so a byte-identical copy of the video is made
-for every 50,000 links). Sources and probe caches stay in ~/.cache/vidfs/bench/scale, built once.
+class folders (ext4 allows 65,000 links to a file, so each source links to byte-identical
+copies of the video, one for every 50,000 links). Sources and probe caches stay in
+~/.cache/vidfs/bench/scale, built once.
 Every mount is `--frames 16 --stride 2 --size 224x224 --cache-mem 1GiB` (17 samples a video).
 
 For each size N, against the 40-video mount in the same run:
@@ -84,10 +85,9 @@ def source(n):
         os.makedirs(os.path.join(d, "c%03d" % c))
     copies = os.path.join(CACHE, "copies")
     os.makedirs(copies, exist_ok=True)
-    target = video
     for i in range(n):
-        if i % LINKS == 0 and i > 0:
-            target = os.path.join(copies, "video-v1-%d.mp4" % (i // LINKS))
+        if i % LINKS == 0:  # a copy of its own for each source's every LINKS videos
+            target = os.path.join(copies, "video-v1-%d-%d.mp4" % (n, i // LINKS))
             if not os.path.exists(target):
                 subprocess.run(["cp", video, target], check=True)
         os.link(target, os.path.join(d, "c%03d" % (i % classes), "v%06d.mp4" % i))
