@@ -536,24 +536,24 @@ def chart(r, path):
         ax[0].errorbar(sizes, med_, yerr=[lo, hi], marker="o", label=label, color=color, capsize=3)
     base = med([l["cpu_s_per_clip"] for l in R[SMALL]["loader"]])
     ax[0].axhline(1.05 * base, color="k", ls="--", lw=1, label="goal: 1.05x of 40 videos")
-    ax[0].set_xscale("log")
-    ax[0].set_ylim(bottom=0)
-    ax[0].set_xlabel("videos (17 samples each)")
-    ax[0].set_ylabel("CPU s per clip")
-    ax[0].set_title("CPU per clip (DataLoader, 2 workers, batch 8)")
-    ax[0].legend(fontsize=8)
+    dress(ax[0], "videos (17 samples each)", "CPU s per clip", "CPU per clip (DataLoader, 2 workers, batch 8)")
     big = [n for n in sizes if n != SMALL]
     per = [(med(R[n]["rss"]) - med(R[SMALL]["rss"])) / (n - SMALL) for n in big]
     ax[1].plot(big, per, marker="o", color="tab:green", label="resident after mount, beyond 40 videos'")
     ax[1].axhline(1024, color="k", ls="--", lw=1, label="goal: 1 KiB per video")
-    ax[1].set_xscale("log")
-    ax[1].set_ylim(bottom=0)
-    ax[1].set_xlabel("videos")
-    ax[1].set_ylabel("bytes per video")
-    ax[1].set_title("vidfs's memory per video")
-    ax[1].legend(fontsize=8)
+    dress(ax[1], "videos", "bytes per video", "vidfs's memory per video")
     fig.tight_layout()
     fig.savefig(path, dpi=80)
+
+
+def dress(a, xlabel, ylabel, title):
+    """A panel of the chart: videos on a log axis, values from 0."""
+    a.set_xscale("log")
+    a.set_ylim(bottom=0)
+    a.set_xlabel(xlabel)
+    a.set_ylabel(ylabel)
+    a.set_title(title)
+    a.legend(fontsize=8)
 
 
 def write_doc(doc, text):
