@@ -545,3 +545,39 @@ func TestFetchLane(t *testing.T) {
 		}
 	})
 }
+
+// TestReplanned: after a plan goes (or is rewritten), every sample's due may have moved; once
+// told (Replanned), the cache evicts a sample no plan wants any more before one still due,
+// however its place in the eviction order was stale.
+func TestReplanned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newLoader()
+		d := newDueMap(map[int]int{})
+		c := newCache(t, f, 40, 1, d.nextUse, nil)
+		d.with(func(due map[int]int) {
+			for s := range 40 {
+				due[s] = 50 + 50*(s/20) // 0-19 due in 50 ms, 20-39 in 100 ms
+			}
+		})
+		for s := range 40 {
+			get(t, c, s)
+		}
+		d.with(func(due map[int]int) { // the plan that wanted 0-19 went
+			for s := range 20 {
+				delete(due, s)
+			}
+		})
+		c.Replanned()
+		synctest.Wait()
+		for s := 40; s < 45; s++ {
+			get(t, c, s) // a miss: a sample must go
+		}
+		for s := 20; s < 40; s++ {
+			if h := c.Peek(s); h == nil {
+				t.Errorf("sample %d, still due, evicted while samples no plan wants were held", s)
+			} else {
+				h.Release()
+			}
+		}
+	})
+}

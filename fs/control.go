@@ -65,7 +65,7 @@ const planFileMode = syscall.S_IFREG | 0o644
 type plansDir struct{ node }
 
 func (d *plansDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if _, ok := d.f.plans.Entries(name); !ok {
+	if _, ok := d.f.plans.Len(name); !ok {
 		return nil, syscall.ENOENT
 	}
 	d.f.attr(&out.Attr, planFileMode, 0)
@@ -86,7 +86,7 @@ func (d *plansDir) Create(ctx context.Context, name string, flags uint32, mode u
 		d.f.log.Error("plan refused", "reason", err)
 		return nil, nil, 0, syscall.EINVAL
 	}
-	if _, ok := d.f.plans.Entries(name); !ok {
+	if _, ok := d.f.plans.Len(name); !ok {
 		d.f.setPlan(name, nil, false, 0)
 	}
 	d.f.attr(&out.Attr, planFileMode, 0)
@@ -147,11 +147,14 @@ type planWriter struct {
 	appendPlan bool // opened with O_APPEND: each flush queues what was written behind the plan
 	replace    bool // opened to replace the plan (O_TRUNC, or created): unless written, it is emptied
 
-	// mu guards state and buf. It is held while applying (f.setPlan, which takes order.Plans'
-	// and the owners' locks, and kicks the cache, which takes none; the problem log's), and
-	// taken before pendingEmpties.mu;
-	// none of those calls back into a writer, and pendingEmpties.settle takes mu holding no
-	// lock of its own.
+	// mu guards state and buf. LOCK ORDERING: a writer's mu, then, one at a time,
+	// pendingEmpties.mu (add, remove), the owners' mu (setPlan: the writer's process, /proc read
+	// without it), order.Plans' setMu and mu (setPlan: the plan is built and published with this
+	// mu held, so one open's plan is applied whole before its close returns), and the problem
+	// log's; the cache is kicked (no lock). None of those calls back into a writer, and
+	// pendingEmpties.settle takes a writer's mu holding no lock of its own. Readers of the
+	// mount's data take none of these but the plans' and the owners', each briefly: they never
+	// wait for a plan being built.
 	mu    sync.Mutex
 	state planState
 	buf   []byte // what the next flush applies: the plan as written so far, or what to queue
@@ -237,8 +240,8 @@ func (w *planWriter) applyLocked(pid int) syscall.Errno {
 		verb = "plan appended"
 		w.buf = nil // queued: the next flush queues only what is written after
 	}
-	all, _ := w.f.plans.Entries(w.name)
-	w.f.log.Info(verb, "plan", w.name, "samples", len(entries), "length", len(all))
+	length, _ := w.f.plans.Len(w.name)
+	w.f.log.Info(verb, "plan", w.name, "samples", len(entries), "length", length)
 	return 0
 }
 
@@ -289,7 +292,9 @@ func (w *planWriter) emptyLocked() {
 // settle them first. They are not emptied at the flush itself, because a shell's redirection
 // closes one descriptor before it writes through another.
 type pendingEmpties struct {
-	mu sync.Mutex // guards ws; taken after a writer's mu (add, remove), never before one (settle)
+	// mu guards ws. LOCK ORDERING: taken after a writer's mu (add, remove), never before one
+	// (settle lets it go first), and nothing is called with it held.
+	mu sync.Mutex
 	ws map[*planWriter]struct{}
 }
 

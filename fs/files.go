@@ -1,11 +1,8 @@
 package fs
 
 import (
-	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
-	"strconv"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -51,29 +48,6 @@ func (t *tensorFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, 
 	return res, errno
 }
 
-// staticFile is a file with fixed contents.
-type staticFile struct {
-	frozen
-	f    *FS
-	data []byte
-}
-
-func (s *staticFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	s.f.attr(&out.Attr, syscall.S_IFREG|0o444, uint64(len(s.data)))
-	return 0
-}
-
-func (s *staticFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	if errno := refuseWrites(flags); errno != 0 {
-		return nil, 0, errno
-	}
-	return nil, fuse.FOPEN_KEEP_CACHE, 0
-}
-
-func (s *staticFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return fuse.ReadResultData(sliceAt(s.data, dest, off)), 0
-}
-
 // bytesHandle serves fixed bytes taken at open.
 type bytesHandle struct{ data []byte }
 
@@ -95,35 +69,4 @@ func jsonBytes(v any) []byte {
 		panic(err) // the wire types always marshal
 	}
 	return append(b, '\n')
-}
-
-// indexCSV lists every sample: index, path of its .npy file, source video, start, stride,
-// label (class number, -1 for none) and class name; under a target frame rate (--fps), where
-// start and stride count frames at that rate, also start_time and end_time, in seconds
-// (layout.Layout.Times).
-func (f *FS) indexCSV() []byte {
-	var b bytes.Buffer
-	w := csv.NewWriter(&b)
-	timed := f.lay.Spec.FPS.Set()
-	head := []string{"index", "path", "video", "start", "stride", "label", "class"}
-	if timed {
-		head = append(head, "start_time", "end_time")
-	}
-	w.Write(head)
-	for i, s := range f.lay.Samples {
-		v := f.lay.Videos[s.Video]
-		label, class := f.lay.Label(s.Video), ""
-		if label >= 0 {
-			class = f.lay.Classes[label]
-		}
-		row := []string{strconv.Itoa(i), "samples/" + f.lay.SampleName(i) + ".npy", v.Path, strconv.Itoa(s.Start),
-			strconv.Itoa(f.lay.Spec.Stride), strconv.Itoa(label), class}
-		if timed {
-			start, end := f.lay.Times(i)
-			row = append(row, strconv.FormatFloat(start, 'f', 6, 64), strconv.FormatFloat(end, 'f', 6, 64))
-		}
-		w.Write(row)
-	}
-	w.Flush()
-	return b.Bytes()
 }

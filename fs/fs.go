@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -39,12 +40,25 @@ type Decoder interface {
 	Stats() decode.PoolStats
 }
 
+// Infos gives the probe tables of a layout's videos.
+type Infos interface {
+	// Info returns the probe table of video v (an index into Layout.Videos), not to be changed.
+	Info(v int) (*decode.Info, error)
+}
+
+// InfoList is Infos held in memory, one table per video.
+type InfoList []*decode.Info
+
+// Info returns l[v].
+func (l InfoList) Info(v int) (*decode.Info, error) { return l[v], nil }
+
 // Config is what a mount serves and with what resources.
 type Config struct {
 	Source string // the source directory, for reports
 	Layout *layout.Layout
-	// Infos holds the probe table of each of Layout.Videos (nil for videos without samples).
-	Infos  []*decode.Info
+	// Infos gives the probe table of each of Layout.Videos, asked for when a sample of it is
+	// decoded (the tables need not all be in memory).
+	Infos  Infos
 	Resize decode.Resize
 	// Fast decodes with FFmpeg's shortcuts that are not bit-exact (decode.Output.Fast).
 	Fast bool
@@ -69,6 +83,8 @@ type Config struct {
 	// TierCodec is how the disk tier stores samples (0: none if every sample fits within
 	// TierBytes uncompressed, else zstd).
 	TierCodec tier.Codec
+	// Scan is how the source was scanned, for the stats (nil: not told).
+	Scan *wire.ScanStats
 	// Skipped lists videos left out of the layout, with the reason, for reports.
 	Skipped []wire.Problem
 	Log     *slog.Logger
@@ -80,9 +96,9 @@ type FS struct {
 	lay    *layout.Layout
 	out    decode.Output
 	cache  *cache.Cache
-	plans  *order.Plans
-	owners *owners   // which process wrote which plan
-	proc   procfs.FS // /proc: the owners' threads, and this process's resident memory
+	plans  *order.Plans // the plans, their owners and their counters: a plan's one keeper
+	owners *owners      // which process a reading thread is, and the plans it owns
+	proc   procfs.FS    // /proc: the owners' threads, and this process's resident memory
 	log    *slog.Logger
 	start  time.Time
 	// directIO: serve the tensor files with FOPEN_DIRECT_IO, which the kernel can memory-map
@@ -103,8 +119,8 @@ type FS struct {
 // New builds a mount's state: cache and plans over cfg.Decoder. Close it when done.
 func New(cfg Config) (*FS, error) {
 	lay := cfg.Layout
-	if lay == nil || len(cfg.Infos) != len(lay.Videos) {
-		return nil, errors.New("fs: layout and probe tables do not match")
+	if lay == nil || cfg.Infos == nil {
+		return nil, errors.New("fs: no layout or probe tables")
 	}
 	if cfg.Decoder == nil {
 		return nil, errors.New("fs: no decoder")
@@ -128,7 +144,7 @@ func New(cfg Config) (*FS, error) {
 	}
 	f := &FS{
 		cfg: cfg, lay: lay, log: cfg.Log, start: time.Now(), proc: proc,
-		out: SampleOutput(lay, cfg.Resize, cfg.Fast), owners: newOwners(proc),
+		out: SampleOutput(lay, cfg.Resize, cfg.Fast),
 	}
 	f.problems.init(cfg.Source, cfg.Skipped)
 	f.dirNumber = map[string]int{}
@@ -148,19 +164,21 @@ func New(cfg Config) (*FS, error) {
 		idle = 10 * time.Minute
 	}
 	f.plans = order.NewPlans(256, depth+256, idle)
+	f.plans.Reserve(lay.Len())
+	f.owners = newOwners(proc, f.plans)
 	if cfg.TierDir != "" && cfg.TierBytes > 0 {
 		codec, why := tierCodec(cfg.TierCodec, lay.Len(), S, cfg.TierBytes)
 		cfg.Log.Info("disk tier codec", "codec", codec, "why", why)
 		// The write backlog is memory beside the cache: a few samples' worth.
 		t, err := tier.Open(tier.Options{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Codec: codec, Log: cfg.Log, Backlog: max(16<<20, 4*S),
-			Due: f.plans.Until})
+			Due: f.plans.Due})
 		if err != nil {
 			return nil, err
 		}
 		f.tier = &diskTier{t: t, prefix: keyPrefix(f.out)}
 		opts.Fetch = f.fetchSample
 	}
-	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.NextUse, f.plans.Upcoming
+	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.Due, f.plans.Upcoming
 	c, err := cache.New(opts)
 	if err != nil {
 		if f.tier != nil {
@@ -191,7 +209,7 @@ func (f *FS) Close() {
 
 // SampleClip is the clip sample i of lay holds: what a mount decodes for it (and vidfs verify).
 func SampleClip(lay *layout.Layout, i int) decode.Clip {
-	s, spec := lay.Samples[i], lay.Spec
+	s, spec := lay.Sample(i), lay.Spec
 	return decode.Clip{Start: s.Start, Frames: spec.Frames, Stride: spec.Stride, PadEnd: s.Pad,
 		FPS: decode.Rational{Num: spec.FPS.Num, Den: spec.FPS.Den}}
 }
@@ -203,36 +221,50 @@ func SampleOutput(lay *layout.Layout, resize decode.Resize, fast bool) decode.Ou
 
 // decodeSample decodes sample i into buf, for the cache (the decoder counts what it decodes).
 func (f *FS) decodeSample(ctx context.Context, i int, buf []byte) error {
-	s := f.lay.Samples[i]
-	if err := f.cfg.Decoder.DecodeClip(ctx, f.cfg.Infos[s.Video], SampleClip(f.lay, i), f.out, buf); err != nil {
+	info, err := f.cfg.Infos.Info(f.lay.Sample(i).Video)
+	if err != nil {
+		return err
+	}
+	if err := f.cfg.Decoder.DecodeClip(ctx, info, SampleClip(f.lay, i), f.out, buf); err != nil {
 		return err
 	}
 	f.decodeRate.Add(1, time.Now())
 	return nil
 }
 
+// videoPath is the source file of video v.
+func (f *FS) videoPath(v int) string {
+	return filepath.Join(f.cfg.Source, filepath.FromSlash(f.lay.Videos[v].Path))
+}
+
 // loadFailed logs a sample the cache now holds failed, and adds it to the problems: the cache
 // tells it once for each such sample.
 func (f *FS) loadFailed(i int, err error) {
-	file, start := f.sampleFile(i), f.lay.Samples[i].Start
+	file, start := f.sampleFile(i), f.lay.Sample(i).Start
 	f.log.Error("sample failed", "sample", i, "file", file, "start", start, "err", err, "reads_get", f.cfg.OnError.String())
 	f.problems.add(ProblemOf(file, i, err))
 }
 
 // setPlan makes entries the plan called name, creating it if need be (or, with appendPlan,
 // queues them behind it). writer is the thread that wrote it (0: not known): its process's
-// reads, and its children's, count toward the plan.
+// reads, and its children's, count toward the plan. The plans keep all there is of a plan.
 func (f *FS) setPlan(name string, entries []int32, appendPlan bool, writer int) {
-	f.plans.Set(name, entries, appendPlan)
-	f.owners.wrote(name, writer)
-	f.cache.Kick()
+	f.plans.SetOwned(name, entries, appendPlan, f.owners.process(writer))
+	f.replanned()
 }
 
-// removePlan drops the plan called name, and what its readers were counted for.
+// removePlan drops the plan called name, its owner and its counters with it.
 func (f *FS) removePlan(name string) bool {
 	ok := f.plans.Remove(name)
-	f.owners.forget(name)
-	f.reads.forget(name)
-	f.cache.Kick()
+	f.replanned()
 	return ok
+}
+
+// replanned tells the cache and the disk tier that a plan changed: every sample's due may have
+// moved.
+func (f *FS) replanned() {
+	f.cache.Replanned()
+	if f.tier != nil {
+		f.tier.t.Replanned()
+	}
 }

@@ -9,7 +9,17 @@ import (
 	"testing"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/vidfs/vidfs/order"
 )
+
+// ownersOf returns owners over proc and plans of their own, and how to have thread pid write a
+// plan (as setPlan does) and to remove one.
+func ownersOf(proc procfs.FS) (o *owners, wrote func(plan string, pid int), forget func(plan string)) {
+	ps := order.NewPlans(1, 1, 0)
+	o = newOwners(proc, ps)
+	return o, func(plan string, pid int) { ps.SetOwned(plan, nil, false, o.process(pid)) }, func(plan string) { ps.Remove(plan) }
+}
 
 // fakeProc writes a /proc of threads, tid -> {tgid, ppid}: their status and stat files, as
 // Linux writes them.
@@ -37,7 +47,7 @@ func fakeProc(t *testing.T, threads map[int][2]int) procfs.FS {
 // TestOwners: a plan belongs to the process that wrote it (whichever of its threads did), and
 // reads by it, its threads and its descendants (DataLoader workers) find it; others find none.
 func TestOwners(t *testing.T) {
-	o := newOwners(fakeProc(t, map[int][2]int{
+	o, wrote, forget := ownersOf(fakeProc(t, map[int][2]int{
 		100: {100, 1},   // torchrun
 		200: {200, 100}, // rank 0
 		201: {200, 100}, // a thread of rank 0
@@ -50,17 +60,17 @@ func TestOwners(t *testing.T) {
 	if got := o.of(210); got != nil {
 		t.Errorf("before any plan has an owner: %v", got)
 	}
-	o.wrote("rank0", 201)
-	o.wrote("rank1", 300)
-	o.wrote("val1", 300)
+	wrote("rank0", 201)
+	wrote("rank1", 300)
+	wrote("val1", 300)
 	for pid, want := range map[int][]string{200: {"rank0"}, 201: {"rank0"}, 210: {"rank0"}, 211: {"rank0"},
 		300: {"rank1", "val1"}, 310: {"rank1", "val1"}, 400: nil, 100: nil, 999: nil, 0: nil} {
 		if got := o.of(pid); !slices.Equal(got, want) {
 			t.Errorf("plans of %d: %v, want %v", pid, got, want)
 		}
 	}
-	o.wrote("rank0", 400) // the shell rewrote it: rank 0's process owns it no longer
-	o.forget("val1")
+	wrote("rank0", 400) // the shell rewrote it: rank 0's process owns it no longer
+	forget("val1")
 	if got := o.of(210); got != nil {
 		t.Errorf("rank 0's worker after rank0 was rewritten by another process: %v", got)
 	}
@@ -78,9 +88,37 @@ func TestOwnersProc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := newOwners(proc)
-	o.wrote("mine", os.Getppid())
+	o, wrote, _ := ownersOf(proc)
+	wrote("mine", os.Getppid())
 	if got := o.of(os.Getpid()); !slices.Equal(got, []string{"mine"}) {
 		t.Errorf("plans of this process, whose parent wrote one: %v", got)
+	}
+}
+
+// TestOwnersRemembered: a thread asked of again is answered from memory, without /proc (which is
+// gone here), until a plan's owner changes.
+func TestOwnersRemembered(t *testing.T) {
+	dir := t.TempDir()
+	threads := map[int][2]int{200: {200, 1}, 210: {210, 200}}
+	proc := fakeProc(t, threads)
+	o, wrote, forget := ownersOf(proc)
+	wrote("rank0", 200)
+	if got := o.of(210); !slices.Equal(got, []string{"rank0"}) {
+		t.Fatalf("plans of 210: %v", got)
+	}
+	// Point /proc at an empty directory: any lookup now fails.
+	empty, err := procfs.NewFS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.proc = empty
+	for range 3 {
+		if got := o.of(210); !slices.Equal(got, []string{"rank0"}) {
+			t.Fatalf("plans of 210 asked again: %v (read /proc?)", got)
+		}
+	}
+	forget("rank0")
+	if got := o.of(210); got != nil {
+		t.Errorf("plans of 210 after rank0 was removed: %v", got)
 	}
 }

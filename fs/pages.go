@@ -47,9 +47,11 @@ type storedRange struct {
 
 // pageFiller stores samples that memory-mapped readers fault on in the page cache (above).
 type pageFiller struct {
-	page     int64
-	keep     int          // samples the window holds (under mu)
-	work     chan pageKey // samples to store; a full queue drops requests
+	page int64
+	keep int          // samples the window holds (under mu)
+	work chan pageKey // samples to store; a full queue drops requests
+	// mu guards the fields below it but filled. LOCK ORDERING: taken with no other lock held, and
+	// released before the cache is asked (store), so it is never held with the cache's.
 	mu       sync.Mutex
 	lastPage map[pageKey]int64 // the offset of the last one-page read of each sample
 	stored   map[pageKey]*fill // samples queued, and samples in the window

@@ -13,16 +13,18 @@ import (
 	"github.com/vidfs/vidfs/internal/metrics"
 )
 
-// readCounters is what the read path counts. Accesses (a sample read in pieces is one) are the
-// plans' to count; these are the rest, in all and by the plan an access counted toward.
+// readCounters is what the read path counts in all. Accesses (a sample read in pieces is one),
+// and what each plan's were served, are the plans' to count (order.Plans.Served); these are the
+// rest.
 type readCounters struct {
 	latency metrics.Histogram // of whole read requests
 
+	// mu guards the fields below. LOCK ORDERING: taken with no other lock held (the read path
+	// takes its locks one at a time), and nothing is called with it held.
 	mu       sync.Mutex
 	requests int64
 	bytes    int64
 	all      accessCounts
-	byPlan   map[string]*accessCounts
 }
 
 // accessCounts counts accesses served, and the time readers waited for them.
@@ -39,13 +41,6 @@ func (a *accessCounts) add(hit bool, waited time.Duration) {
 		a.misses++
 	}
 	a.waited += waited
-}
-
-// forget drops a removed plan's counts.
-func (c *readCounters) forget(plan string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.byPlan, plan)
 }
 
 // counted is one access a read served.
@@ -92,6 +87,9 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 		t0 := time.Now()
 		h, hit, err := f.cache.Get(ctx, p.Sample)
 		f.plans.Done(p.Sample) // pinned (or failed): it may look unwanted now
+		if access && f.tier != nil {
+			f.tier.t.Refresh(p.Sample) // read: due later now, most likely
+		}
 		if err != nil && f.cfg.OnError != OnErrorEIO && f.failedLoad(p.Sample, err) {
 			h, err = f.insteadOf(ctx, p.Sample) // logged once, when first served
 		}
@@ -133,18 +131,14 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 	c.bytes += int64(n)
 	for _, a := range accesses {
 		c.all.add(a.hit, 0)
-		if a.plan != "" {
-			if c.byPlan == nil {
-				c.byPlan = map[string]*accessCounts{}
-			}
-			if c.byPlan[a.plan] == nil {
-				c.byPlan[a.plan] = &accessCounts{}
-			}
-			c.byPlan[a.plan].add(a.hit, a.waited)
-		}
 	}
 	c.all.waited += waited
 	c.mu.Unlock()
+	for _, a := range accesses {
+		if a.plan != "" {
+			f.plans.Served(a.plan, a.hit, a.waited)
+		}
+	}
 	return res, 0
 }
 

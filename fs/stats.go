@@ -29,10 +29,6 @@ func (f *FS) Stats() wire.Stats {
 	r := &f.reads
 	r.mu.Lock()
 	hits, misses, requests, bytes, waited := r.all.hits, r.all.misses, r.requests, r.bytes, r.all.waited
-	byPlan := make(map[string]accessCounts, len(r.byPlan))
-	for name, c := range r.byPlan {
-		byPlan[name] = *c
-	}
 	r.mu.Unlock()
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	substituted, zeroed := f.failed.counts()
@@ -40,13 +36,12 @@ func (f *FS) Stats() wire.Stats {
 	plan := wire.PlanStats{PrefetchDepth: depth, ReadyAhead: ahead, ReadyInWindow: inWindow, Upcoming: len(upcoming), OnPlanReads: ts.OnPlan, OffPlanReads: ts.OffPlan}
 	plans := []wire.PlanEntry{}
 	for _, p := range ts.Plans {
-		c := byPlan[p.Name]
 		e := wire.PlanEntry{Name: p.Name, Length: p.Length, Position: p.Position, Active: p.Active, Pace: p.Pace,
-			IdleSeconds: now.Sub(p.LastUse).Seconds(), Hits: c.hits, Misses: c.misses, WaitSeconds: c.waited.Seconds(),
+			IdleSeconds: now.Sub(p.LastUse).Seconds(), Hits: p.Hits, Misses: p.Misses, WaitSeconds: p.Waited.Seconds(),
 			OnPlanReads: p.OnPlan, Skipped: p.Skipped, Writes: p.Writes}
 		e.ReadyAhead, _ = f.cache.ReadyAhead(f.plans.UpcomingOf(p.Name, nil, depth))
-		if n := c.hits + c.misses; n > 0 {
-			e.HitRate = float64(c.hits) / float64(n)
+		if n := p.Hits + p.Misses; n > 0 {
+			e.HitRate = float64(p.Hits) / float64(n)
 		}
 		plans = append(plans, e)
 		plan.Length += p.Length
@@ -86,6 +81,7 @@ func (f *FS) Stats() wire.Stats {
 		},
 		Tier:   tier,
 		Memory: f.memory(cs, backlog),
+		Scan:   f.cfg.Scan,
 		Errors: f.problems.snapshot(),
 	}
 	if n := hits + misses; n > 0 {

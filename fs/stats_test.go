@@ -3,7 +3,12 @@ package fs
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"testing"
+
+	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/layout"
 )
 
 // TestDecodeCount: the stats' decode count is the samples the mount decoded, counted where they
@@ -19,7 +24,7 @@ func TestDecodeCount(t *testing.T) {
 		}
 	}
 	withTier := func(cfg *Config) {
-		cfg.TierDir, cfg.TierBytes = tierDir, 1<<20
+		cfg.Source, cfg.TierDir, cfg.TierBytes = src, tierDir, 1<<20
 		for i, v := range cfg.Layout.Videos {
 			st, err := os.Stat(v.Path)
 			if err != nil {
@@ -55,5 +60,69 @@ func TestDecodeCount(t *testing.T) {
 	if during.Decode.Clips != 0 || after.Decode.Clips != 0 {
 		t.Errorf("second mount: %d samples decoded by the stats taken as the tier served one, %d after; want 0, 0",
 			during.Decode.Clips, after.Decode.Clips)
+	}
+}
+
+// TestSnapshotsCostNoMoreWithTheDataset: taking .vidfs/stats and .vidfs/failed allocates as much
+// on a layout of 4 million samples, 8,000 videos and a plan of 4 million entries as on one of 40
+// samples, 3 videos and a plan of 40, the cache the same: neither does anything per sample, per
+// video or per plan entry. Counted in allocations and bytes allocated, once the cache is
+// settled (the plan's first samples decoded).
+func TestSnapshotsCostNoMoreWithTheDataset(t *testing.T) {
+	videos := make([]layout.Video, 8000)
+	for v := range videos {
+		videos[v] = layout.Video{Path: "c" + strconv.Itoa(v%400) + "/v" + strconv.Itoa(v) + ".mp4", Frames: 2000}
+	}
+	big := func(cfg *Config) {
+		lay, err := layout.New(cfg.Layout.Spec, videos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos := make(InfoList, len(lay.Videos))
+		for i, v := range lay.Videos {
+			infos[i] = &decode.Info{Path: v.Path, Frames: v.Frames}
+		}
+		cfg.Layout, cfg.Infos = lay, infos
+	}
+	type cost struct{ allocs, bytes float64 }
+	measure := func(f *FS) (stats, failed cost) {
+		plan := make([]int32, f.lay.Len())
+		for i := range plan {
+			plan[i] = int32(i)
+		}
+		f.setPlan("p", plan, false, 0)
+		for { // until the plan's first samples are decoded, and the cache does no more
+			if cs := f.cache.Stats(); cs.Ready >= f.cache.Depth() && cs.Loading == 0 && cs.Queued == 0 {
+				break
+			}
+			runtime.Gosched()
+		}
+		take := func(snap func() []byte) cost {
+			snap() // warm
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			allocs := testing.AllocsPerRun(20, func() { snap() })
+			runtime.ReadMemStats(&after)
+			return cost{allocs, float64(after.TotalAlloc-before.TotalAlloc) / 21}
+		}
+		return take(func() []byte { return jsonBytes(f.Stats()) }), take(f.failedCSV)
+	}
+	small, _ := fakeFS(t, 8, 1, nil)
+	large, _ := fakeFSWith(t, 8, 1, nil, OnErrorEIO, big)
+	if large.lay.Len() != 4_000_000 {
+		t.Fatalf("%d samples", large.lay.Len())
+	}
+	ss, sf := measure(small)
+	ls, lf := measure(large)
+	t.Logf("stats: %.0f allocations, %.0f bytes (40 samples); %.0f, %.0f (4 million). failed: %.0f, %.0f; %.0f, %.0f",
+		ss.allocs, ss.bytes, ls.allocs, ls.bytes, sf.allocs, sf.bytes, lf.allocs, lf.bytes)
+	for _, c := range []struct {
+		name         string
+		small, large cost
+	}{{".vidfs/stats", ss, ls}, {".vidfs/failed", sf, lf}} {
+		if c.large.allocs > c.small.allocs+8 || c.large.bytes > 1.25*c.small.bytes+4096 {
+			t.Errorf("%s: %.0f allocations of %.0f bytes with 4 million samples, %.0f of %.0f with 40", c.name,
+				c.large.allocs, c.large.bytes, c.small.allocs, c.small.bytes)
+		}
 	}
 }

@@ -101,8 +101,8 @@ func (r *root) OnAdd(ctx context.Context) {
 	}
 	add(&r.Inode, "clips.npy", &tensorFile{f: f, hdr: lay.NpyHeader(), first: 0, count: lay.Len()}, syscall.S_IFREG, 2)
 	add(&r.Inode, "clips.raw", &tensorFile{f: f, first: 0, count: lay.Len()}, syscall.S_IFREG, 3)
-	add(&r.Inode, "index.csv", &staticFile{f: f, data: f.indexCSV()}, syscall.S_IFREG, 4)
-	add(&r.Inode, "classes.txt", &staticFile{f: f, data: []byte(strings.Join(lay.Classes, "\n") + "\n")}, syscall.S_IFREG, 5)
+	add(&r.Inode, "index.csv", &genFile{f: f, name: "index.csv", gen: newIndexCSV(lay)}, syscall.S_IFREG, 4)
+	add(&r.Inode, "classes.txt", &genFile{f: f, name: "classes.txt", gen: fixedBytes(strings.Join(lay.Classes, "\n") + "\n")}, syscall.S_IFREG, 5)
 	add(&r.Inode, "samples", &samplesDir{node: dirNode(f), path: ""}, syscall.S_IFDIR, 6)
 	ctl := add(&r.Inode, ".vidfs", &node{f: f, mode: dirMode}, syscall.S_IFDIR, 7)
 	add(ctl, "order", &planFile{node{f: f, mode: planFileMode}, order.DefaultPlan}, syscall.S_IFREG, 8)
@@ -110,7 +110,9 @@ func (r *root) OnAdd(ctx context.Context) {
 	add(ctl, "plans", &plansDir{node{f: f, mode: syscall.S_IFDIR | 0o755}}, syscall.S_IFDIR, 12)
 	add(ctl, "stats", &snapshotFile{node{f: f, mode: syscall.S_IFREG | 0o444}, func() []byte { f.emptied.settle(); return jsonBytes(f.Stats()) }}, syscall.S_IFREG, 10)
 	add(ctl, "failed", &snapshotFile{node{f: f, mode: syscall.S_IFREG | 0o444}, f.failedCSV}, syscall.S_IFREG, 13)
-	add(ctl, "layout.json", &staticFile{f: f, data: jsonBytes(f.dataset())}, syscall.S_IFREG, 11)
+	add(ctl, "layout.json", &genFile{f: f, name: ".vidfs/layout.json", gen: fixedBytes(jsonBytes(f.dataset()))}, syscall.S_IFREG, 11)
+	add(ctl, "labels.npy", &genFile{f: f, name: ".vidfs/labels.npy", gen: labelsNpy(lay)}, syscall.S_IFREG, 20)
+	add(ctl, "videos.npy", &genFile{f: f, name: ".vidfs/videos.npy", gen: videosNpy(lay)}, syscall.S_IFREG, 21)
 }
 
 // samplesDir is samples/<path>: folders of the source and the folders of its videos.

@@ -351,25 +351,25 @@ func TestValidName(t *testing.T) {
 	}
 }
 
-// TestPlansUntil: Until looks past the prefetch horizon, over the whole plan, in plan order;
+// TestPlansDue: Due looks past the prefetch horizon, over the whole plan, in plan order;
 // consumed entries and samples no plan holds are not due.
-func TestPlansUntil(t *testing.T) {
+func TestPlansDue(t *testing.T) {
 	ps := NewPlans(4, 16, 0)
 	entries := make([]int32, 1000)
 	for i := range entries {
 		entries[i] = int32(999 - i)
 	}
 	ps.Set("p", entries, false)
-	if ps.NextUse(10) != -1 || ps.Until(10) <= ps.Until(500) || ps.Until(500) <= ps.Until(990) {
-		t.Errorf("NextUse(10) %d; Until 10, 500, 990: %d, %d, %d; want -1 and decreasing",
-			ps.NextUse(10), ps.Until(10), ps.Until(500), ps.Until(990))
+	if ps.NextUse(10) != -1 || ps.Due(10) <= ps.Due(500) || ps.Due(500) <= ps.Due(990) {
+		t.Errorf("NextUse(10) %d; Due 10, 500, 990: %d, %d, %d; want -1 and decreasing",
+			ps.NextUse(10), ps.Due(10), ps.Due(500), ps.Due(990))
 	}
 	readAt(ps, 999, time.Now())
-	if ps.Until(999) != -1 {
-		t.Errorf("a consumed sample due in %d ms", ps.Until(999))
+	if ps.Due(999) != -1 {
+		t.Errorf("a consumed sample due in %d ms", ps.Due(999))
 	}
 	ps.Set("p", []int32{2000, 2001}, true) // appended behind the rest
-	if ps.Until(2000) <= ps.Until(0) || ps.Until(5000) != -1 {
-		t.Errorf("Until 2000 (appended) %d, 0 (last of the first) %d, 5000 (nowhere) %d", ps.Until(2000), ps.Until(0), ps.Until(5000))
+	if ps.Due(2000) <= ps.Due(0) || ps.Due(5000) != -1 {
+		t.Errorf("Due 2000 (appended) %d, 0 (last of the first) %d, 5000 (nowhere) %d", ps.Due(2000), ps.Due(0), ps.Due(5000))
 	}
 }

@@ -1,45 +1,145 @@
 package order
 
 import (
-	"slices"
+	"sync/atomic"
 	"time"
 )
 
 // plan follows one reader through its plan. Its position is the first entry not yet read.
 // Several readers of it (DataLoader workers) run a little out of order; an entry still unread
 // when reads have landed more than window entries past it is given up, so that a reader that
-// skips samples does not hold the position back. Its methods are called with Plans.mu held.
+// skips samples does not hold the position back. Its methods are called with Plans.mu held,
+// except where they say otherwise.
+//
+// Entries are numbered from the plan's start, appended epochs continuing the count: entry q is
+// entries[q-base] (what was read before an append is dropped, and base moves past it). Each
+// entry costs 8 bytes: the sample (its bits flipped once consumed, so a consumed entry is
+// negative) and the number of the sample's next entry in the plan. The window [pos, end) of
+// span entries is indexed by sample (ahead), and kept up to date a step at a time as the
+// position moves, so a read's work does not grow with the plan or the span.
 type plan struct {
-	name     string
-	entries  []int32
-	consumed []bool
-	pos      int // first entry not yet consumed
-	furthest int // furthest entry consumed
-	// ahead maps a sample to its first unconsumed entry in [pos, pos+aheadSpan); rebuilt when dirty.
-	ahead     map[int32]int
-	aheadSpan int
-	dirty     bool
-	// where maps a sample to all its entries, ascending; built when first needed after set.
-	where map[int32][]int32
-
+	name string
+	*planData
 	onPlan, skipped, writes int64
 	lastUse                 time.Time
 	pace                    paceMeter
+	owner                   int // the process that wrote it (0: not known)
+	hits, misses            int64
+	waited                  time.Duration
 }
 
-// set makes entries the plan, from its start, or with appendPlan queues them behind it.
-func (p *plan) set(entries []int32, appendPlan bool, now time.Time) {
-	if appendPlan {
-		// Drop what was read, so that appending epoch after epoch does not grow without bound.
-		p.entries = append(p.entries[p.pos:], entries...)
-		p.consumed = append(p.consumed[p.pos:], make([]bool, len(entries))...)
-		p.furthest -= p.pos
-	} else {
-		p.entries = append([]int32(nil), entries...)
-		p.consumed = make([]bool, len(entries))
-		p.furthest = -1
+// planData is what a Set builds, off the lock, and swaps into a plan.
+type planData struct {
+	// entries holds each entry's sample, or ^sample once consumed. GUARDED_BY Plans.mu for
+	// writes, which are atomic, so that a build reads it without the lock (an append's copy, the
+	// published dues); reads under Plans.mu may be plain.
+	entries []int32
+	next    []int32 // next[i]: the number less base of the next entry of entries[i]'s sample, -1: none
+	base    int     // the number of entries[0]
+	pos     int     // first entry not yet consumed (a number, not an index)
+	// furthest is the furthest entry consumed.
+	furthest int
+	span     int // how many entries from pos the window covers
+	end      int // the window is [pos, end)
+	// ahead maps each sample with an unconsumed entry in the window to the first of them.
+	ahead map[int32]int
+	// steps counts the entries stepped over moving the position and the window: the work of
+	// reads, which tests count.
+	steps int64
+}
+
+// length is the number past the last entry.
+func (d *planData) length() int { return d.base + len(d.entries) }
+
+// at is entry q's sample, and whether it was consumed. It may be called without Plans.mu.
+func (d *planData) at(q int) (int32, bool) {
+	v := atomic.LoadInt32(&d.entries[q-d.base])
+	if v < 0 {
+		return ^v, true
 	}
-	p.pos, p.dirty, p.where = 0, true, nil
+	return v, false
+}
+
+// nextOf is the number of the next entry of entry q's sample, or -1.
+func (d *planData) nextOf(q int) int {
+	if n := d.next[q-d.base]; n >= 0 {
+		return int(n) + d.base
+	}
+	return -1
+}
+
+// newPlanData indexes entries (which it keeps) as a plan from its start, with a window of span.
+// Its work grows with the plan: it runs off the lock, before the plan is swapped in.
+func newPlanData(entries []int32, span int) *planData {
+	d := &planData{entries: entries, next: links(entries), furthest: -1, span: span, ahead: map[int32]int{}}
+	d.extend()
+	return d
+}
+
+// links returns, for each entry, the index of the next entry of the same sample (-1: none).
+func links(entries []int32) []int32 {
+	next := make([]int32, len(entries))
+	var last []int32 // sample -> its entry after the one at hand, -1: none
+	for _, v := range entries {
+		last = grow(last, int(sampleOf(v))+1)
+	}
+	for i := range last {
+		last[i] = -1
+	}
+	for i := len(entries) - 1; i >= 0; i-- {
+		s := sampleOf(entries[i])
+		next[i], last[s] = last[s], int32(i)
+	}
+	return next
+}
+
+func grow(s []int32, n int) []int32 {
+	if n > len(s) {
+		return append(s, make([]int32, n-len(s))...)
+	}
+	return s
+}
+
+// sampleOf is the sample of an entry's value, consumed or not.
+func sampleOf(v int32) int32 {
+	if v < 0 {
+		return ^v
+	}
+	return v
+}
+
+// extend moves the window's end up to span entries past the position, indexing what comes in.
+func (d *planData) extend() {
+	for limit := min(d.pos+d.span, d.length()); d.end < limit; d.end++ {
+		d.steps++
+		if s, consumed := d.at(d.end); !consumed {
+			if _, ok := d.ahead[s]; !ok {
+				d.ahead[s] = d.end
+			}
+		}
+	}
+}
+
+// unindex drops entry q (unconsumed) from the window's index, where it is its sample's first:
+// the sample's next entry in the window, if any, takes its place.
+func (d *planData) unindex(s int32, q int) {
+	if d.ahead[s] != q {
+		return
+	}
+	for n := d.nextOf(q); n >= 0 && n < d.end; n = d.nextOf(n) {
+		d.steps++
+		if _, consumed := d.at(n); !consumed {
+			d.ahead[s] = n
+			return
+		}
+	}
+	delete(d.ahead, s)
+}
+
+// set makes entries the plan, from its start, or with appendPlan queues them behind it: the
+// built data is swapped in. Called with Plans.mu held.
+func (p *plan) set(d *planData, now time.Time) {
+	p.planData = d
 	p.writes++
 	p.lastUse = now
 }
@@ -49,25 +149,9 @@ func (p *plan) active(now time.Time, idle time.Duration) bool {
 	return idle <= 0 || now.Sub(p.lastUse) < idle
 }
 
-// rebuild recomputes ahead over span entries from the position, when the plan or the position
-// moved or span changed.
-func (p *plan) rebuild(span int) {
-	if !p.dirty && p.aheadSpan == span {
-		return
-	}
-	p.ahead = make(map[int32]int, min(span, len(p.entries)-p.pos))
-	for q := p.pos; q < min(p.pos+span, len(p.entries)); q++ {
-		if _, seen := p.ahead[p.entries[q]]; !seen && !p.consumed[q] {
-			p.ahead[p.entries[q]] = q
-		}
-	}
-	p.aheadSpan, p.dirty = span, false
-}
-
 // due returns how soon sample is next due in this plan, in milliseconds at its reader's pace (or
-// fallback, not known yet), or -1 when it is not within horizon entries of the position.
-func (p *plan) due(sample, horizon int, fallback float64) int {
-	p.rebuild(horizon)
+// fallback, not known yet), or -1 when it is not within the window.
+func (p *plan) due(sample int, fallback float64) int {
 	q, ok := p.ahead[int32(sample)]
 	if !ok {
 		return -1
@@ -75,62 +159,40 @@ func (p *plan) due(sample, horizon int, fallback float64) int {
 	return msAt(q-p.pos, p.pace.or(fallback))
 }
 
-// until returns how soon sample is next due anywhere in this plan past its position, in
-// milliseconds at its reader's pace (or fallback), or -1 when the plan does not hold it there.
-// Unlike due it looks at the whole plan, for a store far larger than the prefetch window.
-func (p *plan) until(sample int, fallback float64) int {
-	if p.where == nil {
-		p.where = make(map[int32][]int32)
-		for q, s := range p.entries {
-			p.where[s] = append(p.where[s], int32(q))
-		}
-	}
-	qs := p.where[int32(sample)]
-	for i, _ := slices.BinarySearch(qs, int32(p.pos)); i < len(qs); i++ {
-		if q := int(qs[i]); !p.consumed[q] {
-			return msAt(q-p.pos, p.pace.or(fallback))
-		}
-	}
-	return -1
-}
-
 // msAt is how many milliseconds d entries take at pace samples a second.
 func msAt(d int, pace float64) int { return int(float64(d) * 1000 / pace) }
 
-// consume marks the sample's next occurrence within horizon as read, moves the position, and
-// notes the reader's pace.
-func (p *plan) consume(sample, window, horizon int, now time.Time) {
-	p.rebuild(horizon)
-	q := p.ahead[int32(sample)]
+// consume marks the sample's next entry within the window as read, moves the position, and
+// notes the reader's pace. It returns the number of the sample's entry after the one consumed
+// (-1: none), wherever it is in the plan.
+func (p *plan) consume(sample, window int, now time.Time) int {
+	s := int32(sample)
+	q := p.ahead[s]
 	p.onPlan++
 	p.lastUse = now
 	p.pace.add(now)
-	p.consumed[q] = true
+	atomic.StoreInt32(&p.entries[q-p.base], ^s)
+	p.unindex(s, q)
 	p.furthest = max(p.furthest, q)
-	// Find the sample's next occurrence within the horizon, if any.
-	delete(p.ahead, int32(sample))
-	for r := q + 1; r < min(p.pos+p.aheadSpan, len(p.entries)); r++ {
-		if p.entries[r] == int32(sample) && !p.consumed[r] {
-			p.ahead[int32(sample)] = r
+	for p.pos < p.length() {
+		p.steps++
+		v, consumed := p.at(p.pos)
+		if !consumed && p.pos >= p.furthest-window {
 			break
 		}
-	}
-	moved := false
-	for p.pos < len(p.entries) && (p.consumed[p.pos] || p.pos < p.furthest-window) {
-		if !p.consumed[p.pos] {
+		if !consumed {
 			p.skipped++
+			p.unindex(v, p.pos)
 		}
 		p.pos++
-		moved = true
 	}
-	if moved {
-		p.dirty = true
-	}
+	p.extend()
+	return p.nextOf(q)
 }
 
 // cursor walks the plan's unread entries from its position, up to span of them.
 func (p *plan) cursor(span int, fallback float64) *cursor {
-	return &cursor{p: p, q: p.pos - 1, end: min(p.pos+span, len(p.entries)), pace: p.pace.or(fallback)}
+	return &cursor{p: p, q: p.pos - 1, end: min(p.pos+span, p.length()), pace: p.pace.or(fallback)}
 }
 
 // cursor is a position in a plan's unread entries, for merging plans by how soon samples are due.
@@ -143,14 +205,14 @@ type cursor struct {
 // next moves to the next unread entry and says whether there is one.
 func (c *cursor) next() bool {
 	for c.q++; c.q < c.end; c.q++ {
-		if !c.p.consumed[c.q] {
+		if _, consumed := c.p.at(c.q); !consumed {
 			return true
 		}
 	}
 	return false
 }
 
-func (c *cursor) sample() int32 { return c.p.entries[c.q] }
+func (c *cursor) sample() int32 { s, _ := c.p.at(c.q); return s }
 func (c *cursor) dueMs() int    { return msAt(c.q-c.p.pos, c.pace) }
 
 // paceMeter measures a reader's pace from the times of its last accesses: how fast it reads

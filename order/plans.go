@@ -4,9 +4,11 @@ import (
 	"container/heap"
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -39,21 +41,44 @@ func ValidName(name string) error {
 // sample two plans want is wanted once. A plan nobody has read or written for the idle time stops
 // counting (its samples are not due) until it is read or written again.
 //
-// Plans is safe for concurrent use. It calls nothing outside itself while holding its lock: the
-// cache asks it NextUse with the cache's own lock held (Upcoming without), and the disk tier asks
-// Until with the tier's lock held, so the lock order is cache, then plans, and tier, then plans.
+// Plans publishes when each sample is next due (Due) in an array the cache and the disk tier
+// read without a lock, while they hold their own: they never call into Plans' lock. A read's
+// work (Observe, Done) does not grow with the plans, the cache or the dataset. Set builds a new
+// plan, and the dues, off the lock, and swaps them in: readers wait only for the swap.
+//
+// Plans is safe for concurrent use. LOCK ORDERING: setMu, then mu; both are taken after the
+// locks of those who call in (a plan writer's, fs's), and nothing outside Plans is called with
+// either held. Due takes neither.
 type Plans struct {
-	// mu guards everything below; it is taken last (after the cache's or the tier's lock) and
-	// nothing is called with it held.
+	// setMu serializes Set and Remove: one build at a time, each swapped in whole. Taken before mu.
+	setMu sync.Mutex
+	// mu guards everything below but dues, which it guards for writes only. It is taken last,
+	// held for work that does not grow with the plans, and nothing is called with it held.
 	mu      sync.Mutex
 	window  int // how far readers may run out of order before unread entries are given up
 	horizon int // how far past a position reads are matched and NextUse looks
 	idle    time.Duration
+	start   time.Time // what dues count from
 	plans   map[string]*plan
 	open    map[int]*access // accesses in pieces, not yet through
 	reading map[int]int     // sample -> reads observed and not yet Done
-	stats   Stats
+	// after holds, for each sample being read, the due to publish once its reads are Done: it
+	// is published as due now until then.
+	after map[int]int32
+	stats Stats
+	// owners counts the plans with an owner, and ownerGen moves at each Set and Remove (who owns
+	// what may have changed): readers' callers remember answers of Owned until it moves.
+	owners   atomic.Int64
+	ownerGen atomic.Int64
+	// dues holds, for each sample, when it is next due over the plans (a tick: see tick), or 0
+	// when no plan has it. Read with atomic loads and no lock (Due); written under mu, with
+	// atomic stores (a new array is filled before it is stored here).
+	dues atomic.Pointer[[]int32]
 }
+
+// tickMs is the resolution of published dues: a tick is 4 ms from Plans' start, so an int32
+// holds 99 days of them.
+const tickMs = 4
 
 type access struct {
 	bytes int64
@@ -65,17 +90,24 @@ type Stats struct {
 	Accesses int64 // reads that started an access to a sample
 	OnPlan   int64 // accesses that a plan had due
 	OffPlan  int64 // accesses to samples no plan had due
-	Plans    []PlanStats
+	// Steps counts the work of reads: plans looked at, and entries stepped over moving positions
+	// and windows (those of the plans as they are: a Set starts a plan's count afresh).
+	Steps int64
+	Plans []PlanStats
 }
 
 // PlanStats is one plan's state and counters.
 type PlanStats struct {
 	Name     string
-	Length   int       // entries, from the start of what is kept (what was read before an append is dropped)
-	Position int       // the first entry not yet read
-	OnPlan   int64     // accesses counted toward it
-	Skipped  int64     // entries given up as never read
-	Writes   int64     // times it was set or appended to
+	Length   int   // entries, from the start of what is kept (what was read before an append is dropped)
+	Position int   // the first entry not yet read
+	OnPlan   int64 // accesses counted toward it
+	Skipped  int64 // entries given up as never read
+	Writes   int64 // times it was set or appended to
+	Owner    int   // the process that wrote it last (0: not known)
+	Hits     int64 // accesses counted toward it that found their sample ready (Served)
+	Misses   int64 // and that waited for it
+	Waited   time.Duration
 	Pace     float64   // its reader's samples per second lately (0: not known yet)
 	LastUse  time.Time // last read or write
 	Active   bool      // read or written within the idle time
@@ -85,30 +117,229 @@ type PlanStats struct {
 // slowest one; horizon how far past a plan's position reads are matched and NextUse looks (at
 // least window); idle how long a plan may go unused before its samples stop being due.
 func NewPlans(window, horizon int, idle time.Duration) *Plans {
-	return &Plans{window: max(window, 1), horizon: max(horizon, window, 1), idle: idle,
-		plans: map[string]*plan{}, open: map[int]*access{}, reading: map[int]int{}}
+	ps := &Plans{window: max(window, 1), horizon: max(horizon, window, 1), idle: idle, start: time.Now(),
+		plans: map[string]*plan{}, open: map[int]*access{}, reading: map[int]int{}, after: map[int]int32{}}
+	ps.dues.Store(&[]int32{})
+	return ps
+}
+
+// Reserve makes room among the published dues for samples [0, n), so that no read has to (a
+// read of a sample past them grows them).
+func (ps *Plans) Reserve(n int) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.growLocked(n)
+}
+
+// growLocked makes the dues hold at least n samples. Called with mu held.
+func (ps *Plans) growLocked(n int) []int32 {
+	d := *ps.dues.Load()
+	if n <= len(d) {
+		return d
+	}
+	g := make([]int32, max(n, 2*len(d)))
+	for i := range d {
+		g[i] = atomic.LoadInt32(&d[i])
+	}
+	ps.dues.Store(&g)
+	return g
 }
 
 // Set makes entries the plan called name, from its start, creating it if need be; with
-// appendPlan, it queues them behind the plan's entries instead (the next epoch).
+// appendPlan, it queues them behind the plan's entries instead (the next epoch). The plan is
+// built (and the dues worked out anew) before it replaces the old one, with readers reading on;
+// they wait only while it is swapped in, work that does not grow with the plan. entries is not
+// kept. The plan has no owner from then on.
 func (ps *Plans) Set(name string, entries []int32, appendPlan bool) {
+	ps.SetOwned(name, entries, appendPlan, 0)
+}
+
+// SetOwned is Set by the process owner (a process id; 0: not known), which owns the plan from
+// then on: reads by it and its descendants count toward its plans (Owned).
+func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner int) {
+	ps.setMu.Lock()
+	defer ps.setMu.Unlock()
 	ps.mu.Lock()
-	defer ps.mu.Unlock()
 	p := ps.plans[name]
+	var old *planData
+	if p != nil && appendPlan {
+		old = p.planData
+	}
+	var pos0 int
+	if old != nil {
+		pos0 = old.pos
+	}
+	ps.mu.Unlock()
+
+	var d *planData
+	if old == nil {
+		d = newPlanData(append([]int32(nil), entries...), ps.horizon)
+	} else {
+		// Drop what was read, so that appending epoch after epoch does not grow without bound.
+		kept := old.length() - pos0
+		all := make([]int32, kept+len(entries))
+		for i := range kept {
+			all[i] = atomic.LoadInt32(&old.entries[pos0-old.base+i])
+		}
+		copy(all[kept:], entries)
+		d = &planData{entries: all, next: links(all), base: pos0, span: ps.horizon}
+	}
+
+	ps.mu.Lock()
 	if p == nil {
 		p = &plan{name: name}
 		ps.plans[name] = p
 	}
-	p.set(entries, appendPlan, time.Now())
+	if old != nil {
+		// Reads since the copy consumed entries in [pos0, end) only: take those over, and the
+		// window, which the appended entries extend.
+		for q := pos0; q < old.end; q++ {
+			d.entries[q-pos0] = old.entries[q-old.base]
+		}
+		d.pos, d.furthest, d.end, d.ahead = old.pos, old.furthest, old.end, old.ahead
+		d.extend()
+	}
+	p.set(d, time.Now())
+	if (p.owner != 0) != (owner != 0) {
+		ps.owners.Add(int64(min(owner, 1) - min(p.owner, 1)))
+	}
+	p.owner = owner
+	ps.ownerGen.Add(1)
+	ps.mu.Unlock()
+	ps.publish()
+}
+
+// Owned returns the names of the plans process owner owns, sorted (nil: none). Its work grows
+// with the number of plans.
+func (ps *Plans) Owned(owner int) []string {
+	if ps.owners.Load() == 0 || owner <= 0 {
+		return nil
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	var names []string
+	for _, p := range ps.plans {
+		if p.owner == owner {
+			names = append(names, p.name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// AnyOwned tells, without a lock, whether some plan has an owner.
+func (ps *Plans) AnyOwned() bool { return ps.owners.Load() > 0 }
+
+// OwnerGen moves whenever who owns which plan may have changed (at each Set and Remove).
+func (ps *Plans) OwnerGen() int64 { return ps.ownerGen.Load() }
+
+// Served counts an access toward the plan called name (as Observe said) that found its sample
+// ready (hit) or waited for it.
+func (ps *Plans) Served(name string, hit bool, waited time.Duration) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	p := ps.plans[name]
+	if p == nil {
+		return
+	}
+	if hit {
+		p.hits++
+	} else {
+		p.misses++
+	}
+	p.waited += waited
 }
 
 // Remove drops the plan called name, and says whether there was one.
 func (ps *Plans) Remove(name string) bool {
+	ps.setMu.Lock()
+	defer ps.setMu.Unlock()
+	ps.mu.Lock()
+	p, ok := ps.plans[name]
+	if ok && p.owner != 0 {
+		ps.owners.Add(-1)
+	}
+	delete(ps.plans, name)
+	ps.ownerGen.Add(1)
+	ps.mu.Unlock()
+	if ok {
+		ps.publish()
+	}
+	return ok
+}
+
+// publish works out every sample's due anew, over the active plans, off the lock, and swaps
+// the result in. Its work grows with the plans; Set and Remove call it with setMu held.
+func (ps *Plans) publish() {
+	type view struct {
+		d    *planData
+		pos  int
+		pace float64
+	}
+	ps.mu.Lock()
+	now := time.Now()
+	pace, n := ps.fallbackPace(), len(*ps.dues.Load())
+	var views []view
+	for _, p := range ps.plans {
+		if p.active(now, ps.idle) {
+			views = append(views, view{p.planData, p.pos, p.pace.or(pace)})
+		}
+	}
+	ps.mu.Unlock()
+	for _, v := range views {
+		for i := range v.d.entries {
+			n = max(n, int(sampleOf(atomic.LoadInt32(&v.d.entries[i])))+1)
+		}
+	}
+	dues := make([]int32, n) // not shared until stored: plain writes
+	t0 := ps.tick(now, 0)
+	for _, v := range views {
+		perEntry := 1000 / v.pace / tickMs // ticks
+		start := v.pos - v.d.base
+		for i := start; i < len(v.d.entries); i++ {
+			s := atomic.LoadInt32(&v.d.entries[i])
+			if s < 0 {
+				continue // consumed
+			}
+			if t := t0 + int32(min(float64(i-start)*perEntry, math.MaxInt32/2)); dues[s] == 0 || t < dues[s] {
+				dues[s] = t
+			}
+		}
+	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	_, ok := ps.plans[name]
-	delete(ps.plans, name)
-	return ok
+	if old := *ps.dues.Load(); len(old) > n { // grown by a read meanwhile
+		dues = append(dues, make([]int32, len(old)-n)...)
+	}
+	now = time.Now()
+	for s := range ps.reading { // being read: due now until Done
+		ps.after[s] = dues[s]
+		dues[s] = ps.tick(now, 0)
+	}
+	ps.dues.Store(&dues)
+}
+
+// tick is the published form of a due ms milliseconds after now: never 0, which means not due.
+func (ps *Plans) tick(now time.Time, ms int) int32 {
+	return int32(min((now.Sub(ps.start).Milliseconds()+int64(ms))/tickMs+1, math.MaxInt32))
+}
+
+// Due returns how soon sample is next due over the plans, in milliseconds at their readers'
+// pace, looking at each whole plan (not only the prefetch horizon, NextUse's); 0 while it is
+// being read; -1 when no plan has it. It reads what Plans published, without a lock, and does
+// work that does not grow with anything: the cache and the disk tier ask it holding their own
+// locks. What it answers was worked out at the sample's last read, or at the last Set or Remove,
+// at the pace then.
+func (ps *Plans) Due(sample int) int {
+	d := *ps.dues.Load()
+	if sample < 0 || sample >= len(d) {
+		return -1
+	}
+	v := atomic.LoadInt32(&d[sample])
+	if v == 0 {
+		return -1
+	}
+	return int(max((int64(v)-1)*tickMs-time.Since(ps.start).Milliseconds(), 0))
 }
 
 // Names lists the plans, sorted.
@@ -118,15 +349,36 @@ func (ps *Plans) Names() []string {
 	return slices.Sorted(maps.Keys(ps.plans))
 }
 
-// Entries returns a copy of the plan called name, and whether there is one.
-func (ps *Plans) Entries(name string) ([]int32, bool) {
+// Len returns the number of entries of the plan called name (from the start of what is kept),
+// and whether there is one.
+func (ps *Plans) Len(name string) (int, bool) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	p, ok := ps.plans[name]
 	if !ok {
+		return 0, false
+	}
+	return len(p.entries), true
+}
+
+// Entries returns a copy of the plan called name, and whether there is one. The copy is made
+// off the lock.
+func (ps *Plans) Entries(name string) ([]int32, bool) {
+	ps.mu.Lock()
+	p, ok := ps.plans[name]
+	var d *planData
+	if ok {
+		d = p.planData
+	}
+	ps.mu.Unlock()
+	if !ok {
 		return nil, false
 	}
-	return append([]int32(nil), p.entries...), true
+	out := make([]int32, len(d.entries))
+	for i := range out {
+		out[i], _ = d.at(d.base + i)
+	}
+	return out, true
 }
 
 // Observe reports a read of n bytes of sample (of sampleBytes bytes) and says whether it started
@@ -137,11 +389,15 @@ func (ps *Plans) Entries(name string) ([]int32, bool) {
 // another rank's next epoch, whose position would move while its own stalled. Pieces of a sample
 // may come in any order (page faults do), so only their sizes count. The sample is due now until
 // the read calls Done: an access consumes its plan entry at once, and the sample must not look
-// unwanted to the cache before the reader has it.
+// unwanted to the cache before the reader has it. Its work grows with the number of plans only.
 func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine []string) (bool, string) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	ps.reading[sample]++
+	dues := ps.growLocked(sample + 1)
+	if ps.reading[sample]++; ps.reading[sample] == 1 {
+		ps.after[sample] = atomic.LoadInt32(&dues[sample])
+		atomic.StoreInt32(&dues[sample], ps.tick(now, 0))
+	}
 	if a, ok := ps.open[sample]; ok && now.Sub(a.last) < accessTimeout {
 		a.bytes += n
 		a.last = now
@@ -168,7 +424,8 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 	var best *plan
 	bestDue := -1
 	consider := func(p *plan) {
-		if d := p.due(sample, ps.horizon, pace); d >= 0 && (best == nil || d < bestDue) {
+		ps.stats.Steps++
+		if d := p.due(sample, pace); d >= 0 && (best == nil || d < bestDue) {
 			best, bestDue = p, d
 		}
 	}
@@ -187,23 +444,45 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 		return true, ""
 	}
 	ps.stats.OnPlan++
-	best.consume(sample, ps.window, ps.horizon, now)
+	next := best.consume(sample, ps.window, now)
+	// Due next: at its entry after this one in the same plan, or in another plan's window.
+	var after int32
+	if next >= 0 {
+		after = ps.tick(now, msAt(next-best.pos, best.pace.or(pace)))
+	}
+	for _, p := range ps.plans {
+		if d := p.due(sample, pace); d >= 0 && p.active(now, ps.idle) {
+			if t := ps.tick(now, d); after == 0 || t < after {
+				after = t
+			}
+		}
+	}
+	ps.after[sample] = after
 	return true, best.name
 }
 
-// Done ends a read that Observe reported, once the reader has its bytes (or gave up).
+// Done ends a read that Observe reported, once the reader has its bytes (or gave up). The last
+// read of a sample to end publishes when it is next due.
 func (ps *Plans) Done(sample int) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if ps.reading[sample]--; ps.reading[sample] <= 0 {
-		delete(ps.reading, sample)
+	if ps.reading[sample]--; ps.reading[sample] > 0 {
+		return
 	}
+	delete(ps.reading, sample)
+	if a, ok := ps.open[sample]; ok && time.Since(a.last) < accessTimeout {
+		return // in pieces: due now until read through
+	}
+	if d := *ps.dues.Load(); sample < len(d) {
+		atomic.StoreInt32(&d[sample], ps.after[sample])
+	}
+	delete(ps.after, sample)
 }
 
 // NextUse returns how soon sample is due, in milliseconds, over the active plans: the soonest of
-// its next occurrences, each at its plan reader's pace; -1 when no active plan has it within the
-// horizon. A sample being read right now (a read not yet Done, or an access in pieces not yet
-// through) is due now: 0.
+// its next occurrences within the horizon, each at its plan reader's pace; -1 when no active
+// plan has it within the horizon. A sample being read right now (a read not yet Done, or an
+// access in pieces not yet through) is due now: 0. It takes the lock; Due does not.
 func (ps *Plans) NextUse(sample int) int {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -218,28 +497,7 @@ func (ps *Plans) NextUse(sample int) int {
 		if !p.active(now, ps.idle) {
 			continue
 		}
-		if d := p.due(sample, ps.horizon, pace); d >= 0 && (best < 0 || d < best) {
-			best = d
-		}
-	}
-	return best
-}
-
-// Until returns how soon sample is due over the active plans, in milliseconds, looking at each
-// whole plan rather than the prefetch horizon (NextUse's): for the disk tier, which holds far
-// more than the memory cache. -1 when no active plan holds it past its position.
-func (ps *Plans) Until(sample int) int {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if ps.reading[sample] > 0 {
-		return 0
-	}
-	now, pace, best := time.Now(), ps.fallbackPace(), -1
-	for _, p := range ps.plans {
-		if !p.active(now, ps.idle) {
-			continue
-		}
-		if d := p.until(sample, pace); d >= 0 && (best < 0 || d < best) {
+		if d := p.due(sample, pace); d >= 0 && (best < 0 || d < best) {
 			best = d
 		}
 	}
@@ -285,7 +543,7 @@ func (ps *Plans) UpcomingOf(name string, dst []int, n int) []int {
 	if p == nil {
 		return dst
 	}
-	c := p.cursor(len(p.entries), 1)
+	c := p.cursor(p.length(), 1)
 	seen := make(map[int32]bool, n)
 	for len(seen) < n && c.next() {
 		if s := c.sample(); !seen[s] {
@@ -303,8 +561,9 @@ func (ps *Plans) Stats() Stats {
 	st := ps.stats
 	now := time.Now()
 	for _, p := range ps.plans {
-		st.Plans = append(st.Plans, PlanStats{Name: p.name, Length: len(p.entries), Position: p.pos, OnPlan: p.onPlan,
-			Skipped: p.skipped, Writes: p.writes, Pace: p.pace.perSecond(), LastUse: p.lastUse, Active: p.active(now, ps.idle)})
+		st.Steps += p.steps
+		st.Plans = append(st.Plans, PlanStats{Name: p.name, Length: len(p.entries), Position: p.pos - p.base, OnPlan: p.onPlan,
+			Skipped: p.skipped, Writes: p.writes, Owner: p.owner, Hits: p.hits, Misses: p.misses, Waited: p.waited, Pace: p.pace.perSecond(), LastUse: p.lastUse, Active: p.active(now, ps.idle)})
 	}
 	slices.SortFunc(st.Plans, func(a, b PlanStats) int {
 		switch {

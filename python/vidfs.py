@@ -15,6 +15,7 @@ exact shuffle). The classes work with torch.utils.data.DataLoader without subcla
 """
 import csv
 import errno
+import io
 import json
 import math
 import os
@@ -48,6 +49,8 @@ class Mount:
         self.header = lay["npy_header_bytes"]  # sample i is at header + i * sample_bytes
         self._fd, self._pid = None, None
         self._index = None
+        self._labels = None
+        self._ranges = None
 
     def __len__(self):
         return self.layout["samples"]
@@ -79,25 +82,57 @@ class Mount:
     def index(self):
         """index.csv's rows: for each sample, its path, video, start frame, stride, label, class;
         on a mount with --fps (layout["fps"]), where start and stride count frames at that rate,
-        also start_time and end_time: the seconds of its video the sample stands for."""
+        also start_time and end_time: the seconds of its video the sample stands for. A list of
+        dicts, read once: a few hundred bytes a sample (labels() and video_ranges() are the
+        same as arrays)."""
         if self._index is None:
             with open(os.path.join(self.path, "index.csv")) as f:
                 self._index = list(csv.DictReader(f))
         return self._index
 
+    def _control(self, name):
+        """.vidfs/NAME as a NumPy array, or None where the mount has no such file (a vidfs older
+        than this package)."""
+        try:
+            arr = np.load(os.path.join(self.path, ".vidfs", name))
+        except FileNotFoundError:
+            return None
+        arr.flags.writeable = False
+        return arr
+
     def labels(self):
-        """Each sample's label: the index of its class in classes.txt, or -1."""
-        return [int(row["label"]) for row in self.index()]
+        """Each sample's label: the index of its class in classes.txt, or -1, as a read-only
+        NumPy array of len(self), read once (from .vidfs/labels.npy). int64, as torch's losses
+        take class indices, whichever way a dataset hands them on."""
+        if self._labels is None:
+            labels = self._control("labels.npy")
+            if labels is None:
+                labels = [int(row["label"]) for row in self.index()]
+            self._labels = np.asarray(labels, dtype=np.int64)
+            self._labels.flags.writeable = False
+        return self._labels
+
+    def video_ranges(self):
+        """The videos that have samples, in clips.npy order: two int64 NumPy arrays, each
+        video's first sample and its number of samples (read once, from .vidfs/videos.npy)."""
+        if self._ranges is None:
+            table = self._control("videos.npy")  # (videos, 3): first sample, samples, label
+            if table is not None:
+                has = table[:, 1] > 0
+                first, count = table[has, 0], table[has, 1]
+            else:
+                videos = [row["video"] for row in self.index()]
+                starts = [i for i in range(len(videos)) if i == 0 or videos[i] != videos[i - 1]]
+                first = np.array(starts, dtype=np.int64)
+                count = np.diff(np.append(first, len(videos)))
+            self._ranges = (first, count)
+        return self._ranges
 
     def videos(self):
-        """The samples of each video, in clips.npy order: a list of lists of sample indices."""
-        out, last = [], None
-        for i, row in enumerate(self.index()):
-            if row["video"] != last:
-                out.append([])
-                last = row["video"]
-            out[-1].append(i)
-        return out
+        """The samples of each video, in clips.npy order: a list of lists of sample indices
+        (video_ranges() gives the same as two arrays, without a list per video)."""
+        first, count = self.video_ranges()
+        return [list(range(f, f + c)) for f, c in zip(first.tolist(), count.tolist())]
 
     def classes(self):
         with open(os.path.join(self.path, "classes.txt")) as f:
@@ -110,12 +145,22 @@ class Mount:
         return os.path.join(self.path, ".vidfs", "plans", name)
 
     def write_plan(self, order, append=False, name=None):
-        """Tell vidfs the samples a reader is about to read, in order: plan name (one per reader,
-        e.g. a DDP rank), or the default plan. append queues them behind the plan in force (the
-        next epoch). An invalid plan raises OSError (EINVAL) and changes nothing."""
-        with open(self.plan_path(name), "a" if append else "w") as f:
-            f.write(" ".join(str(int(i)) for i in order))
-            f.write("\n")
+        """Tell vidfs the samples a reader is about to read, in order (a sequence or a NumPy
+        array of sample indices): plan name (one per reader, e.g. a DDP rank), or the default
+        plan. append queues them behind the plan in force (the next epoch). An invalid plan
+        raises OSError (EINVAL) and changes nothing. The plan is written as a binary .npy."""
+        arr = np.asarray(order)
+        if arr.dtype.kind not in "iu":
+            arr = np.array([int(i) for i in arr.ravel()], dtype=np.int64)
+        arr = arr.ravel()
+        small = arr.size == 0 or (arr.min() >= -2**31 and arr.max() < 2**31)
+        arr = np.ascontiguousarray(arr, dtype="<i4" if small else "<i8")
+        head = io.BytesIO()
+        np.lib.format.write_array_header_1_0(head, np.lib.format.header_data_from_array_1_0(arr))
+        with open(self.plan_path(name), "ab" if append else "wb", buffering=0) as f:
+            for part in (head.getbuffer(), memoryview(arr).cast("B")):
+                while part:  # a write to FUSE may be short
+                    part = part[f.write(part):]
 
     def remove_plan(self, name):
         """Drop plan name, so that it holds no cache."""
@@ -146,6 +191,8 @@ class Dataset:
         self.transform = transform
         self.on_error = on_error
         self._warned = set()
+        # Read once, here, so that DataLoader's workers, forked after, share them.
+        self._labels = self.mount.labels()
 
     def __len__(self):
         return len(self.mount)
@@ -165,7 +212,7 @@ class Dataset:
                 continue
             if self.transform is not None:
                 clip = self.transform(clip)
-            return clip, self.mount.labels()[j]
+            return clip, int(self._labels[j])
         raise OSError(errno.EIO, "no sample from %d on can be decoded" % i)
 
 
@@ -183,14 +230,34 @@ def _dist_env():
 
 def _permutation(n, seed):
     """torch.randperm(n) from a generator seeded with seed, as DistributedSampler draws it; NumPy's
-    (not the same order) where torch is not installed."""
+    (not the same order) where torch is not installed. A NumPy array."""
     try:
         import torch
     except ImportError:
-        return np.random.default_rng(seed).permutation(n).tolist()
+        return np.random.default_rng(seed).permutation(n)
     g = torch.Generator()
     g.manual_seed(seed)
-    return torch.randperm(n, generator=g).tolist()
+    return torch.randperm(n, generator=g).numpy()
+
+
+def _draw(rng, count, k):
+    """k sample numbers for each video of count[v] samples, drawn at random with rng, sorted:
+    distinct where a video has k or more, else with repeats. An int64 array (videos, k)."""
+    u = rng.random((len(count), k))
+    pick = np.empty((len(count), k), dtype=np.int64)
+    few = count < k
+    pick[few] = (u[few] * count[few, None]).astype(np.int64)
+    c, u = count[~few], u[~few]
+    chosen = np.empty((len(c), 0), dtype=np.int64)
+    for j in range(k):
+        # The r-th of the c - j numbers not chosen yet: past each chosen one at or below it.
+        r = (u[:, j] * (c - j)).astype(np.int64)
+        for q in range(j):
+            r += r >= chosen[:, q]
+        chosen = np.sort(np.concatenate([chosen, r[:, None]], axis=1), axis=1)
+    pick[~few] = chosen
+    pick.sort(axis=1)
+    return pick
 
 
 class PlanSampler:
@@ -228,27 +295,31 @@ class PlanSampler:
             name = "default" if self.world_size == 1 else "rank%d" % self.rank
         self.name = name
         self.epoch = 0
+        self._orders = {}  # epoch -> this rank's order, an array, for this epoch and the next
         self._written = None  # the epoch whose plan vidfs has
         self._write()  # vidfs starts decoding while the trainer sets up
 
-    def epoch_samples(self, epoch=None):
-        """The samples of an epoch, for all the ranks together, before shuffling."""
-        epoch = self.epoch if epoch is None else epoch
+    def _samples(self, epoch):
+        """epoch_samples, as an int64 NumPy array."""
         if self.clips == "all":
-            samples = list(range(len(self.mount)))
+            samples = np.arange(len(self.mount), dtype=np.int64)
         else:
-            samples, k = [], self.clips_per_video
-            rng = np.random.default_rng([self.seed, epoch])
-            for video in self.mount.videos():
-                if self.clips == "random":
-                    pick = rng.choice(len(video), size=k, replace=len(video) < k)
-                else:
-                    pick = [min(len(video) - 1, (j * len(video)) // k + len(video) // (2 * k)) for j in range(k)]
-                samples.extend(video[p] for p in sorted(pick))
+            first, count = self.mount.video_ranges()
+            k = self.clips_per_video
+            if self.clips == "random":
+                pick = _draw(np.random.default_rng([self.seed, epoch]), count, k)
+            else:
+                j, c = np.arange(k), count[:, None]
+                pick = np.minimum(c - 1, (j * c) // k + c // (2 * k))
+            samples = (first[:, None] + pick).ravel()
         if self.skip_failed:
-            failed = {int(row["sample"]) for row in self.mount.failed()}
-            samples = [s for s in samples if s not in failed]
+            failed = np.array([int(row["sample"]) for row in self.mount.failed()], dtype=np.int64)
+            samples = samples[~np.isin(samples, failed)]
         return samples
+
+    def epoch_samples(self, epoch=None):
+        """The samples of an epoch, for all the ranks together, before shuffling: a list."""
+        return self._samples(self.epoch if epoch is None else epoch).tolist()
 
     def _sizes(self, n):
         """DistributedSampler's num_samples and total_size for a dataset of n."""
@@ -258,21 +329,29 @@ class PlanSampler:
             per = math.ceil(n / self.world_size)
         return per, per * self.world_size
 
-    def order(self, epoch=None):
-        """This rank's samples for an epoch, in order."""
-        epoch = self.epoch if epoch is None else epoch
-        samples = self.epoch_samples(epoch)
+    def _order(self, epoch):
+        """This rank's samples for an epoch, in order: an int64 NumPy array, drawn once for the
+        current epoch and the next (a plan holds both)."""
+        if epoch in self._orders:
+            return self._orders[epoch]
+        samples = self._samples(epoch)
         n = len(samples)
         if n == 0:
-            return []
-        idx = _permutation(n, self.seed + epoch) if self.shuffle else list(range(n))
-        _, total = self._sizes(n)
-        if not self.drop_last:
-            pad = total - len(idx)
-            idx += idx[:pad] if pad <= len(idx) else (idx * math.ceil(pad / len(idx)))[:pad]
+            order = samples
         else:
-            idx = idx[:total]
-        return [samples[i] for i in idx[self.rank:total:self.world_size]]
+            idx = _permutation(n, self.seed + epoch) if self.shuffle else np.arange(n)
+            _, total = self._sizes(n)
+            if not self.drop_last:
+                # DistributedSampler's padding: the first indices again, round and round.
+                idx = np.concatenate([idx, np.resize(idx, total - n)])
+            order = samples[idx[self.rank:total:self.world_size]]
+        self._orders = {e: o for e, o in self._orders.items() if e in (self.epoch, self.epoch + 1)}
+        self._orders[epoch] = order
+        return order
+
+    def order(self, epoch=None):
+        """This rank's samples for an epoch, in order: a list."""
+        return self._order(self.epoch if epoch is None else epoch).tolist()
 
     def set_epoch(self, epoch):
         """Take epoch's samples (and seed), as DistributedSampler.set_epoch does, and tell vidfs."""
@@ -280,9 +359,11 @@ class PlanSampler:
         self._write()
 
     def _plan(self):
-        """This epoch's order and, unless it is the last, the next one's."""
+        """This epoch's order and, unless it is the last, the next one's: an array."""
         last = self.epochs is not None and self.epoch + 1 >= self.epochs
-        return self.order() + ([] if last else self.order(self.epoch + 1))
+        if last:
+            return self._order(self.epoch)
+        return np.concatenate([self._order(self.epoch), self._order(self.epoch + 1)])
 
     def _write(self):
         """Write this epoch's plan, once: writing it again would restart vidfs's count."""
@@ -292,7 +373,7 @@ class PlanSampler:
 
     def __iter__(self):
         self._write()
-        return iter(self.order())
+        return iter(self._order(self.epoch).tolist())
 
     def __len__(self):
-        return self._sizes(len(self.epoch_samples()))[0]
+        return len(self._order(self.epoch))

@@ -11,14 +11,14 @@
 // stored bytes, checked before anything is decompressed: an entry that is torn, cut short or
 // flipped is detected when read, dropped, logged, and reported as a miss, never served. An entry that cannot be read (the process is out of file descriptors,
 // the disk answers with an I/O error) is a miss too, logged as what happened, and kept. The tier is bounded in bytes; eviction drops first entries no reader
-// will want soon (Options.Due), least recently used first, then the one due last. Writes run on a
+// will want soon (Options.Due), least recently used first, then the one due last: the policy of
+// package evict, which the memory cache shares, in work that does not grow with the tier. Writes run on a
 // goroutine of their own behind a bounded backlog: Put never waits, and skips an entry when the
 // backlog is full or the disk refuses it.
 package tier
 
 import (
 	"bytes"
-	"container/list"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -39,6 +39,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 	"golang.org/x/sys/unix"
+
+	"github.com/vidfs/vidfs/internal/evict"
 )
 
 // Key names an entry: a digest of everything that makes its bytes.
@@ -105,8 +107,9 @@ type Options struct {
 	Backlog int64
 	// Due says how soon the entry tagged tag will be read, in any unit that orders (smaller is
 	// sooner), or -1 when no reader wants it soon. A tag is the caller's number for an entry
-	// (a sample's index), given with Put, Get or Tag; entries without one are not due. Nil:
-	// least recently used first.
+	// (a sample's index), given with Put, Get or Tag; entries without one are not due. It is
+	// asked with the tier's lock held, so it must be quick and take no lock that is held while
+	// calling into the tier (order.Plans.Due takes none). Nil: least recently used first.
 	Due func(tag int) int
 	Log *slog.Logger
 }
@@ -144,11 +147,12 @@ type Tier struct {
 	log     *slog.Logger
 	scratch chan *scratch // for reading entries, reused
 
-	// mu guards everything below. Lock order: mu, then the plans' lock (Options.Due is asked
-	// with mu held, choosing a victim); files are read and written without it.
+	// mu guards everything below. LOCK ORDERING: mu is taken after any lock of a caller (the
+	// cache's loads call in holding none) and before none: Options.Due, asked with mu held,
+	// takes no lock. Files are read and written without it.
 	mu      sync.Mutex
 	entries map[Key]*entry
-	recency *list.List // of *entry, least recently used at the front
+	evict   *evict.Policy[Key] // the order the entries are evicted in
 	bytes   int64
 	queue   []job
 	queued  int64 // bytes in queue
@@ -164,7 +168,6 @@ type entry struct {
 	key  Key
 	tag  int   // the caller's number for it, -1 for none
 	size int64 // bytes on disk
-	el   *list.Element
 }
 
 type job struct {
@@ -246,7 +249,7 @@ func Open(opts Options) (*Tier, error) {
 		return nil, fmt.Errorf("disk tier: %w", err)
 	}
 	t := &Tier{opts: opts, dir: dir, dirFD: dirFD, lock: lock, enc: enc, dec: dec, log: opts.Log, scratch: make(chan *scratch, 4),
-		entries: map[Key]*entry{}, recency: list.New(), wake: make(chan struct{}, 1), done: make(chan struct{})}
+		entries: map[Key]*entry{}, evict: evict.New[Key](opts.Due), wake: make(chan struct{}, 1), done: make(chan struct{})}
 	t.idle = sync.NewCond(&t.mu)
 	t.stats.Dir, t.stats.MaxBytes, t.stats.Codec = opts.Dir, opts.MaxBytes, opts.Codec
 	if err := t.scan(); err != nil {
@@ -306,7 +309,7 @@ func (t *Tier) scan() error {
 	defer t.mu.Unlock()
 	for _, f := range all {
 		e := &entry{key: f.key, tag: -1, size: f.size}
-		e.el = t.recency.PushBack(e)
+		t.evict.Add(f.key, -1)
 		t.entries[f.key] = e
 		t.bytes += f.size
 	}
@@ -342,7 +345,7 @@ func (t *Tier) Get(key Key, tag int, dst []byte) bool {
 		return false
 	}
 	e.tag = tag
-	t.recency.MoveToBack(e.el)
+	t.evict.Add(key, tag) // used now, under its tag
 	t.mu.Unlock()
 	err := t.read(key, dst)
 	t.mu.Lock()
@@ -573,9 +576,26 @@ func (t *Tier) Tag(key Key, tag int) bool {
 	defer t.mu.Unlock()
 	if e := t.entries[key]; e != nil {
 		e.tag = tag
+		t.evict.Retag(key, tag)
 		return true
 	}
 	return false
+}
+
+// Replanned tells the tier that a plan was written or removed: every entry's due may have
+// moved. They are asked again a few dozen at each eviction from then on, until all have been.
+func (t *Tier) Replanned() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.evict.Resweep()
+}
+
+// Refresh asks again how soon the entry tagged tag is due (Options.Due), if there is one: a
+// reader read it, and the plans moved.
+func (t *Tier) Refresh(tag int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.evict.RefreshTag(tag)
 }
 
 // Put queues src to be written under key, tagged tag, copying it, and says whether it was
@@ -694,7 +714,7 @@ func (t *Tier) write(key Key, tag int, raw []byte) error {
 		t.remove(old)
 	}
 	e := &entry{key: key, tag: tag, size: size}
-	e.el = t.recency.PushBack(e)
+	t.evict.Add(key, tag)
 	t.entries[key] = e
 	t.bytes += size
 	t.stats.Written++
@@ -727,50 +747,23 @@ func (t *Tier) unreserve(size int64, err error) error {
 	return err
 }
 
-// evictSample is how many entries eviction weighs for each one it drops: the least recently
-// used ones, and as many others taken at random. Weighing them all would ask Due of every entry
-// for every write.
-const evictSample = 16
-
 // makeRoom evicts until size more bytes fit, and reserves them. Eviction drops an entry that is
-// not due, or else the one due last among those weighed, and only if it is due later than the
-// entry being made room for (due; -1: not due, which takes only the place of entries not due).
-// It reports whether the room was made. Called with t.mu held.
+// not due, least recently used first, or else the one due last, and only if it is due later than
+// the entry being made room for (due; -1: not due, which takes only the place of entries not
+// due): the shared policy's choice (package evict). It reports whether the room was made. Called
+// with t.mu held.
 func (t *Tier) makeRoom(size int64, due int) bool {
+	after := due
+	if due < 0 {
+		after = evict.NotDue
+	}
 	for t.bytes+size > t.opts.MaxBytes {
-		var victim *entry
-		latest := -1
-		weigh := func(e *entry) bool { // true: take e at once
-			d := t.due(e.tag)
-			if d < 0 {
-				victim = e
-				return true
-			}
-			if due >= 0 && d > due && d > latest {
-				victim, latest = e, d
-			}
+		k, ok := t.evict.Victim(after, nil)
+		if !ok {
 			return false
 		}
-		n := 0
-		for el := t.recency.Front(); el != nil && n < evictSample; el = el.Next() {
-			n++
-			if weigh(el.Value.(*entry)) {
-				break
-			}
-		}
-		if victim == nil || latest >= 0 {
-			n = 0
-			for _, e := range t.entries { // map order: a random pick
-				if n++; n > evictSample || weigh(e) {
-					break
-				}
-			}
-		}
-		if victim == nil {
-			return false
-		}
-		t.remove(victim)
-		os.Remove(t.path(victim.key))
+		t.remove(t.entries[k])
+		os.Remove(t.path(k))
 		t.stats.Evicted++
 	}
 	t.bytes += size
@@ -787,7 +780,7 @@ func (t *Tier) due(tag int) int {
 
 // remove drops an entry from the index. Called with t.mu held.
 func (t *Tier) remove(e *entry) {
-	t.recency.Remove(e.el)
+	t.evict.Remove(e.key)
 	delete(t.entries, e.key)
 	t.bytes -= e.size
 }

@@ -32,11 +32,21 @@ func runPython(t *testing.T, script string, args ...string) string {
 }
 
 // TestPlanSampler: PlanSampler splits, pads and shuffles as DistributedSampler does, writes each
-// rank's plan, draws clips per epoch, and Dataset labels samples from index.csv.
+// rank's plan, draws clips per epoch, and Dataset labels samples as index.csv does.
 func TestPlanSampler(t *testing.T) {
 	mp := startMount(t, makeSource(t), "--frames", "4", "--step", "4", "--size", "32x32", "--probe-cache", "")
 	if out := runPython(t, "sampler.py", mp.dir); strings.TrimSpace(out) != "ok" {
 		t.Errorf("sampler.py: %s", out)
+	}
+}
+
+// TestPythonItems: Dataset[i] does a bounded number of function calls whatever the mount's
+// size, on a mount of over 900 samples (items.py counts calls and lines run), opens no file
+// beyond clips.npy, and Dataset and PlanSampler read each control file once and index.csv never.
+func TestPythonItems(t *testing.T) {
+	mp := startMount(t, makeSource(t), "--frames", "2", "--step", "1", "--size", "8x8", "--probe-cache", "")
+	if out := runPython(t, "items.py", mp.dir); strings.TrimSpace(out) != "ok" {
+		t.Errorf("items.py: %s", out)
 	}
 }
 

@@ -120,10 +120,11 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	}
 	src, _ = filepath.Abs(src)
 	began := time.Now()
-	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, src)
+	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, src, nil)
 	if err != nil {
 		return err
 	}
+	defer infos.tables.Close()
 	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: o.workers, Idle: o.workers, Threads: 1,
 		HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders, Log: log})
 	if err != nil {
@@ -135,7 +136,13 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	units := make([][]verifyUnit, len(lay.Videos))
 	total := 0
 	for v := range lay.Videos {
-		units[v] = verifyUnits(lay, infos[v], v, o.allFrames)
+		var info *decode.Info // only --all-frames needs the table to plan its units
+		if o.allFrames {
+			if info, err = infos.Info(v); err != nil {
+				return err
+			}
+		}
+		units[v] = verifyUnits(lay, info, v, o.allFrames)
 		total += len(units[v])
 	}
 	reports := make([]videoReport, len(lay.Videos))
@@ -145,7 +152,11 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	g.SetLimit(o.workers)
 	for v := range lay.Videos {
 		g.Go(func() error {
-			reports[v] = verifyVideo(gctx, pool, lay, infos[v], v, units[v], out, prog)
+			info, err := infos.Info(v)
+			if err != nil {
+				return err
+			}
+			reports[v] = verifyVideo(gctx, pool, lay, info, v, units[v], out, prog)
 			prog.videos.Add(1)
 			return gctx.Err()
 		})
