@@ -366,8 +366,7 @@ def rounds(sizes, srcs, a, res):
                     res[m]["mem_parts"].append(st["memory"])
                     r = child("loader", mt.dir, mt.pid, a.batches, a.warm, 1000 * k + n % 997)
                     r["rss_after"] = mt.rss()
-                    st = mt.stats()  # beyond the cache's samples (its buffers are only partly touched)
-                    r["over_cache_after"] = st["memory"]["resident_bytes"] - st["cache"]["used_bytes"]
+                    st = mt.stats()  # (resident less the cache's buffers is no measure: they are touched only in part)
                     r["go_after"] = st["memory"]["go_heap_bytes"] + st["memory"]["go_runtime_bytes"]
                     res[m]["loader"].append(r)
                     log("round %d, %6d videos: remount %.2f s, RSS %.0f MiB, %.1f clips/s, %.3f CPU s/clip (vidfs %.3f), "
@@ -445,7 +444,6 @@ def table(r):
     row("CPU per clip against 40 videos", lambda n, x: ratio("cpu_s_per_clip", n, x))
     row("vidfs's own CPU s per clip", lambda n, x: rng([l["vidfs_cpu_s_per_clip"] for l in x["loader"]], "%.3f"))
     row("vidfs's CPU per clip against 40 videos", lambda n, x: ratio("vidfs_cpu_s_per_clip", n, x))
-    row("resident beyond the cache after the loader (MiB)", lambda n, x: rng([l["over_cache_after"] for l in x["loader"]], "%.0f", 1 / MiB))
     row("Go heap + runtime after the loader (MiB)", lambda n, x: rng([l["go_after"] for l in x["loader"] if "go_after" in l],
                                                                     "%.0f", 1 / MiB))
     row("`Dataset[i]` of a cached sample (ms)", lambda n, x: "%.2f" % (1000 * x["item"]["item_s"]) if "item" in x else "-")
