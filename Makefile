@@ -5,7 +5,7 @@ GO      ?= go
 # Runs go with FFmpeg 7's pkg-config directory: a system FFmpeg 7, or the cached build.
 GOENV    = scripts/with-ffmpeg
 
-.PHONY: all deps build test test-short demo bench bench-decode bench-tier testdata dist test-dist clean help
+.PHONY: all deps build test test-short demo bench bench-decode bench-tier bench-scale bench-scale-large bench-soak testdata dist test-dist clean help
 
 all: build
 
@@ -42,12 +42,14 @@ demo: build
 
 # Decode benchmarks (vidfs, PyAV, ffmpeg floor), then every loader side by side, fio, vidfs bench;
 # then the disk tier, --decode fast, one paced reader, memory maps and memory by part (bench/beyond.py);
-# all figures go into docs/benchmarks.md and docs/benchmarks.png. About 20 minutes on 2 cores.
+# then scale: 40, 1,000 and 10,000 videos (bench/scale.py); all figures go into docs/benchmarks.md
+# and docs/benchmarks*.png. About 30 minutes on 2 cores.
 bench: build
 	scripts/setup.sh bench
 	scripts/bench-decode.sh 2
 	/usr/bin/python3 bench/run.py
 	/usr/bin/python3 bench/beyond.py
+	/usr/bin/python3 bench/scale.py --sizes $(SCALE_SIZES) --doc docs/benchmarks.md
 
 bench-decode: build
 	scripts/setup.sh bench
@@ -58,6 +60,26 @@ bench-decode: build
 bench-tier: build
 	scripts/setup.sh bench
 	/usr/bin/python3 bench/beyond.py --only-tier
+
+# Scale (issue 18) alone, printed: sources of hard links to one video, 40 videos against each of
+# SCALE_SIZES (bench/scale.py --help); sources and probe caches are kept in ~/.cache/vidfs/bench/scale.
+# About 10 minutes on 2 cores. bench-scale-large adds 100,000 and 240,000 videos (the first run
+# probes them: minutes). bench-soak: 16 readers for SOAK_SECONDS, the resident memory against the
+# cache's 256 MiB plus 150 MiB (bench/soak.py).
+SCALE_SIZES  ?= 1000,10000
+SOAK_SECONDS ?= 600
+
+bench-scale: build
+	scripts/setup.sh bench
+	/usr/bin/python3 bench/scale.py --sizes $(SCALE_SIZES)
+
+bench-scale-large: build
+	scripts/setup.sh bench
+	/usr/bin/python3 bench/scale.py --sizes $(SCALE_SIZES) --large
+
+bench-soak: build
+	scripts/setup.sh bench
+	/usr/bin/python3 bench/soak.py --seconds $(SOAK_SECONDS)
 
 # The release, built in a Debian 11 userland to start on glibc 2.31 and later:
 # dist/vidfs-VERSION-linux-x86_64.tar.gz and dist/vidfs-VERSION-py3-none-manylinux_2_31_x86_64.whl.
