@@ -74,3 +74,23 @@ func TestDuesFollowPace(t *testing.T) {
 		}
 	})
 }
+
+// TestDuesReadDuringPublish: a sample read while the dues are worked out anew (after the build
+// counted the entry the read consumes, before the swap) keeps the due its read published, and
+// one still being read stays due now.
+func TestDuesReadDuringPublish(t *testing.T) {
+	ps := one(4, 8, 5, 6, 7)
+	ps.buildHook = func() {
+		readAt(ps, 5, time.Now())                // through: in no plan again
+		ps.Observe(6, 100, 100, time.Now(), nil) // not Done yet
+	}
+	ps.Set("other", []int32{9}, false)
+	ps.buildHook = nil
+	if ps.Due(5) != -1 || ps.Due(6) != 0 {
+		t.Errorf("read during a publish: Due(5) = %d, want -1; Due(6) (being read) = %d, want 0", ps.Due(5), ps.Due(6))
+	}
+	ps.Done(6)
+	if ps.Due(6) != -1 {
+		t.Errorf("Due(6) = %d once Done, want -1", ps.Due(6))
+	}
+}
