@@ -95,10 +95,13 @@ type Plans struct {
 // anew, in the background: those of samples nobody read since were worked out at the pace
 // then, from the positions then, and a plan may have gone idle. paceDrift is how far (as a
 // ratio) a reader's pace may move from the one its plan's dues were worked out at before they
-// are worked out anew sooner.
+// are worked out anew sooner (a plan not published, idle then, counts as moved).
 const (
 	republishEvery = 5 * time.Second
 	paceDrift      = 1.25
+	// minRepublish is the least time between publishes a moving pace starts, so that a pace
+	// that swings does not have the plans worked out over and over.
+	minRepublish = time.Second
 )
 
 // tickMs is the resolution of published dues: a tick is 4 ms from Plans' start, so an int32
@@ -370,8 +373,10 @@ func (ps *Plans) republishDue(p *plan, now time.Time, pace float64) bool {
 	if ps.republishing || ps.building {
 		return false
 	}
-	if now.Sub(ps.published) >= republishEvery {
+	if since := now.Sub(ps.published); since >= republishEvery {
 		return true
+	} else if since < minRepublish {
+		return false
 	}
 	v := p.pace.or(pace)
 	return p.pubPace == 0 || v > p.pubPace*paceDrift || v*paceDrift < p.pubPace
