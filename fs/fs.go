@@ -187,6 +187,7 @@ func New(cfg Config) (*FS, error) {
 		return nil, err
 	}
 	f.cache = c
+	f.plans.OnRepublish(f.replanned) // the dues went stale and were worked out anew
 	f.pages = newPageFiller(f)
 	if f.tier != nil {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -260,8 +261,8 @@ func (f *FS) removePlan(name string) bool {
 	return ok
 }
 
-// replanned tells the cache and the disk tier that a plan changed: every sample's due may have
-// moved.
+// replanned tells the cache and the disk tier that a plan changed, or that the plans worked
+// their dues out anew: every sample's due may have moved.
 func (f *FS) replanned() {
 	f.cache.Replanned()
 	if f.tier != nil {

@@ -24,8 +24,10 @@ type plan struct {
 	lastUse                 time.Time
 	pace                    paceMeter
 	owner                   int // the process that wrote it (0: not known)
-	hits, misses            int64
-	waited                  time.Duration
+	// pubPace is the pace its dues were last published at (0: not published, idle then).
+	pubPace      float64
+	hits, misses int64
+	waited       time.Duration
 }
 
 // planData is what a Set builds, off the lock, and swaps into a plan.

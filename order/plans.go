@@ -46,9 +46,13 @@ func ValidName(name string) error {
 // work (Observe, Done) does not grow with the plans, the cache or the dataset. Set builds a new
 // plan, and the dues, off the lock, and swaps them in: readers wait only for the swap.
 //
+// The dues of samples nobody read go stale as readers' paces move, readers pause and plans go
+// idle: a read that finds them old, or its reader's pace moved, has them worked out anew in the
+// background (a goroutine, holding setMu while it works), which then tells OnRepublish's f.
+//
 // Plans is safe for concurrent use. LOCK ORDERING: setMu, then mu; both are taken after the
 // locks of those who call in (a plan writer's, fs's), and nothing outside Plans is called with
-// either held. Due takes neither.
+// either held (OnRepublish's f is called with neither). Due takes neither.
 type Plans struct {
 	// setMu serializes Set and Remove: one build at a time, each swapped in whole. Taken before mu.
 	setMu sync.Mutex
@@ -74,7 +78,31 @@ type Plans struct {
 	// when no plan has it. Read with atomic loads and no lock (Due); written under mu, with
 	// atomic stores (a new array is filled before it is stored here).
 	dues atomic.Pointer[[]int32]
+	// buildHook, if set (by tests), is called as publish ends its build, off the lock.
+	buildHook func()
+	// building is set while publish works out dues off the lock: samples whose entries reads
+	// consume meanwhile are noted in touched, and keep what the reads published (see publish).
+	building bool
+	touched  map[int]struct{}
+	// published is when the dues were last worked out; republishing is set while a republish
+	// started by a read runs (see republishDue); onRepublish is told when one is done.
+	published    time.Time
+	republishing bool
+	onRepublish  func()
 }
+
+// republishEvery is how old the published dues may grow before a read has them worked out
+// anew, in the background: those of samples nobody read since were worked out at the pace
+// then, from the positions then, and a plan may have gone idle. paceDrift is how far (as a
+// ratio) a reader's pace may move from the one its plan's dues were worked out at before they
+// are worked out anew sooner (a plan not published, idle then, counts as moved).
+const (
+	republishEvery = 5 * time.Second
+	paceDrift      = 1.25
+	// minRepublish is the least time between publishes a moving pace starts, so that a pace
+	// that swings does not have the plans worked out over and over.
+	minRepublish = time.Second
+)
 
 // tickMs is the resolution of published dues: a tick is 4 ms from Plans' start, so an int32
 // holds 99 days of them.
@@ -118,7 +146,8 @@ type PlanStats struct {
 // least window); idle how long a plan may go unused before its samples stop being due.
 func NewPlans(window, horizon int, idle time.Duration) *Plans {
 	ps := &Plans{window: max(window, 1), horizon: max(horizon, window, 1), idle: idle, start: time.Now(),
-		plans: map[string]*plan{}, open: map[int]*access{}, reading: map[int]int{}, after: map[int]int32{}}
+		plans: map[string]*plan{}, open: map[int]*access{}, reading: map[int]int{}, after: map[int]int32{},
+		touched: map[int]struct{}{}}
 	ps.dues.Store(&[]int32{})
 	return ps
 }
@@ -269,7 +298,10 @@ func (ps *Plans) Remove(name string) bool {
 }
 
 // publish works out every sample's due anew, over the active plans, off the lock, and swaps
-// the result in. Its work grows with the plans; Set and Remove call it with setMu held.
+// the result in. Its work grows with the plans; Set, Remove and republish call it with setMu
+// held. Reads go on meanwhile: a sample whose entry one consumes keeps the due that read
+// publishes (its next entry's), as the build may have counted the entry it consumed; a sample
+// being read stays due now until its read is Done.
 func (ps *Plans) publish() {
 	type view struct {
 		d    *planData
@@ -281,10 +313,13 @@ func (ps *Plans) publish() {
 	pace, n := ps.fallbackPace(), len(*ps.dues.Load())
 	var views []view
 	for _, p := range ps.plans {
+		p.pubPace = 0
 		if p.active(now, ps.idle) {
-			views = append(views, view{p.planData, p.pos, p.pace.or(pace)})
+			p.pubPace = p.pace.or(pace)
+			views = append(views, view{p.planData, p.pos, p.pubPace})
 		}
 	}
+	ps.building, ps.published = true, now
 	ps.mu.Unlock()
 	for _, v := range views {
 		for i := range v.d.entries {
@@ -306,17 +341,69 @@ func (ps *Plans) publish() {
 			}
 		}
 	}
+	if ps.buildHook != nil {
+		ps.buildHook()
+	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if old := *ps.dues.Load(); len(old) > n { // grown by a read meanwhile
-		dues = append(dues, make([]int32, len(old)-n)...)
+	old := *ps.dues.Load()
+	if len(old) > n { // grown by a read meanwhile: what reads published past n stands
+		dues = append(dues, old[n:]...)
 	}
 	now = time.Now()
-	for s := range ps.reading { // being read: due now until Done
-		ps.after[s] = dues[s]
+	for s := range ps.touched { // consumed meanwhile: what the read published stands
+		if _, ok := ps.after[s]; !ok {
+			dues[s] = atomic.LoadInt32(&old[s])
+		}
+	}
+	for s := range ps.after { // being read, or in pieces: due now until Done or read through
+		if _, ok := ps.touched[s]; !ok {
+			ps.after[s] = dues[s]
+		}
 		dues[s] = ps.tick(now, 0)
 	}
+	clear(ps.touched)
+	ps.building = false
 	ps.dues.Store(&dues)
+}
+
+// republishDue tells whether the published dues are due to be worked out anew (see
+// republishEvery), given that p's reader just read at now. Called with mu held.
+func (ps *Plans) republishDue(p *plan, now time.Time, pace float64) bool {
+	if ps.republishing || ps.building {
+		return false
+	}
+	if since := now.Sub(ps.published); since >= republishEvery {
+		return true
+	} else if since < minRepublish {
+		return false
+	}
+	v := p.pace.or(pace)
+	return p.pubPace == 0 || v > p.pubPace*paceDrift || v*paceDrift < p.pubPace
+}
+
+// republish works the dues out anew, in the background (a read started it), and tells
+// onRepublish, holding no lock.
+func (ps *Plans) republish() {
+	ps.setMu.Lock()
+	ps.publish()
+	ps.setMu.Unlock()
+	ps.mu.Lock()
+	ps.republishing = false
+	f := ps.onRepublish
+	ps.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// OnRepublish has f called whenever the dues were worked out anew on their own (they go stale
+// as readers' paces move and plans go idle): the cache and the disk tier ask theirs again. f is
+// called holding none of Plans' locks. Set and Remove do not call it: their callers know.
+func (ps *Plans) OnRepublish(f func()) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.onRepublish = f
 }
 
 // tick is the published form of a due ms milliseconds after now: never 0, which means not due.
@@ -328,8 +415,9 @@ func (ps *Plans) tick(now time.Time, ms int) int32 {
 // pace, looking at each whole plan (not only the prefetch horizon, NextUse's); 0 while it is
 // being read; -1 when no plan has it. It reads what Plans published, without a lock, and does
 // work that does not grow with anything: the cache and the disk tier ask it holding their own
-// locks. What it answers was worked out at the sample's last read, or at the last Set or Remove,
-// at the pace then.
+// locks. What it answers was worked out at the sample's last read, or when the dues were last
+// worked out whole (at each Set and Remove, and in the background once a read finds them
+// republishEvery old or its reader's pace moved by a quarter), at the pace then.
 func (ps *Plans) Due(sample int) int {
 	d := *ps.dues.Load()
 	if sample < 0 || sample >= len(d) {
@@ -395,9 +483,12 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 	defer ps.mu.Unlock()
 	dues := ps.growLocked(sample + 1)
 	if ps.reading[sample]++; ps.reading[sample] == 1 {
-		ps.after[sample] = atomic.LoadInt32(&dues[sample])
+		if _, ok := ps.after[sample]; !ok { // else an access in pieces holds it due now already
+			ps.after[sample] = atomic.LoadInt32(&dues[sample])
+		}
 		atomic.StoreInt32(&dues[sample], ps.tick(now, 0))
 	}
+	ps.expire(now)
 	if a, ok := ps.open[sample]; ok && now.Sub(a.last) < accessTimeout {
 		a.bytes += n
 		a.last = now
@@ -411,7 +502,7 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 		if len(ps.open) > 4096 {
 			for s, a := range ps.open { // forget accesses that stopped part way
 				if now.Sub(a.last) >= accessTimeout {
-					delete(ps.open, s)
+					ps.forget(s)
 				}
 			}
 		}
@@ -444,6 +535,13 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 		return true, ""
 	}
 	ps.stats.OnPlan++
+	if ps.building {
+		ps.touched[sample] = struct{}{}
+	}
+	if ps.republishDue(best, now, pace) {
+		ps.republishing = true
+		go ps.republish()
+	}
 	next := best.consume(sample, ps.window, now)
 	// Due next: at its entry after this one in the same plan, or in another plan's window.
 	var after int32
@@ -470,13 +568,50 @@ func (ps *Plans) Done(sample int) {
 		return
 	}
 	delete(ps.reading, sample)
-	if a, ok := ps.open[sample]; ok && time.Since(a.last) < accessTimeout {
-		return // in pieces: due now until read through
+	if a, ok := ps.open[sample]; ok {
+		if time.Since(a.last) < accessTimeout {
+			return // in pieces: due now until read through
+		}
+		delete(ps.open, sample)
+	}
+	ps.settle(sample)
+}
+
+// settle publishes the due of a sample no read holds any more, and forgets it was being read.
+// Called with mu held.
+func (ps *Plans) settle(sample int) {
+	after, ok := ps.after[sample]
+	if !ok {
+		return
 	}
 	if d := *ps.dues.Load(); sample < len(d) {
-		atomic.StoreInt32(&d[sample], ps.after[sample])
+		atomic.StoreInt32(&d[sample], after)
 	}
 	delete(ps.after, sample)
+}
+
+// forget drops an access in pieces that stopped part way (timed out): its sample is due as its
+// plans say again, unless a read of it is still under way. Called with mu held.
+func (ps *Plans) forget(sample int) {
+	delete(ps.open, sample)
+	if ps.reading[sample] == 0 {
+		ps.settle(sample)
+	}
+}
+
+// expire forgets up to two accesses in pieces, taken at random, if they timed out: so that,
+// read after read, one that stopped part way does not keep its sample due now for long, in
+// work that does not grow with the accesses. Called with mu held.
+func (ps *Plans) expire(now time.Time) {
+	k := 0
+	for s, a := range ps.open {
+		if now.Sub(a.last) >= accessTimeout {
+			ps.forget(s)
+		}
+		if k++; k == 2 {
+			return
+		}
+	}
 }
 
 // NextUse returns how soon sample is due, in milliseconds, over the active plans: the soonest of

@@ -1,0 +1,96 @@
+package order
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestDuesAfterPieces: a sample read in pieces is due now until read through, and then as its
+// next entry says: not due at all when no plan has it again, not due now forever.
+func TestDuesAfterPieces(t *testing.T) {
+	ps := one(4, 8, 5, 9)
+	now := time.Now()
+	piece(ps, 5, 40, now)
+	if ps.Due(5) != 0 {
+		t.Errorf("Due(5) = %d part way through, want 0", ps.Due(5))
+	}
+	piece(ps, 5, 60, now)
+	if ps.Due(5) != -1 {
+		t.Errorf("Due(5) = %d once read through and in no plan again, want -1", ps.Due(5))
+	}
+}
+
+// TestDuesPartWayForgotten: an access that stopped part way stops making its sample due now
+// once it timed out, as readers read on.
+func TestDuesPartWayForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := one(4, 8, 5, 9, 10, 11)
+		piece(ps, 5, 40, time.Now())
+		time.Sleep(accessTimeout + time.Second)
+		read(ps, 9)
+		read(ps, 10)
+		if ps.Due(5) != -1 {
+			t.Errorf("Due(5) = %d after its access stopped part way and timed out, want -1", ps.Due(5))
+		}
+	})
+}
+
+// TestDuesIdle: a plan nobody read for the idle time stops being due in what Plans publishes
+// too, not only in NextUse, once readers of other plans read on.
+func TestDuesIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := NewPlans(8, 16, 10*time.Minute)
+		ps.Set("val", []int32{1, 2, 3}, false)
+		ps.Set("train", []int32{10, 11, 12, 13}, false)
+		readAt(ps, 1, time.Now())
+		time.Sleep(11 * time.Minute)
+		readAt(ps, 10, time.Now())
+		synctest.Wait()
+		if ps.Due(2) != -1 || ps.Due(11) < 0 {
+			t.Errorf("Due(2) (an idle plan's) = %d, want -1; Due(11) (an active one's) = %d, want >= 0", ps.Due(2), ps.Due(11))
+		}
+	})
+}
+
+// TestDuesFollowPace: the dues of samples nobody read yet follow the reader's pace as it reads,
+// not the pace assumed when the plan was written.
+func TestDuesFollowPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := NewPlans(8, 16, 0)
+		entries := make([]int32, 2000)
+		for i := range entries {
+			entries[i] = int32(i)
+		}
+		ps.Set("p", entries, false) // at 100 samples a second assumed
+		for s := range 300 {        // read at 10 a second
+			readAt(ps, s, time.Now())
+			time.Sleep(100 * time.Millisecond)
+		}
+		synctest.Wait()
+		// Entry 400 is 100 entries ahead, 10 s at the reader's pace; 500 is 20 s.
+		if d4, d5 := ps.Due(400), ps.Due(500); d4 < 5000 || d5 <= d4 {
+			t.Errorf("Due(400) = %d ms, Due(500) = %d ms; want about 10,000 and 20,000", d4, d5)
+		}
+	})
+}
+
+// TestDuesReadDuringPublish: a sample read while the dues are worked out anew (after the build
+// counted the entry the read consumes, before the swap) keeps the due its read published, and
+// one still being read stays due now.
+func TestDuesReadDuringPublish(t *testing.T) {
+	ps := one(4, 8, 5, 6, 7)
+	ps.buildHook = func() {
+		readAt(ps, 5, time.Now())                // through: in no plan again
+		ps.Observe(6, 100, 100, time.Now(), nil) // not Done yet
+	}
+	ps.Set("other", []int32{9}, false)
+	ps.buildHook = nil
+	if ps.Due(5) != -1 || ps.Due(6) != 0 {
+		t.Errorf("read during a publish: Due(5) = %d, want -1; Due(6) (being read) = %d, want 0", ps.Due(5), ps.Due(6))
+	}
+	ps.Done(6)
+	if ps.Due(6) != -1 {
+		t.Errorf("Due(6) = %d once Done, want -1", ps.Due(6))
+	}
+}
