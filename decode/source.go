@@ -2,7 +2,6 @@ package decode
 
 import (
 	"errors"
-	"fmt"
 	"io"
 
 	"github.com/asticode/go-astiav"
@@ -107,5 +106,5 @@ func (in *input) sourceError(err error) error {
 	if errors.Is(in.sio.err, ErrChanged) {
 		kind = ErrChanged
 	}
-	return &Error{Path: in.path, Kind: kind, Detail: fmt.Sprintf("reading its bytes: %v", in.sio.err), Err: in.sio.err}
+	return &Error{Path: in.path, Kind: kind, Detail: "reading its bytes", Err: in.sio.err}
 }

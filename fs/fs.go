@@ -69,6 +69,15 @@ type Config struct {
 	// TierCodec is how the disk tier stores samples (0: none if every sample fits within
 	// TierBytes uncompressed, else zstd).
 	TierCodec tier.Codec
+	// PlanMoved, if set, is called (quickly: it must not block) when what the plans want next
+	// may have changed: a plan written or removed, a reader moving on. Upcoming says what.
+	PlanMoved func()
+	// Transient, if set, tells which decode errors may pass (the source's network was down):
+	// reads get EIO, and the next read decodes again, instead of the sample failing for good.
+	Transient func(err error) bool
+	// Current, if set, tells whether a video (by its probe table's Path) is still the version
+	// probed, for the disk tier; nil: its local file's size and modification time are compared.
+	Current func(path string) bool
 	// Skipped lists videos left out of the layout, with the reason, for reports.
 	Skipped []wire.Problem
 	Log     *slog.Logger
@@ -161,6 +170,7 @@ func New(cfg Config) (*FS, error) {
 		opts.Fetch = f.fetchSample
 	}
 	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.NextUse, f.plans.Upcoming
+	opts.Transient = cfg.Transient
 	c, err := cache.New(opts)
 	if err != nil {
 		if f.tier != nil {
@@ -225,14 +235,27 @@ func (f *FS) loadFailed(i int, err error) {
 func (f *FS) setPlan(name string, entries []int32, appendPlan bool, writer int) {
 	f.plans.Set(name, entries, appendPlan)
 	f.owners.wrote(name, writer)
-	f.cache.Kick()
+	f.planMoved()
 }
+
+// planMoved tells the cache, and the source's fetcher if there is one, that what the plans want
+// next may have changed.
+func (f *FS) planMoved() {
+	f.cache.Kick()
+	if f.cfg.PlanMoved != nil {
+		f.cfg.PlanMoved()
+	}
+}
+
+// Upcoming appends to dst up to n samples the plans want next, soonest due first (for a fetcher
+// of the source's bytes ahead of decodes).
+func (f *FS) Upcoming(dst []int, n int) []int { return f.plans.Upcoming(dst, n) }
 
 // removePlan drops the plan called name, and what its readers were counted for.
 func (f *FS) removePlan(name string) bool {
 	ok := f.plans.Remove(name)
 	f.owners.forget(name)
 	f.reads.forget(name)
-	f.cache.Kick()
+	f.planMoved()
 	return ok
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/vidfs/vidfs/decode"
 	vfs "github.com/vidfs/vidfs/fs"
 	"github.com/vidfs/vidfs/internal/catalog"
+	"github.com/vidfs/vidfs/internal/s3src"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
 )
@@ -34,6 +35,7 @@ type layoutOptions struct {
 	short                               string
 	probeWorkers                        int
 	probeCache                          string
+	s3                                  s3Options
 }
 
 func newLayoutOptions() layoutOptions {
@@ -52,6 +54,7 @@ func (l *layoutOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&l.short, "short", "pad", "videos shorter than one sample: pad (repeat the last frame) or skip")
 	fs.IntVar(&l.probeWorkers, "probe-workers", runtime.NumCPU(), "videos probed at once")
 	fs.StringVar(&l.probeCache, "probe-cache", defaultProbeCache(), "directory for cached probe tables (\"\" for none)")
+	l.s3.register(fs)
 }
 
 // spec checks the flags and returns the layout's spec.
@@ -67,10 +70,10 @@ func (l *layoutOptions) spec() (layout.Spec, error) {
 	return spec, nil
 }
 
-// scan finds and probes the videos under src and lays them out under spec, reporting progress
+// scan finds and probes the videos of src and lays them out under spec, reporting progress
 // on w and naming (on log) the first videos left out.
-func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src string) (*layout.Layout, []*decode.Info, []wire.Problem, error) {
-	videos, err := catalog.Scan(ctx, catalog.Options{Root: src, Workers: l.probeWorkers, CacheDir: l.probeCache, Progress: newProgress(w), Log: log})
+func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src catalog.Files) (*layout.Layout, []*decode.Info, []wire.Problem, error) {
+	videos, err := catalog.Scan(ctx, catalog.Options{Files: src, Workers: l.probeWorkers, CacheDir: l.probeCache, Progress: newProgress(w), Log: log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -88,7 +91,7 @@ func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger,
 		logTiming(log, lay, infos)
 	}
 	if lay.Len() == 0 {
-		return nil, nil, nil, fmt.Errorf("%s: no samples (%d videos found, %d readable, none with %d frames%s)", src, len(videos), len(lay.Videos), spec.Span(), atRate(spec))
+		return nil, nil, nil, fmt.Errorf("%s: no samples (%d videos found, %d readable, none with %d frames%s)", src.Root(), len(videos), len(lay.Videos), spec.Span(), atRate(spec))
 	}
 	return lay, infos, skipped, nil
 }
@@ -244,13 +247,14 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	if err != nil {
 		return usageError{"--" + err.Error()}
 	}
-	src, _ = filepath.Abs(src)
 	mnt, _ = filepath.Abs(mnt)
 	if st, err := os.Stat(mnt); err != nil || !st.IsDir() {
 		return fmt.Errorf("mount point %s: not an existing directory (create it first: mkdir -p %s)", mnt, mnt)
 	}
-	if rel, err := filepath.Rel(src, mnt); err == nil && !strings.HasPrefix(rel, "..") {
-		return fmt.Errorf("mount point %s lies inside the source %s: pick one outside it", mnt, src)
+	if dir, _ := filepath.Abs(src); !s3src.IsURL(src) {
+		if rel, err := filepath.Rel(dir, mnt); err == nil && !strings.HasPrefix(rel, "..") {
+			return fmt.Errorf("mount point %s lies inside the source %s: pick one outside it", mnt, dir)
+		}
 	}
 
 	if o.hwaccel.h == decode.HWCUDA {
@@ -269,7 +273,11 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 		return startDaemon(e, e.args, mnt, logFile, pidFile)
 	}
 	began := time.Now()
-	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, src)
+	source, err := openSource(ctx, src, o.s3, log)
+	if err != nil {
+		return err
+	}
+	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files)
 	if err != nil {
 		return err
 	}
@@ -284,23 +292,28 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	// One decoder per load the cache may run at once; as many kept open between clips as it
 	// prefetches at once.
 	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: cache.MaxLoads(workers), Idle: workers, Threads: 1,
-		HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders, Log: log})
+		HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders, Log: log, Open: source.opener()})
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	defer rememberUnusable(o.probeCache, src, pool, log)
+	defer rememberUnusable(o.probeCache, source.files, pool, log)
 	tierBytes, err := o.tierBytes(log)
 	if err != nil {
 		return err
 	}
-	f, err := vfs.New(vfs.Config{Source: src, Layout: lay, Infos: infos, Resize: o.resize.r, Fast: o.decode.fast, Decoder: pool,
+	cfg := vfs.Config{Source: source.files.Root(), Layout: lay, Infos: infos, Resize: o.resize.r, Fast: o.decode.fast, Decoder: pool,
 		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Log: log,
-		OnError: onError, PlanIdle: o.planIdle, TierDir: o.cacheDir, TierBytes: tierBytes, TierCodec: o.cacheDiskCodec.c})
+		OnError: onError, PlanIdle: o.planIdle, TierDir: o.cacheDir, TierBytes: tierBytes, TierCodec: o.cacheDiskCodec.c}
+	startFetching := source.fetchFor(&cfg, log)
+	f, err := vfs.New(cfg)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	fetchCtx, stopFetching := context.WithCancel(context.Background())
+	defer stopFetching()
+	startFetching(fetchCtx, f)
 	m, err := f.Mount(mnt, vfs.MountOptions{AllowOther: o.allowOther, Debug: o.debugFUSE})
 	if err != nil {
 		return err
@@ -353,9 +366,9 @@ func (e unmountError) ExitStatus() int { return 3 }
 
 // rememberUnusable writes the keyframes the pool found unusable into the probe cache, so that the
 // next mount starts clips earlier at once.
-func rememberUnusable(cacheDir, src string, pool *decode.Pool, log *slog.Logger) {
+func rememberUnusable(cacheDir string, src catalog.Files, pool *decode.Pool, log *slog.Logger) {
 	marks := pool.UnusableKeyframes()
-	if err := catalog.RememberUnusable(cacheDir, src, marks); err != nil {
+	if err := catalog.RememberUnusableOf(cacheDir, src, marks); err != nil {
 		log.Warn("could not note unusable keyframes in the probe cache", "dir", cacheDir, "err", err)
 	}
 }

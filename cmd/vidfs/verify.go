@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -118,14 +117,17 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	if o.workers < 1 {
 		return usageError{"--workers must be at least 1"}
 	}
-	src, _ = filepath.Abs(src)
 	began := time.Now()
-	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, src)
+	source, err := openSource(ctx, src, o.s3, log)
+	if err != nil {
+		return err
+	}
+	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files)
 	if err != nil {
 		return err
 	}
 	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: o.workers, Idle: o.workers, Threads: 1,
-		HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders, Log: log})
+		HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders, Log: log, Open: source.opener()})
 	if err != nil {
 		return err
 	}
@@ -155,9 +157,9 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	if err != nil {
 		return err
 	}
-	rememberUnusable(o.probeCache, src, pool, log)
+	rememberUnusable(o.probeCache, source.files, pool, log)
 
-	rep := verifyReport{Source: src, AllFrames: o.allFrames}
+	rep := verifyReport{Source: source.files.Root(), AllFrames: o.allFrames}
 	for _, p := range skipped {
 		rep.Videos = append(rep.Videos, videoReport{File: p.File, Status: "left out", Reason: p.Reason})
 	}

@@ -1,6 +1,7 @@
-// Package catalog finds the videos under a source directory and probes them, in parallel, keeping
-// their probe tables in a cache outside the source (keyed by path, size and modification time)
-// so that a second scan of the same directory needs no probing.
+// Package catalog finds the videos under a source directory (or a bucket's prefix, through
+// Files) and probes them, in parallel, keeping their probe tables in a cache outside the source
+// (keyed by path, size and modification time, or an object's ETag) so that a second scan of the
+// same source needs no probing.
 package catalog
 
 import (
@@ -33,53 +34,59 @@ type Video struct {
 	Err  error
 }
 
-// FileID tells one version of a file from another: its size and modification time. A file that
-// was rewritten, replaced or touched since has another.
+// FileID tells one version of a file from another: its size and modification time, and an
+// object's ETag. A file that was rewritten, replaced or touched since has another.
 type FileID struct {
 	Size    int64
-	ModTime int64 // nanoseconds since 1970
+	ModTime int64  // nanoseconds since 1970
+	Version string // an object's ETag; "" for a local file
 }
 
-// Options configures Scan.
-type Options struct {
-	Root     string
-	Workers  int    // probes at once (default 4)
-	CacheDir string // where probe tables are kept; "" keeps none
-	// Log gets a warning when the probe tables cannot be kept (the scan succeeds all the same,
-	// and the next one probes again); nil: nowhere.
-	Log *slog.Logger
-	// Progress is called now and then during probing, and once at the end.
-	Progress func(p Progress)
+// Files is where a scan's videos come from: a local directory (Dir) or a bucket.
+type Files interface {
+	// Root names the source in messages and keys its probe cache: an absolute directory, or an
+	// s3:// URL.
+	Root() string
+	// List returns every file under the root, its path relative to it / separated; Scan keeps
+	// those with a video's extension and none of whose names starts with a dot.
+	List(ctx context.Context) ([]File, error)
+	// Path is what the probe table of the file at rel calls it (decode.Info.Path).
+	Path(rel string) string
+	// Opener opens files by Path for probing and decoding; nil for local files.
+	Opener() decode.Opener
 }
 
-// Progress reports how far a scan has got.
-type Progress struct {
-	Done, Total int // videos probed (or found in the cache) of those found
-	Cached      int // of Done, taken from the cache
-	Failed      int
-	Elapsed     time.Duration
-	Final       bool
+// File is a file Files lists.
+type File struct {
+	Rel string
+	FileID
 }
 
-// Scan walks the root (following symbolic links to files), and returns every video found,
-// sorted by path, with its probe table or error. Only a root that cannot be read is an error.
-func Scan(ctx context.Context, opts Options) ([]Video, error) {
-	root, err := filepath.Abs(opts.Root)
-	if err != nil {
-		return nil, err
+// Dir is the local directory root as Files: its files, following symbolic links to files.
+func Dir(root string) Files { return dirFiles(root) }
+
+type dirFiles string
+
+func (d dirFiles) Root() string {
+	if abs, err := filepath.Abs(string(d)); err == nil {
+		return abs
 	}
+	return string(d)
+}
+
+func (d dirFiles) Path(rel string) string { return filepath.Join(d.Root(), filepath.FromSlash(rel)) }
+
+func (d dirFiles) Opener() decode.Opener { return nil }
+
+func (d dirFiles) List(ctx context.Context) ([]File, error) {
+	root := d.Root()
 	if st, err := os.Stat(root); err != nil {
 		return nil, fmt.Errorf("source directory: %w", err)
 	} else if !st.IsDir() {
 		return nil, fmt.Errorf("source %s: not a directory", root)
 	}
-	type file struct {
-		rel  string
-		size int64
-		mod  int64
-	}
-	var files []file
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	var files []File
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("walking %s: %w", p, err)
 		}
@@ -98,24 +105,66 @@ func Scan(ctx context.Context, opts Options) ([]Video, error) {
 			return nil
 		}
 		rel, _ := filepath.Rel(root, p)
-		files = append(files, file{filepath.ToSlash(rel), st.Size(), st.ModTime().UnixNano()})
+		files = append(files, File{filepath.ToSlash(rel), FileID{Size: st.Size(), ModTime: st.ModTime().UnixNano()}})
 		return nil
 	})
+	return files, err
+}
+
+// Options configures Scan.
+type Options struct {
+	Root string // a local directory, unless Files is set
+	// Files lists and opens the videos instead of Root: a bucket's.
+	Files    Files
+	Workers  int    // probes at once (default 4)
+	CacheDir string // where probe tables are kept; "" keeps none
+	// Log gets a warning when the probe tables cannot be kept (the scan succeeds all the same,
+	// and the next one probes again); nil: nowhere.
+	Log *slog.Logger
+	// Progress is called now and then during probing, and once at the end.
+	Progress func(p Progress)
+}
+
+// Progress reports how far a scan has got.
+type Progress struct {
+	Done, Total int // videos probed (or found in the cache) of those found
+	Cached      int // of Done, taken from the cache
+	Failed      int
+	Elapsed     time.Duration
+	Final       bool
+}
+
+// Scan lists the root (a directory: following symbolic links to files), and returns every video
+// found, sorted by path, with its probe table or error. Only a root that cannot be read is an
+// error.
+func Scan(ctx context.Context, opts Options) ([]Video, error) {
+	src := opts.Files
+	if src == nil {
+		src = Dir(opts.Root)
+	}
+	root := src.Root()
+	listed, err := src.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(files, func(i, j int) bool { return files[i].rel < files[j].rel })
+	var files []File
+	for _, f := range listed {
+		if isVideo(f.Rel) && !hidden(f.Rel) {
+			files = append(files, f)
+		}
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Rel < files[j].Rel })
 
 	cache := loadCache(opts.CacheDir, root)
 	out := make([]Video, len(files))
 	var todo []int
 	prog := Progress{Total: len(files)}
 	for i, f := range files {
-		out[i].Rel, out[i].File = f.rel, FileID{f.size, f.mod}
-		if c, ok := cache.Entries[f.rel]; ok && c.Size == f.size && c.ModTime == f.mod {
+		out[i].Rel, out[i].File = f.Rel, f.FileID
+		if c, ok := cache.Entries[f.Rel]; ok && c.Size == f.Size && c.ModTime == f.ModTime && c.Version == f.Version {
 			out[i].Info = c.Info
 			if c.Err != nil {
-				out[i].Err = c.Err.restore(filepath.Join(root, filepath.FromSlash(f.rel)))
+				out[i].Err = c.Err.restore(src.Path(f.Rel))
 				prog.Failed++
 			}
 			prog.Done++
@@ -162,8 +211,7 @@ func Scan(ctx context.Context, opts Options) ([]Video, error) {
 			break
 		}
 		g.Go(func() error {
-			path := filepath.Join(root, filepath.FromSlash(files[i].rel))
-			info, err := decode.Probe(path)
+			info, err := decode.ProbeFrom(src.Path(files[i].Rel), src.Opener())
 			mu.Lock()
 			defer mu.Unlock()
 			out[i].Info, out[i].Err = info, err
@@ -185,8 +233,8 @@ func Scan(ctx context.Context, opts Options) ([]Video, error) {
 	if len(todo) > 0 || len(cache.Entries) != len(files) {
 		cache.Entries = make(map[string]cacheEntry, len(files))
 		for i, f := range files {
-			e := cacheEntry{Size: f.size, ModTime: f.mod, Info: out[i].Info, Err: storedError(out[i].Err)}
-			cache.Entries[f.rel] = e
+			e := cacheEntry{Size: f.Size, ModTime: f.ModTime, Version: f.Version, Info: out[i].Info, Err: storedError(out[i].Err)}
+			cache.Entries[f.Rel] = e
 		}
 		if err := saveCache(opts.CacheDir, root, cache); err != nil && opts.Log != nil {
 			opts.Log.Warn("probe tables not kept; the next scan probes these videos again", "err", err)
@@ -194,10 +242,20 @@ func Scan(ctx context.Context, opts Options) ([]Video, error) {
 	}
 	for i := range out {
 		if out[i].Info != nil {
-			out[i].Info.Path = filepath.Join(root, filepath.FromSlash(out[i].Rel))
+			out[i].Info.Path = src.Path(out[i].Rel)
 		}
 	}
 	return out, nil
+}
+
+// hidden tells whether a name of the path is hidden (starts with a dot).
+func hidden(rel string) bool {
+	for _, name := range strings.Split(rel, "/") {
+		if strings.HasPrefix(name, ".") {
+			return true
+		}
+	}
+	return false
 }
 
 // isVideo reports whether a file name has a video container's extension.
@@ -223,6 +281,7 @@ type cacheFile struct {
 type cacheEntry struct {
 	Size    int64
 	ModTime int64
+	Version string // an object's ETag
 	Info    *decode.Info
 	Err     *cachedError // why the file could not be probed
 }
@@ -261,17 +320,19 @@ func (c *cachedError) restore(path string) error {
 // tables start clips earlier at once. A missing cache is left missing; one that cannot be written
 // is the error.
 func RememberUnusable(dir, root string, marks map[string][]int) error {
+	return RememberUnusableOf(dir, Dir(root), marks)
+}
+
+// RememberUnusableOf is RememberUnusable of the probe tables of src.
+func RememberUnusableOf(dir string, src Files, marks map[string][]int) error {
 	if dir == "" || len(marks) == 0 {
 		return nil
 	}
-	root, err := filepath.Abs(root)
-	if err != nil {
-		return err
-	}
+	root := src.Root()
 	c := loadCache(dir, root)
 	changed := false
 	for rel, e := range c.Entries {
-		frames := marks[filepath.Join(root, filepath.FromSlash(rel))]
+		frames := marks[src.Path(rel)]
 		if e.Info == nil || len(frames) == 0 {
 			continue
 		}

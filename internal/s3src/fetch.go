@@ -20,6 +20,10 @@ import (
 	"github.com/vidfs/vidfs/decode"
 )
 
+// ErrUnavailable is in the error of a read whose bytes could not be had within the bound
+// (Options.Timeout): the network or the server was down, or too slow. A later read may succeed.
+var ErrUnavailable = errors.New("object storage unavailable")
+
 // Object is one object listed under the prefix.
 type Object struct {
 	Rel      string // its key less the prefix
@@ -64,13 +68,30 @@ func (b *Bucket) List(ctx context.Context) ([]Object, error) {
 			out = append(out, Object{Rel: strings.TrimPrefix(key, b.prefix), Size: aws.ToInt64(o.Size), ETag: aws.ToString(o.ETag), Modified: aws.ToTime(o.LastModified)})
 		}
 	}
+	b.add(out)
+	return out, nil
+}
+
+// Head looks up one object (HeadObject) by its key less the prefix, and makes it readable by
+// Open, as List does for all.
+func (b *Bucket) Head(ctx context.Context, rel string) (Object, error) {
+	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(b.prefix + rel)})
+	if err != nil {
+		return Object{}, fmt.Errorf("%s: %w", b.Path(rel), err)
+	}
+	o := Object{Rel: rel, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag), Modified: aws.ToTime(out.LastModified)}
+	b.add([]Object{o})
+	return o, nil
+}
+
+// add makes listed objects readable by Open.
+func (b *Bucket) add(objs []Object) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, o := range out {
+	for _, o := range objs {
 		path := b.Path(o.Rel)
 		b.objects[path] = &object{path: path, key: b.prefix + o.Rel, size: o.Size, etag: o.ETag, sem: make(chan struct{}, b.opts.PerObject)}
 	}
-	return out, nil
 }
 
 // Open returns a reader of the listed object at path (s3://BUCKET/KEY): a decode.Source.
@@ -134,7 +155,7 @@ func (r *reader) read(ctx context.Context, p []byte, off int64) (int, error) {
 		select {
 		case <-bl.done:
 		case <-ctx.Done():
-			return done, fmt.Errorf("%s: no bytes within %v (--s3-timeout): %w", r.o.path, r.b.opts.Timeout, ctx.Err())
+			return done, fmt.Errorf("%s: no bytes within %v (--s3-timeout): %w: %w", r.o.path, r.b.opts.Timeout, ErrUnavailable, ctx.Err())
 		}
 		if bl.err != nil {
 			return done, bl.err
@@ -211,7 +232,7 @@ func (b *Bucket) get(o *object, r []*block) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.opts.Timeout)
 	defer cancel()
 	if err := b.acquire(ctx, o); err != nil {
-		b.cache.fail(r, fmt.Errorf("%s: no GET could start within %v (--s3-timeout): %w", o.path, b.opts.Timeout, err))
+		b.cache.fail(r, fmt.Errorf("%s: no GET could start within %v (--s3-timeout): %w: %w", o.path, b.opts.Timeout, ErrUnavailable, err))
 		return
 	}
 	b.getHeld(o, r)
@@ -243,7 +264,7 @@ func (b *Bucket) getHeld(o *object, r []*block) {
 			break
 		}
 		if ctx.Err() != nil {
-			err = fmt.Errorf("%s: bytes %d-%d not fetched within %v (--s3-timeout): %w", o.path, start, end-1, b.opts.Timeout, err)
+			err = fmt.Errorf("%s: bytes %d-%d not fetched within %v (--s3-timeout): %w: %w", o.path, start, end-1, b.opts.Timeout, ErrUnavailable, err)
 			break
 		}
 		b.counters.retry(throttled(err))
@@ -405,4 +426,10 @@ func (c *blockCache) bytes() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.used
+}
+
+// Unchanged tells whether the object at path has not been found replaced since it was listed.
+func (b *Bucket) Unchanged(path string) bool {
+	o, err := b.object(path)
+	return err == nil && o.changed.Load() == nil
 }
