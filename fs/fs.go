@@ -75,6 +75,9 @@ type Config struct {
 	// Transient, if set, tells which decode errors may pass (the source's network was down):
 	// reads get EIO, and the next read decodes again, instead of the sample failing for good.
 	Transient func(err error) bool
+	// FetchStats, if set, reports the fetching of the source's bytes (a bucket's) for
+	// .vidfs/stats; BytesPerSample is filled in here.
+	FetchStats func() wire.FetchStats
 	// Current, if set, tells whether a video (by its probe table's Path) is still the version
 	// probed, for the disk tier; nil: its local file's size and modification time are compared.
 	Current func(path string) bool

@@ -13,6 +13,7 @@ import (
 	vfs "github.com/vidfs/vidfs/fs"
 	"github.com/vidfs/vidfs/internal/catalog"
 	"github.com/vidfs/vidfs/internal/s3src"
+	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
 )
 
@@ -192,6 +193,16 @@ func (s source) fetchFor(cfg *vfs.Config, log *slog.Logger) func(ctx context.Con
 	a := newFetchAhead(s.bucket, cfg.Layout, cfg.Infos, st.CacheCapacity/2, log)
 	cfg.PlanMoved = a.moved
 	cfg.Current = s.bucket.Unchanged
+	cfg.FetchStats = func() wire.FetchStats {
+		st := s.bucket.Stats()
+		w := wire.FetchStats{Lists: st.Lists, GETs: st.GETs, BytesFetched: st.BytesFetched, FetchSeconds: st.FetchSeconds,
+			Retries: st.Retries, Throttled: st.Throttled, FailedGETs: st.FailedGETs,
+			BlockHits: st.Hits, BlockWaits: st.Waits, BlockMisses: st.Misses, CacheBytes: st.CacheBytes, CacheCapacityBytes: st.CacheCapacity}
+		if st.GETs > 0 {
+			w.MeanLatencyMs = st.FetchSeconds * 1000 / float64(st.GETs)
+		}
+		return w
+	}
 	cfg.Transient = func(err error) bool { return errors.Is(err, s3src.ErrUnavailable) }
 	return func(ctx context.Context, f *vfs.FS) {
 		a.f = f

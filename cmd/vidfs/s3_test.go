@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/vidfs/vidfs/internal/s3test"
+	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/internal/testvideo"
 )
 
@@ -132,6 +133,17 @@ func TestS3MountMatchesLocal(t *testing.T) {
 				if !bytes.Equal(got[i], want[i]) {
 					t.Fatalf("sample %d differs from the local mount's", i)
 				}
+			}
+			var st wire.Stats
+			b, err := os.ReadFile(filepath.Join(m.dir, ".vidfs/stats"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &st); err != nil {
+				t.Fatal(err)
+			}
+			if f := st.Fetch; f == nil || f.Lists == 0 || (c.name != "disk tier again" && (f.GETs == 0 || f.BytesPerSample <= 0 || f.BlockHits == 0)) {
+				t.Fatalf(".vidfs/stats has no fetching counted: %+v", f)
 			}
 			m.cmd.Process.Signal(syscall.SIGTERM)
 			<-m.done
