@@ -144,7 +144,7 @@ func mountCommand() *command {
 	o := &mountOptions{layoutOptions: newLayoutOptions(), cacheMem: bytesValue{defaultCacheMem()}, hwaccel: hwValue{decode.HWAuto}}
 	return &command{
 		summary: "mount a directory of videos as fixed-shape sample files",
-		usage:   "SRC MNT [flags]",
+		usage:   "SRC|s3://BUCKET/PREFIX MNT [flags]",
 		help: `Mounts every training sample of the videos under SRC on MNT (an existing, empty directory)
 and serves it until interrupted (Ctrl-C, SIGTERM) or unmounted. A sample is a clip of T frames
 at a fixed stride, turned upright and fitted to H x W, as uint8 RGB of shape (T, H, W, 3).
@@ -166,6 +166,11 @@ STRIDE/F seconds apart, whatever each video's frame rate, variable ones included
   MNT/.vidfs/stats          JSON: hit rate, position in each plan, decode rate, wait time, errors
   MNT/.vidfs/failed         CSV: every sample that could not be decoded, why, what is served
   MNT/.vidfs/layout.json    the shape of it all
+
+SRC may be a bucket, s3://BUCKET/PREFIX (AWS, or --s3-endpoint for MinIO, Ceph, GCS), with
+credentials from the standard AWS chain: a sample's bytes are fetched by ranged GETs ahead of
+its decode in the plan's order, or on demand without a plan, into --s3-cache-mem. A read whose
+bytes do not come within --s3-timeout gets EIO, and the next read tries again.
 
 Videos that cannot be read are left out and listed in the stats; a damaged part of a video fails
 the samples that need it with EIO and a logged reason, or with --on-error, serves another sample

@@ -33,7 +33,7 @@ func verifyCommand() *command {
 	o := &verifyOptions{layoutOptions: newLayoutOptions(), hwaccel: hwValue{decode.HWAuto}}
 	return &command{
 		summary: "decode every sample of a directory of videos, as a mount would, and report what fails",
-		usage:   "SRC [layout flags] [--all-frames] [--json]",
+		usage:   "SRC|s3://BUCKET/PREFIX [layout flags] [--all-frames] [--json]",
 		help: `Finds the videos under SRC as ` + "`vidfs mount`" + ` does with the same flags, decodes every sample a
 mount would serve through the same decoders, and reports per video: ok, left out (and why), or
 which samples fail, at which frame and why. Run it before a long training run: what it passes,
