@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/vidfs/vidfs/internal/s3test"
-	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/internal/testvideo"
+	"github.com/vidfs/vidfs/internal/wire"
 )
 
 // bucketSource starts an S3 server holding the test source (sources) under ds/ of bucket
@@ -302,5 +302,36 @@ func TestS3StartErrors(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q: want 1 and %q", code, errs, c.want)
 			}
 		})
+	}
+}
+
+// TestS3VerifyAndProbe: vidfs verify of the bucket finds what it finds in the same files on local
+// disk, and vidfs probe of an object prints the probe table of the file.
+func TestS3VerifyAndProbe(t *testing.T) {
+	s, _ := bucketSource(t)
+	flags := []string{"--frames", "4", "--stride", "2", "--size", "32x32", "--probe-cache", "", "--json"}
+	s3flags := []string{"--s3-endpoint", s.Endpoint(), "--s3-path-style"}
+	var reps [2]verifyReport
+	for k, src := range []string{makeSource(t), "s3://train/ds"} {
+		code, out, errs := vidfs(t, slices.Concat([]string{"verify", src}, flags, s3flags)...)
+		// Exit 1: the empty video is left out.
+		if err := json.Unmarshal([]byte(out), &reps[k]); err != nil || code != 1 {
+			t.Fatalf("verify %s: exit %d, %v\n%s", src, code, err, errs)
+		}
+	}
+	local, remote := reps[0].Summary, reps[1].Summary
+	if local.Checked == 0 || remote.Checked != local.Checked || remote.OK != local.OK || remote.LeftOut != local.LeftOut || remote.Failed != 0 {
+		t.Fatalf("verify of the bucket %+v, of the same files on disk %+v", remote, local)
+	}
+	var infos [2]map[string]any
+	for k, path := range []string{testvideo.Path("h264_gop16.mp4"), "s3://train/ds/walk/gop16.mp4"} {
+		code, out, errs := vidfs(t, slices.Concat([]string{"probe", path}, s3flags)...)
+		if err := json.Unmarshal([]byte(out), &infos[k]); err != nil || code != 0 {
+			t.Fatalf("probe %s: exit %d, %v\n%s", path, code, err, errs)
+		}
+		delete(infos[k], "path")
+	}
+	if a, b := fmt.Sprint(infos[0]), fmt.Sprint(infos[1]); a != b {
+		t.Fatalf("probe of the object:\n%s\nof the file:\n%s", b, a)
 	}
 }
