@@ -91,12 +91,12 @@ func (f bucketFiles) List(ctx context.Context) ([]catalog.File, error) {
 // bucket's memory, before their decodes ask: it runs each time the plans move, over at most
 // aheadSamples samples and half the bucket's memory.
 type fetchAhead struct {
-	b     *s3src.Bucket
-	lay   *layout.Layout
-	infos []*decode.Info
-	f     *vfs.FS
-	kick  chan struct{} // a pass is due
-	log   *slog.Logger
+	b        *s3src.Bucket
+	lay      *layout.Layout
+	infos    []*decode.Info
+	upcoming func(dst []int, n int) []int // the samples due next, soonest first
+	kick     chan struct{}                // a pass is due
+	log      *slog.Logger
 	// budget bounds the bytes one pass asks for.
 	budget int64
 }
@@ -125,22 +125,28 @@ func (a *fetchAhead) run(ctx context.Context) {
 			return
 		case <-a.kick:
 		}
-		due = a.f.Upcoming(due[:0], aheadSamples)
-		left := a.budget
-		for _, s := range due {
-			path, off, end, ok := sampleBytes(a.lay, a.infos, s)
-			if !ok {
-				continue
+		due = a.upcoming(due[:0], aheadSamples)
+		a.pass(ctx, due)
+	}
+}
+
+// pass starts fetching the bytes of the samples due, in that order, within the budget.
+func (a *fetchAhead) pass(ctx context.Context, due []int) {
+	left := a.budget
+	for _, s := range due {
+		path, off, end, ok := sampleBytes(a.lay, a.infos, s)
+		if !ok {
+			continue
+		}
+		n, err := a.b.Prefetch(ctx, path, off, end)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
 			}
-			if left -= end - off; left < 0 {
-				break
-			}
-			if err := a.b.Prefetch(ctx, path, off, end); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				a.log.Debug("fetching ahead", "sample", s, "err", err)
-			}
+			a.log.Debug("fetching ahead", "sample", s, "err", err)
+		}
+		if left -= n; left < 0 {
+			return
 		}
 	}
 }
@@ -205,7 +211,7 @@ func (s source) fetchFor(cfg *vfs.Config, log *slog.Logger) func(ctx context.Con
 	}
 	cfg.Transient = func(err error) bool { return errors.Is(err, s3src.ErrUnavailable) }
 	return func(ctx context.Context, f *vfs.FS) {
-		a.f = f
+		a.upcoming = f.Upcoming
 		go a.run(ctx)
 		a.moved()
 	}

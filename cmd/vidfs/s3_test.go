@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,9 +15,12 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/vidfs/vidfs/internal/catalog"
+	"github.com/vidfs/vidfs/internal/s3src"
 	"github.com/vidfs/vidfs/internal/s3test"
 	"github.com/vidfs/vidfs/internal/testvideo"
 	"github.com/vidfs/vidfs/internal/wire"
+	"github.com/vidfs/vidfs/layout"
 )
 
 // bucketSource starts an S3 server holding the test source (sources) under ds/ of bucket
@@ -333,5 +338,72 @@ func TestS3VerifyAndProbe(t *testing.T) {
 	}
 	if a, b := fmt.Sprint(infos[0]), fmt.Sprint(infos[1]); a != b {
 		t.Fatalf("probe of the object:\n%s\nof the file:\n%s", b, a)
+	}
+}
+
+// TestFetchAheadInPlanOrder: a pass of fetching ahead GETs the samples' bytes in the order they
+// are due, and reading each sample's range afterwards needs no GET.
+func TestFetchAheadInPlanOrder(t *testing.T) {
+	_, p := bucketSource(t)
+	ctx := context.Background()
+	opts := s3src.Options{Endpoint: p.Endpoint(), PathStyle: true, InFlight: 1, BlockSize: 16 << 10}
+	b, err := s3src.Open(ctx, "s3://train/ds", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	videos, err := catalog.Scan(ctx, catalog.Options{Files: bucketFiles{b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay, infos, _, err := arrange(layout.Spec{Frames: 4, Stride: 1, Height: 32, Width: 32, PadShort: true}, videos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last sample of each of three videos, the last video's first.
+	var due []int
+	var want []string
+	for _, name := range []string{"walk/hevc.mkv", "run/vp9.webm", "jump/av1.mp4"} {
+		for s := lay.Len() - 1; s >= 0; s-- {
+			if lay.Videos[lay.Samples[s].Video].Path == name {
+				due = append(due, s)
+				want = append(want, "/train/ds/"+name)
+				break
+			}
+		}
+	}
+	fresh, err := s3src.Open(ctx, "s3://train/ds", opts) // nothing in memory
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := len(p.GetLog())
+	a := newFetchAhead(fresh, lay, infos, 1<<30, slog.New(slog.DiscardHandler))
+	a.pass(ctx, due)
+	for _, s := range due {
+		path, off, end, ok := sampleBytes(lay, infos, s)
+		if !ok {
+			t.Fatalf("sample %d: no byte range", s)
+		}
+		src, err := fresh.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end = min(end, src.Size())
+		if _, err := src.ReadAt(make([]byte, end-off), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gets := p.GetLog()[before:]
+	var order []string
+	for _, g := range gets {
+		key, _, _ := strings.Cut(g, " ")
+		if len(order) == 0 || order[len(order)-1] != key {
+			order = append(order, key)
+		}
+	}
+	if !slices.Equal(order, want) {
+		t.Fatalf("GETs of fetching ahead and reading the ranges: %q, want the objects in the order due, %q, and no GET after", gets, want)
 	}
 }

@@ -166,20 +166,21 @@ func (r *reader) read(ctx context.Context, p []byte, off int64) (int, error) {
 	return done, nil
 }
 
-// Prefetch starts fetching bytes [off, end) of the object at path, unless they are in memory or
-// on their way, and returns once their GETs have started (waiting while as many are in flight as
-// the bounds allow), so that calls in order of need fetch in that order.
-func (b *Bucket) Prefetch(ctx context.Context, path string, off, end int64) error {
+// Prefetch starts fetching bytes [off, end) of the object at path (end past its size: to its
+// end), unless they are in memory or on their way, and returns once their GETs have started
+// (waiting while as many are in flight as the bounds allow), so that calls in order of need fetch
+// in that order. n is the length of the range within the object.
+func (b *Bucket) Prefetch(ctx context.Context, path string, off, end int64) (n int64, err error) {
 	o, err := b.object(path)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	end = min(end, o.size)
 	if off >= end {
-		return nil
+		return 0, nil
 	}
 	_, err = b.fetch(ctx, o, off, end, true)
-	return err
+	return end - off, err
 }
 
 // fetch returns the blocks holding [off, end) of o, starting GETs for those neither in memory

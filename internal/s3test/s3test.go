@@ -171,6 +171,9 @@ type Proxy struct {
 	lists     atomic.Int64 // ListObjectsV2 requests
 	faults    atomic.Int64 // requests failed on purpose
 
+	getsMu sync.Mutex // guards getLog
+	getLog []string   // the ranged GETs forwarded, in order: "KEY bytes=A-B"
+
 	mu   sync.Mutex // guards down
 	down bool       // answer every request by resetting its connection
 }
@@ -213,6 +216,11 @@ func NewProxy(tb testing.TB, target string) *Proxy {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
 		default:
+			if r.Method == http.MethodGet && r.Header.Get("Range") != "" {
+				p.getsMu.Lock()
+				p.getLog = append(p.getLog, r.URL.Path+" "+r.Header.Get("Range"))
+				p.getsMu.Unlock()
+			}
 			rp.ServeHTTP(w, r)
 		}
 	})}
@@ -231,6 +239,13 @@ func reset(w http.ResponseWriter) {
 		tc.SetLinger(0)
 	}
 	conn.Close()
+}
+
+// GetLog returns the ranged GETs forwarded so far, in order, as "/BUCKET/KEY bytes=A-B".
+func (p *Proxy) GetLog() []string {
+	p.getsMu.Lock()
+	defer p.getsMu.Unlock()
+	return append([]string(nil), p.getLog...)
 }
 
 // Endpoint is the proxy's URL.
