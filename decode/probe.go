@@ -192,14 +192,14 @@ func Probe(path string) (*Info, error) {
 
 // ProbeFrom is Probe of a video opened through open (nil: path is a local file).
 func ProbeFrom(path string, open Opener) (*Info, error) {
-	if open != nil {
-		// The Source's size and errors are checked as it is opened.
-	} else if st, err := os.Stat(path); err != nil {
-		return nil, &Error{Path: path, Kind: ErrUnreadable, Err: err}
-	} else if st.IsDir() {
-		return nil, &Error{Path: path, Kind: ErrUnreadable, Detail: "is a directory"}
-	} else if st.Size() == 0 {
-		return nil, &Error{Path: path, Kind: ErrNotVideo, Detail: "empty file"}
+	if open == nil { // a Source's size and errors are checked as it is opened
+		if st, err := os.Stat(path); err != nil {
+			return nil, &Error{Path: path, Kind: ErrUnreadable, Err: err}
+		} else if st.IsDir() {
+			return nil, &Error{Path: path, Kind: ErrUnreadable, Detail: "is a directory"}
+		} else if st.Size() == 0 {
+			return nil, &Error{Path: path, Kind: ErrNotVideo, Detail: "empty file"}
+		}
 	}
 	in, err := openInput(path, open)
 	if err != nil {
