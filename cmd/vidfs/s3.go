@@ -203,7 +203,7 @@ func (s source) fetchFor(cfg *vfs.Config, log *slog.Logger) func(ctx context.Con
 		st := s.bucket.Stats()
 		w := wire.FetchStats{Lists: st.Lists, GETs: st.GETs, BytesFetched: st.BytesFetched, FetchSeconds: st.FetchSeconds,
 			Retries: st.Retries, Throttled: st.Throttled, FailedGETs: st.FailedGETs,
-			BlockHits: st.Hits, BlockWaits: st.Waits, BlockMisses: st.Misses, CacheBytes: st.CacheBytes, CacheCapacityBytes: st.CacheCapacity}
+			BlockHits: st.Hits, BlockWaits: st.Waits, BlockMisses: st.Misses, BlocksAhead: st.Ahead, CacheBytes: st.CacheBytes, CacheCapacityBytes: st.CacheCapacity}
 		if st.GETs > 0 {
 			w.MeanLatencyMs = st.FetchSeconds * 1000 / float64(st.GETs)
 		}

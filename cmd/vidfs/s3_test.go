@@ -395,6 +395,9 @@ func TestFetchAheadInPlanOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if st := fresh.Stats(); st.Ahead == 0 || st.Misses != 0 {
+		t.Fatalf("%d blocks fetched ahead, %d fetched for the reads after: want some, and none", st.Ahead, st.Misses)
+	}
 	gets := p.GetLog()[before:]
 	var order []string
 	for _, g := range gets {

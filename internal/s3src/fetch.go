@@ -191,7 +191,7 @@ func (b *Bucket) fetch(ctx context.Context, o *object, off, end int64, wait bool
 		return nil, c
 	}
 	bs := b.opts.BlockSize
-	blocks, runs := b.cache.want(o, off/bs, (end-1)/bs, b.opts.MaxRun/bs, &b.counters)
+	blocks, runs := b.cache.want(o, off/bs, (end-1)/bs, b.opts.MaxRun/bs, wait, &b.counters)
 	for i, r := range runs {
 		if !wait {
 			go b.get(o, r)
@@ -360,8 +360,9 @@ func (c *blockCache) init(capacity int64) {
 }
 
 // want returns blocks first..last of o, adding those missing as on their way, and the runs of
-// added consecutive blocks, each at most maxRun long, which the caller must fetch.
-func (c *blockCache) want(o *object, first, last, maxRun int64, n *counters) (blocks []*block, runs [][]*block) {
+// added consecutive blocks, each at most maxRun long, which the caller must fetch. ahead says
+// the asking is fetching ahead, counted apart from reads.
+func (c *blockCache) want(o *object, first, last, maxRun int64, ahead bool, n *counters) (blocks []*block, runs [][]*block) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var run []*block
@@ -371,11 +372,19 @@ func (c *blockCache) want(o *object, first, last, maxRun int64, n *counters) (bl
 		switch {
 		case bl != nil && bl.elem != nil:
 			c.lru.MoveToFront(bl.elem)
-			n.hits.Add(1)
+			if !ahead {
+				n.hits.Add(1)
+			}
 		case bl != nil:
-			n.waits.Add(1)
+			if !ahead {
+				n.waits.Add(1)
+			}
 		default:
-			n.misses.Add(1)
+			if ahead {
+				n.aheadMisses.Add(1)
+			} else {
+				n.misses.Add(1)
+			}
 			bl = &block{blockKey: k, done: make(chan struct{})}
 			c.blocks[k] = bl
 			if len(run) > 0 && (run[len(run)-1].idx != i-1 || int64(len(run)) >= maxRun) {

@@ -14,18 +14,21 @@ type Stats struct {
 	Retries      int64   // requests tried again (a timeout, a 5xx, a reset, throttling)
 	Throttled    int64   // of Retries, the server asking for fewer requests (SlowDown, 503)
 	FailedGETs   int64   // runs of blocks that could not be fetched within the bound
-	// Blocks read: in memory already (Hits), on their way (Waits), or fetched for the read
-	// (Misses, on demand); Prefetch counts the same way.
+	// Blocks reads asked for: in memory already (Hits), on their way (Waits), or fetched for the
+	// read (Misses, on demand).
 	Hits, Waits, Misses int64
-	Evicted             int64 // blocks dropped for room
-	CacheBytes          int64 // fetched bytes held in memory
-	CacheCapacity       int64
+	// Ahead is the blocks Prefetch fetched (those it asked for that were neither in memory nor
+	// on their way).
+	Ahead         int64
+	Evicted       int64 // blocks dropped for room
+	CacheBytes    int64 // fetched bytes held in memory
+	CacheCapacity int64
 }
 
 // counters are the Stats kept as they happen.
 type counters struct {
 	lists, gets, bytes, nanos, retries, throttled, failedGets atomic.Int64
-	hits, waits, misses, evicted                              atomic.Int64
+	hits, waits, misses, aheadMisses, evicted                 atomic.Int64
 }
 
 func (c *counters) list() { c.lists.Add(1) }
@@ -51,5 +54,5 @@ func (b *Bucket) Stats() Stats {
 	return Stats{Lists: c.lists.Load(), GETs: c.gets.Load(), BytesFetched: c.bytes.Load(),
 		FetchSeconds: time.Duration(c.nanos.Load()).Seconds(), Retries: c.retries.Load(), Throttled: c.throttled.Load(),
 		FailedGETs: c.failedGets.Load(), Hits: c.hits.Load(), Waits: c.waits.Load(), Misses: c.misses.Load(),
-		Evicted: c.evicted.Load(), CacheBytes: b.cache.bytes(), CacheCapacity: b.opts.CacheBytes}
+		Ahead: c.aheadMisses.Load(), Evicted: c.evicted.Load(), CacheBytes: b.cache.bytes(), CacheCapacity: b.opts.CacheBytes}
 }

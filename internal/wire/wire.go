@@ -80,11 +80,12 @@ type FetchStats struct {
 	Retries        int64   `json:"retries"`         // requests tried again: timeouts, 5xx, resets, throttling
 	Throttled      int64   `json:"throttled"`       // of those, SlowDown and 503
 	FailedGETs     int64   `json:"failed_gets"`     // given up after --s3-timeout
-	// Blocks asked for (by decoders and by fetching ahead): in memory already, on their way, or
-	// fetched for the asking.
+	// Blocks (1 MiB) the decoders asked for: in memory already, on their way, or fetched for
+	// the asking (on demand); and the blocks fetched ahead, in the plans' order.
 	BlockHits          int64 `json:"block_hits"`
 	BlockWaits         int64 `json:"block_waits"`
 	BlockMisses        int64 `json:"block_misses"`
+	BlocksAhead        int64 `json:"blocks_ahead"`
 	CacheBytes         int64 `json:"cache_bytes"`
 	CacheCapacityBytes int64 `json:"cache_capacity_bytes"`
 }
