@@ -398,8 +398,8 @@ func openInput(path string, open Opener) (*input, error) {
 		url = "file:" + abs
 	}
 	if err := fc.OpenInput(url, nil, nil); err != nil {
-		// avformat_open_input frees the format context on failure; the I/O context is ours.
-		if in.ic != nil {
+		fc.Free()
+		if in.ic != nil { // a custom I/O context is the caller's to free
 			in.ic.Free()
 		}
 		return nil, in.sourceError(&Error{Path: path, Kind: ErrNotVideo, Err: err})
