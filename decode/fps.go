@@ -89,7 +89,8 @@ func (r Rational) FPSString() string {
 // that agree with the average frame rate within a factor of 8); otherwise by the stream's average
 // frame rate, TimingRate.
 func (in *Info) TimedByPTS() bool {
-	return in.Timing == TimingPTS && len(in.PTS) == in.Frames && in.Frames > 0 && in.TimeBase.Valid() && in.ratesAgree()
+	n, _, _ := in.ptsEnds()
+	return in.Timing == TimingPTS && n == in.Frames && in.Frames > 0 && in.TimeBase.Valid() && in.ratesAgree()
 }
 
 // maxRateDisagreement is how far apart the mean frame interval by timestamps and the one by the
@@ -99,11 +100,11 @@ const maxRateDisagreement = 8
 // ratesAgree tells whether the mean interval between frames by their timestamps is within
 // maxRateDisagreement of the one the average frame rate gives (true where either is unknown).
 func (in *Info) ratesAgree() bool {
-	n := len(in.PTS)
+	n, first, last := in.ptsEnds()
 	if n < 2 || !in.AvgFrameRate.Valid() {
 		return true
 	}
-	byPTS := float64(in.PTS[n-1]-in.PTS[0]) * in.TimeBase.Float64() / float64(n-1)
+	byPTS := float64(last-first) * in.TimeBase.Float64() / float64(n-1)
 	byRate := 1 / in.AvgFrameRate.Float64()
 	return byPTS <= maxRateDisagreement*byRate && byPTS*maxRateDisagreement >= byRate
 }
@@ -115,10 +116,10 @@ func (in *Info) TimingRate() Rational {
 	if in.AvgFrameRate.Valid() {
 		return in.AvgFrameRate
 	}
-	if n := len(in.PTS); n > 1 && in.TimeBase.Valid() && in.PTS[0] != NoPTS && in.PTS[n-1] > in.PTS[0] {
+	if n, first, last := in.ptsEnds(); n > 1 && in.TimeBase.Valid() && first != NoPTS && last > first {
 		// (n-1) frames in span * TimeBase seconds.
 		num := new(big.Int).Mul(big.NewInt(int64(n-1)), big.NewInt(int64(in.TimeBase.Den)))
-		den := new(big.Int).Mul(big.NewInt(in.PTS[n-1]-in.PTS[0]), big.NewInt(int64(in.TimeBase.Num)))
+		den := new(big.Int).Mul(big.NewInt(last-first), big.NewInt(int64(in.TimeBase.Num)))
 		if r := new(big.Rat).SetFrac(num, den); r.Num().IsInt64() && r.Denom().IsInt64() &&
 			r.Num().Int64() <= math.MaxInt32 && r.Denom().Int64() <= math.MaxInt32 {
 			return Rational{int(r.Num().Int64()), int(r.Denom().Int64())}
@@ -138,9 +139,9 @@ func (in *Info) TimingNote() string {
 	case in.Timing == TimingDecoded:
 		why = "its container's timestamps do not say which frame is which (" + in.Container + ")"
 	case !in.ratesAgree():
-		n := len(in.PTS)
+		n, first, last := in.ptsEnds()
 		why = fmt.Sprintf("its timestamps span %.3f s for %d frames, which its average frame rate puts at %.3f s",
-			float64(in.PTS[n-1]-in.PTS[0])*in.TimeBase.Float64(), n, float64(n-1)/in.AvgFrameRate.Float64())
+			float64(last-first)*in.TimeBase.Float64(), n, float64(n-1)/in.AvgFrameRate.Float64())
 	}
 	return fmt.Sprintf("timed at its average frame rate, %s fps: %s", in.TimingRate().FPSString(), why)
 }
@@ -157,7 +158,8 @@ func (in *Info) FramesAt(fps Rational) int {
 	if in.TimedByPTS() && n > 1 {
 		// span*TimeBase * n/(n-1) seconds, less half a tick (timestamps are rounded to whole
 		// ticks, as FrameAt allows for), at fps: (2*span*n - (n-1)) * TimeBase / 2(n-1) * fps.
-		span := in.PTS[n-1] - in.PTS[0]
+		_, first, last := in.ptsEnds()
+		span := last - first
 		x = bigProduct(2, span, int64(n), int64(fps.Num), int64(in.TimeBase.Num))
 		x.Sub(x, bigProduct(int64(n-1), int64(fps.Num), int64(in.TimeBase.Num)))
 		y = bigProduct(2, int64(fps.Den), int64(in.TimeBase.Den), int64(n-1))

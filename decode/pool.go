@@ -25,8 +25,8 @@ type PoolOptions struct {
 	// GPUDecoders bounds the decoders open on the GPU at once, and so its memory (default 8).
 	// Videos beyond it decode on the CPU.
 	GPUDecoders int
-	// Log receives the GPU's state at start and, once per video, why a video decodes on the CPU
-	// when a GPU is in use. Nil: no logging.
+	// Log receives the GPU's state at start and, the first time for each reason, why a video
+	// decodes on the CPU when a GPU is in use. Nil: no logging.
 	Log *slog.Logger
 	// Open opens videos that are not local files (objects in a bucket) by their Info's Path;
 	// nil: every Path is a local file.
@@ -42,13 +42,18 @@ type Pool struct {
 
 	gpu *gpu // nil: CPU only
 
+	// mu guards the fields below, and videoState.users. LOCK ORDERING: mu before videoState.mu
+	// (a state's learned is asked under mu); the decoders' work is done without it.
 	mu      sync.Mutex
 	idle    *list.List // of *video, most recently used at the front
 	closed  bool
 	stats   PoolStats
-	cpuOnly map[string]bool        // videos NVDEC failed on: decode them on the CPU
-	logged  map[string]bool        // videos whose CPU decoding was explained
-	states  map[string]*videoState // what decoding each video taught, by path
+	cpuOnly map[string]bool // videos NVDEC failed on: decode them on the CPU
+	logged  map[string]bool // reasons for decoding on the CPU already logged
+	// states holds what decoding a video taught, by path, while decoders are open on it, and after
+	// for the videos it taught something (for UnusableKeyframes, and so as not to learn it again):
+	// not one per video ever decoded.
+	states map[string]*videoState
 }
 
 // PoolStats counts a pool's work since it was made.
@@ -128,8 +133,8 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 	retry := err != nil && v.g != nil && ctx.Err() == nil && !errors.Is(err, ErrTooFewFrames) && !errors.Is(err, ErrBadRequest)
 	if retry {
 		// NVDEC could not decode it: decode this video on the CPU from now on.
-		v.close()
 		p.mu.Lock()
+		p.closeLocked(v)
 		p.cpuOnly[info.Path] = true
 		p.stats.GPUFallbacks++
 		p.stats.Frames += int64(work.Decoded)
@@ -154,7 +159,9 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 	}
 	p.mu.Unlock()
 	if err != nil && !errors.Is(err, ErrTooFewFrames) && !errors.Is(err, ErrBadRequest) {
-		v.close() // its state is in doubt
+		p.mu.Lock()
+		p.closeLocked(v) // its state is in doubt
+		p.mu.Unlock()
 		return err
 	}
 	p.put(v)
@@ -198,7 +205,19 @@ func (p *Pool) take(info *Info, start int) (*video, error) {
 		st = newVideoState(info, p.opts.Log)
 		p.states[info.Path] = st
 	}
+	st.users++
 	p.mu.Unlock()
+	v, err := p.open(info, st, failed)
+	if err != nil {
+		p.mu.Lock()
+		p.release(info.Path, st)
+		p.mu.Unlock()
+	}
+	return v, err
+}
+
+// open opens a decoder of the video, on the GPU where it may.
+func (p *Pool) open(info *Info, st *videoState, failed bool) (*video, error) {
 	if p.gpu == nil {
 		return openVideo(info, p.opts.Open, st, p.opts.Threads, nil, "")
 	}
@@ -209,8 +228,8 @@ func (p *Pool) take(info *Info, start int) (*video, error) {
 	}
 	if !onGPU {
 		p.mu.Lock()
-		first := !p.logged[info.Path]
-		p.logged[info.Path] = true
+		first := !p.logged[reason]
+		p.logged[reason] = true
 		p.mu.Unlock()
 		if first {
 			p.opts.Log.Info("decoding a video on the CPU", "file", info.Path, "reason", reason)
@@ -243,12 +262,28 @@ func (p *Pool) put(v *video) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		v.close()
+		p.closeLocked(v)
 		return
 	}
 	p.idle.PushFront(v)
 	for p.idle.Len() > p.opts.Idle {
-		p.idle.Remove(p.idle.Back()).(*video).close()
+		p.closeLocked(p.idle.Remove(p.idle.Back()).(*video))
+	}
+}
+
+// closeLocked closes a decoder the pool opened, and forgets its video's state if no other decoder
+// uses it and it holds nothing learned. p.mu is held.
+func (p *Pool) closeLocked(v *video) {
+	v.close()
+	p.release(v.info.Path, v.state)
+}
+
+// release drops a user of a video's state, and the state with the last unless it learned
+// something. p.mu is held.
+func (p *Pool) release(path string, st *videoState) {
+	st.users--
+	if st.users <= 0 && !st.learned() && p.states[path] == st {
+		delete(p.states, path)
 	}
 }
 
@@ -258,7 +293,7 @@ func (p *Pool) Close() {
 	defer p.mu.Unlock()
 	p.closed = true
 	for e := p.idle.Front(); e != nil; e = e.Next() {
-		e.Value.(*video).close()
+		p.closeLocked(e.Value.(*video))
 	}
 	p.idle.Init()
 	if p.gpu != nil {

@@ -128,6 +128,36 @@ type Info struct {
 	// from, and PacketFrames[p] the first frame decoded from packet p, or -1 for none.
 	FramePackets []int32 `json:"frame_packets,omitempty"`
 	PacketFrames []int32 `json:"packet_frames,omitempty"`
+	// Ends, in a Brief Info only, stands for PTS: its length and first and last timestamps.
+	Ends *PTSEnds `json:"pts_ends,omitempty"`
+}
+
+// PTSEnds is what a Brief Info keeps of its PTS table.
+type PTSEnds struct {
+	N           int
+	First, Last int64
+}
+
+// Brief returns a copy of the Info without its per-frame tables (Keyframes, PTS, FramePackets,
+// PacketFrames) or Warnings: what a catalog keeps of every video. It answers TimedByPTS,
+// TimingRate, TimingNote and FramesAt as the full Info does, but cannot be decoded from.
+func (in *Info) Brief() *Info {
+	b := *in
+	n, first, last := in.ptsEnds()
+	b.Ends = &PTSEnds{N: n, First: first, Last: last}
+	b.Keyframes, b.PTS, b.FramePackets, b.PacketFrames, b.Warnings = nil, nil, nil, nil, nil
+	return &b
+}
+
+// ptsEnds returns the length of the PTS table and its first and last timestamps (0 when empty).
+func (in *Info) ptsEnds() (n int, first, last int64) {
+	if in.Ends != nil {
+		return in.Ends.N, in.Ends.First, in.Ends.Last
+	}
+	if n = len(in.PTS); n == 0 {
+		return 0, 0, 0
+	}
+	return n, in.PTS[0], in.PTS[n-1]
 }
 
 // KeyframeAtOrBefore returns the index in Keyframes of the last keyframe at or before frame.

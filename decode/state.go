@@ -11,6 +11,8 @@ import (
 // decoding from the start of the file confirmed. Safe for concurrent use.
 type videoState struct {
 	log *slog.Logger
+	// users counts the decoders open on the video with this state. Guarded by Pool.mu.
+	users int
 
 	mu         sync.Mutex
 	unusable   map[int]bool // keyframes (indexes in Info.Keyframes)
@@ -80,4 +82,12 @@ func (s *videoState) markedFrames() []int {
 	m := append([]int(nil), s.marked...)
 	sort.Ints(m)
 	return m
+}
+
+// learned tells whether decoding taught anything the probe table does not hold: keyframes found
+// unusable, or damage confirmed.
+func (s *videoState) learned() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.marked) > 0 || len(s.realDamage) > 0
 }

@@ -149,7 +149,7 @@ func (f *FS) insteadOf(ctx context.Context, sample int) (*cache.Handle, error) {
 }
 
 // sampleFile is the source video of sample i.
-func (f *FS) sampleFile(i int) string { return f.lay.Videos[f.lay.Samples[i].Video].Path }
+func (f *FS) sampleFile(i int) string { return f.lay.Videos[f.lay.Sample(i).Video].Path }
 
 // wholeFile tells whether err concerns a whole video file rather than some of its data, so that
 // none of its samples can stand in for another.
@@ -167,7 +167,7 @@ func wholeFile(err error) bool {
 // clips.npy first; at most maxCandidates.
 func (f *FS) candidates(i int, otherVideos bool) []int {
 	lay := f.lay
-	v := lay.Samples[i].Video
+	v := lay.Sample(i).Video
 	var cs []int
 	first, end := lay.VideoSamples(v)
 	if otherVideos {

@@ -83,7 +83,7 @@ func (d *fakeDecoder) Stats() decode.PoolStats {
 func (d *fakeDecoder) decodes(f *FS, s int) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	smp := f.lay.Samples[s]
+	smp := f.lay.Sample(s)
 	return d.clips[[2]int{smp.Video, smp.Start}]
 }
 
@@ -111,12 +111,12 @@ func fakeFSWith(t *testing.T, cacheSamples, workers int, fail map[string]error, 
 		infos[i] = &decode.Info{Path: v.Path, Frames: v.Frames}
 		dec.video[v.Path] = i
 	}
-	cfg := Config{Source: "/fake", Layout: lay, Infos: infos, Decoder: dec, Workers: workers, OnError: onError,
+	cfg := Config{Source: "/fake", Layout: lay, Infos: InfoList(infos), Decoder: dec, Workers: workers, OnError: onError,
 		CacheBytes: int64(cacheSamples) * spec.SampleBytes(), Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
 	for _, m := range more {
 		m(&cfg)
 	}
-	for i, in := range cfg.Infos { // a change may have moved the videos
+	for i, in := range cfg.Infos.(InfoList) { // a change may have moved the videos
 		dec.video[in.Path] = i
 	}
 	f, err := New(cfg)
@@ -129,7 +129,7 @@ func fakeFSWith(t *testing.T, cacheSamples, workers int, fail map[string]error, 
 
 // want is what sample s of f holds.
 func want(f *FS, s int) []byte {
-	smp, sp := f.lay.Samples[s], f.lay.Spec
+	smp, sp := f.lay.Sample(s), f.lay.Spec
 	fb := int(sp.SampleBytes()) / sp.Frames
 	b := make([]byte, 0, sp.SampleBytes())
 	for k := range sp.Frames {
@@ -282,7 +282,7 @@ func TestOnErrorFake(t *testing.T) {
 	// a/two.mp4 fails whole: a/one.mp4, the same class, serves.
 	first, _ := f.lay.VideoSamples(1)
 	got := sampleAt(t, f, first)
-	if v := f.lay.Samples[15].Video; v != 0 || !bytes.Equal(got, want(f, 15)) {
+	if v := f.lay.Sample(15).Video; v != 0 || !bytes.Equal(got, want(f, 15)) {
 		t.Errorf("a/two.mp4's sample 0 not served by a/one.mp4's last sample (15)")
 	}
 	// b/three.mp4 fails whole and is alone in its class: zeros.

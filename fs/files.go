@@ -110,7 +110,8 @@ func (f *FS) indexCSV() []byte {
 		head = append(head, "start_time", "end_time")
 	}
 	w.Write(head)
-	for i, s := range f.lay.Samples {
+	for i := range f.lay.Len() {
+		s := f.lay.Sample(i)
 		v := f.lay.Videos[s.Video]
 		label, class := f.lay.Label(s.Video), ""
 		if label >= 0 {

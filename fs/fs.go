@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -39,12 +40,25 @@ type Decoder interface {
 	Stats() decode.PoolStats
 }
 
+// Infos gives the probe tables of a layout's videos.
+type Infos interface {
+	// Info returns the probe table of video v (an index into Layout.Videos), not to be changed.
+	Info(v int) (*decode.Info, error)
+}
+
+// InfoList is Infos held in memory, one table per video.
+type InfoList []*decode.Info
+
+// Info returns l[v].
+func (l InfoList) Info(v int) (*decode.Info, error) { return l[v], nil }
+
 // Config is what a mount serves and with what resources.
 type Config struct {
 	Source string // the source directory, for reports
 	Layout *layout.Layout
-	// Infos holds the probe table of each of Layout.Videos (nil for videos without samples).
-	Infos  []*decode.Info
+	// Infos gives the probe table of each of Layout.Videos, asked for when a sample of it is
+	// decoded (the tables need not all be in memory).
+	Infos  Infos
 	Resize decode.Resize
 	// Fast decodes with FFmpeg's shortcuts that are not bit-exact (decode.Output.Fast).
 	Fast bool
@@ -78,9 +92,11 @@ type Config struct {
 	// FetchStats, if set, reports the fetching of the source's bytes (a bucket's) for
 	// .vidfs/stats; BytesPerSample is filled in here.
 	FetchStats func() wire.FetchStats
-	// Current, if set, tells whether a video (by its probe table's Path) is still the version
+	// Current, if set, tells whether a video (by its path in the layout) is still the version
 	// probed, for the disk tier; nil: its local file's size and modification time are compared.
-	Current func(path string) bool
+	Current func(video string) bool
+	// Scan is how the source was scanned, for the stats (nil: not told).
+	Scan *wire.ScanStats
 	// Skipped lists videos left out of the layout, with the reason, for reports.
 	Skipped []wire.Problem
 	Log     *slog.Logger
@@ -115,8 +131,8 @@ type FS struct {
 // New builds a mount's state: cache and plans over cfg.Decoder. Close it when done.
 func New(cfg Config) (*FS, error) {
 	lay := cfg.Layout
-	if lay == nil || len(cfg.Infos) != len(lay.Videos) {
-		return nil, errors.New("fs: layout and probe tables do not match")
+	if lay == nil || cfg.Infos == nil {
+		return nil, errors.New("fs: no layout or probe tables")
 	}
 	if cfg.Decoder == nil {
 		return nil, errors.New("fs: no decoder")
@@ -204,7 +220,7 @@ func (f *FS) Close() {
 
 // SampleClip is the clip sample i of lay holds: what a mount decodes for it (and vidfs verify).
 func SampleClip(lay *layout.Layout, i int) decode.Clip {
-	s, spec := lay.Samples[i], lay.Spec
+	s, spec := lay.Sample(i), lay.Spec
 	return decode.Clip{Start: s.Start, Frames: spec.Frames, Stride: spec.Stride, PadEnd: s.Pad,
 		FPS: decode.Rational{Num: spec.FPS.Num, Den: spec.FPS.Den}}
 }
@@ -216,18 +232,26 @@ func SampleOutput(lay *layout.Layout, resize decode.Resize, fast bool) decode.Ou
 
 // decodeSample decodes sample i into buf, for the cache (the decoder counts what it decodes).
 func (f *FS) decodeSample(ctx context.Context, i int, buf []byte) error {
-	s := f.lay.Samples[i]
-	if err := f.cfg.Decoder.DecodeClip(ctx, f.cfg.Infos[s.Video], SampleClip(f.lay, i), f.out, buf); err != nil {
+	info, err := f.cfg.Infos.Info(f.lay.Sample(i).Video)
+	if err != nil {
+		return err
+	}
+	if err := f.cfg.Decoder.DecodeClip(ctx, info, SampleClip(f.lay, i), f.out, buf); err != nil {
 		return err
 	}
 	f.decodeRate.Add(1, time.Now())
 	return nil
 }
 
+// videoPath is the source file of video v.
+func (f *FS) videoPath(v int) string {
+	return filepath.Join(f.cfg.Source, filepath.FromSlash(f.lay.Videos[v].Path))
+}
+
 // loadFailed logs a sample the cache now holds failed, and adds it to the problems: the cache
 // tells it once for each such sample.
 func (f *FS) loadFailed(i int, err error) {
-	file, start := f.sampleFile(i), f.lay.Samples[i].Start
+	file, start := f.sampleFile(i), f.lay.Sample(i).Start
 	f.log.Error("sample failed", "sample", i, "file", file, "start", start, "err", err, "reads_get", f.cfg.OnError.String())
 	f.problems.add(ProblemOf(file, i, err))
 }

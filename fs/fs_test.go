@@ -96,7 +96,7 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	f, err := New(Config{Source: src, Layout: lay, Infos: in, Resize: s.resize, Fast: s.fast, Decoder: pool, CacheBytes: s.cacheBytes,
+	f, err := New(Config{Source: src, Layout: lay, Infos: InfoList(in), Resize: s.resize, Fast: s.fast, Decoder: pool, CacheBytes: s.cacheBytes,
 		Workers: s.workers, Prefetch: s.prefetch, Skipped: skipped, OnError: s.onError, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 		TierDir: s.tierDir, TierBytes: s.tierBytes, TierCodec: s.tierCodec})
 	if err != nil {
@@ -137,17 +137,22 @@ func copyFile(from, to string) error {
 
 func probeTree(t *testing.T, src string, spec layout.Spec) (*layout.Layout, []*decode.Info, []wire.Problem) {
 	t.Helper()
-	videos, err := catalog.Scan(context.Background(), catalog.Options{Root: src})
+	tables, videos, err := catalog.Scan(context.Background(), catalog.Options{Root: src})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { tables.Close() })
 	var lv []layout.Video
 	var skipped []wire.Problem
 	byPath := map[string]*decode.Info{}
 	for _, v := range videos {
 		if v.Err == nil {
-			lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Info.Frames, Size: v.File.Size, ModTime: v.File.ModTime})
-			byPath[v.Rel] = v.Info
+			lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Brief.Frames, Size: v.File.Size, ModTime: v.File.ModTime})
+			info, err := tables.Info(v.Table, v.Brief.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byPath[v.Rel] = info
 		} else {
 			skipped = append(skipped, wire.Problem{File: v.Rel, Sample: -1, Reason: v.Err.Error()})
 		}
@@ -197,11 +202,11 @@ func (tm *testMount) stats(t *testing.T) wire.Stats {
 // decoded is what decode.DecodeClip makes of sample i: the reference for every read.
 func (tm *testMount) decoded(t *testing.T, i int) []byte {
 	t.Helper()
-	s := tm.lay.Samples[i]
+	s := tm.lay.Sample(i)
 	sp := tm.lay.Spec
 	buf := make([]byte, sp.SampleBytes())
 	o := decode.Output{Width: sp.Width, Height: sp.Height, Resize: tm.fs.out.Resize}
-	if err := decode.DecodeClip(context.Background(), tm.fs.cfg.Infos[s.Video], decode.Clip{Start: s.Start, Frames: sp.Frames, Stride: sp.Stride, PadEnd: s.Pad}, o, buf, 1); err != nil {
+	if err := decode.DecodeClip(context.Background(), tm.fs.cfg.Infos.(InfoList)[s.Video], decode.Clip{Start: s.Start, Frames: sp.Frames, Stride: sp.Stride, PadEnd: s.Pad}, o, buf, 1); err != nil {
 		t.Fatalf("DecodeClip(sample %d): %v", i, err)
 	}
 	return buf

@@ -155,10 +155,10 @@ func TestDamagedVideos(t *testing.T) {
 	for pass := range 2 {
 		for i := range tm.lay.Len() {
 			got, err := os.ReadFile(filepath.Join(tm.dir, "samples", tm.lay.SampleName(i)+".raw"))
-			s := tm.lay.Samples[i]
+			s := tm.lay.Sample(i)
 			sp := tm.lay.Spec
 			want := make([]byte, sp.SampleBytes())
-			derr := decode.DecodeClip(t.Context(), tm.fs.cfg.Infos[s.Video], decode.Clip{Start: s.Start, Frames: sp.Frames, Stride: sp.Stride},
+			derr := decode.DecodeClip(t.Context(), tm.fs.cfg.Infos.(InfoList)[s.Video], decode.Clip{Start: s.Start, Frames: sp.Frames, Stride: sp.Stride},
 				decode.Output{Width: sp.Width, Height: sp.Height}, want, 1)
 			switch {
 			case derr != nil && !errorsIsEIO(err):

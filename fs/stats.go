@@ -86,6 +86,7 @@ func (f *FS) Stats() wire.Stats {
 		},
 		Tier:   tier,
 		Memory: f.memory(cs, backlog),
+		Scan:   f.cfg.Scan,
 		Errors: f.problems.snapshot(),
 	}
 	if n := hits + misses; n > 0 {

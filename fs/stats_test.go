@@ -19,7 +19,7 @@ func TestDecodeCount(t *testing.T) {
 		}
 	}
 	withTier := func(cfg *Config) {
-		cfg.TierDir, cfg.TierBytes = tierDir, 1<<20
+		cfg.Source, cfg.TierDir, cfg.TierBytes = src, tierDir, 1<<20
 		for i, v := range cfg.Layout.Videos {
 			st, err := os.Stat(v.Path)
 			if err != nil {

@@ -26,12 +26,12 @@ type diskTier struct {
 // bytes changes the key, so a remount with other parameters, or over a rewritten video, never
 // finds stale bytes.
 func (f *FS) sampleKey(i int) tier.Key {
-	s := f.lay.Samples[i]
+	s := f.lay.Sample(i)
 	v := f.lay.Videos[s.Video]
 	c := SampleClip(f.lay, i)
 	h := sha256.New()
 	h.Write(f.tier.prefix[:])
-	h.Write([]byte(f.cfg.Infos[s.Video].Path))
+	h.Write([]byte(f.videoPath(s.Video)))
 	var b [8 * 6]byte
 	for k, x := range []int64{v.Size, v.ModTime, int64(c.Start), int64(c.Frames), int64(c.Stride), boolInt(c.PadEnd)} {
 		binary.LittleEndian.PutUint64(b[8*k:], uint64(x))
@@ -71,11 +71,12 @@ func keyPrefix(o decode.Output) [32]byte {
 // current tells whether sample i's video file is still the version the layout describes: the
 // tier neither serves nor keeps samples of a file that changed under the mount.
 func (f *FS) current(i int) bool {
-	v := f.lay.Videos[f.lay.Samples[i].Video]
+	vi := f.lay.Sample(i).Video
+	v := f.lay.Videos[vi]
 	if f.cfg.Current != nil {
-		return f.cfg.Current(f.cfg.Infos[f.lay.Samples[i].Video].Path)
+		return f.cfg.Current(v.Path)
 	}
-	st, err := os.Stat(f.cfg.Infos[f.lay.Samples[i].Video].Path)
+	st, err := os.Stat(f.videoPath(vi))
 	return err == nil && st.Size() == v.Size && st.ModTime().UnixNano() == v.ModTime && v.Size > 0
 }
 

@@ -167,7 +167,7 @@ func testTier(t *testing.T, codec tier.Codec) {
 	}
 	touched := int64(0)
 	for i := range f.lay.Len() {
-		if f.lay.Videos[f.lay.Samples[i].Video].Path == "a/gop16.mp4" {
+		if f.lay.Videos[f.lay.Sample(i).Video].Path == "a/gop16.mp4" {
 			touched++
 		}
 	}
@@ -222,9 +222,9 @@ func onDisk(t *testing.T, src, tierDir string, codec tier.Codec) func(*Config) {
 				t.Fatal(err)
 			}
 			cfg.Layout.Videos[i].Size, cfg.Layout.Videos[i].ModTime = st.Size(), st.ModTime().UnixNano()
-			cfg.Infos[i].Path = p
+			cfg.Infos.(InfoList)[i].Path = p
 		}
-		cfg.TierDir, cfg.TierBytes, cfg.TierCodec = tierDir, 1<<20, codec
+		cfg.Source, cfg.TierDir, cfg.TierBytes, cfg.TierCodec = src, tierDir, 1<<20, codec
 	}
 }
 
@@ -256,7 +256,7 @@ func TestTierAheadOfDecodes(t *testing.T) {
 					}
 				}
 				for i := range f.lay.Len() {
-					smp := f.lay.Samples[i]
+					smp := f.lay.Sample(i)
 					dec.stall[[2]int{smp.Video, smp.Start}] = true
 				}
 				plan := make([]int32, f.lay.Len())

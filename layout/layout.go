@@ -67,38 +67,52 @@ func (s Spec) Validate() error {
 	return nil
 }
 
-// Starts returns the first frame of each sample of a video of n frames; pad reports that the
-// single sample runs past the end (PadShort) and must repeat the last frame.
-func (s Spec) Starts(n int) (starts []int, pad bool) {
+// Count returns how many samples a video of n frames yields; pad reports that its single sample
+// runs past the end (PadShort) and must repeat the last frame.
+func (s Spec) Count(n int) (count int, pad bool) {
 	if n <= 0 {
-		return nil, false
+		return 0, false
 	}
 	last := n - s.Span() // last start that fits
-	if last < 0 {
-		if s.PadShort {
-			return []int{0}, true
-		}
-		return nil, false
+	switch {
+	case last < 0 && s.PadShort:
+		return 1, true
+	case last < 0:
+		return 0, false
+	case s.ClipsPerVideo > 0:
+		return s.ClipsPerVideo, false
 	}
-	if s.ClipsPerVideo > 0 {
-		starts = make([]int, s.ClipsPerVideo)
-		for i := range starts {
-			if s.ClipsPerVideo == 1 {
-				starts[i] = last / 2
-			} else {
-				starts[i] = (i*last + (s.ClipsPerVideo-1)/2) / (s.ClipsPerVideo - 1)
-			}
-		}
-		return starts, false
+	return last/s.step() + 1, false
+}
+
+// Start returns the first frame of sample k (0 <= k < Count(n)) of a video of n frames.
+func (s Spec) Start(n, k int) int {
+	last := n - s.Span()
+	switch {
+	case last < 0:
+		return 0
+	case s.ClipsPerVideo == 1:
+		return last / 2
+	case s.ClipsPerVideo > 1:
+		return (k*last + (s.ClipsPerVideo-1)/2) / (s.ClipsPerVideo - 1)
 	}
-	step := s.Step
-	if step <= 0 {
-		step = s.Frames
+	return k * s.step()
+}
+
+func (s Spec) step() int {
+	if s.Step <= 0 {
+		return s.Frames
 	}
-	for f := 0; f <= last; f += step {
-		starts = append(starts, f)
+	return s.Step
+}
+
+// Starts returns the first frame of each sample of a video of n frames, and pad as Count does.
+func (s Spec) Starts(n int) (starts []int, pad bool) {
+	count, pad := s.Count(n)
+	for k := range count {
+		starts = append(starts, s.Start(n, k))
 	}
-	return starts, false
+	return starts, pad
 }
 
 // Video is a source video as the layout needs it.
@@ -111,7 +125,8 @@ type Video struct {
 	Size, ModTime int64
 }
 
-// Sample is one training sample.
+// Sample is one training sample. Samples are not stored: Layout.Sample works one out from its
+// index and the per-video sample counts.
 type Sample struct {
 	Video int  // index into Layout.Videos
 	K     int  // the sample's number within its video
@@ -121,10 +136,10 @@ type Sample struct {
 
 // Layout is the sample table of a mount and everything derived from it.
 type Layout struct {
-	Spec    Spec
-	Videos  []Video
-	Samples []Sample
-	// first[v] is the index of video v's first sample; first[len(Videos)] = len(Samples).
+	Spec   Spec
+	Videos []Video
+	// first[v] is the index of video v's first sample; first[len(Videos)] is the number of
+	// samples.
 	first []int
 	// Classes are the first-level directories under SRC, sorted; label i names Classes[i].
 	Classes []string
@@ -169,27 +184,26 @@ func New(spec Spec, videos []Video) (*Layout, error) {
 
 	l.first = make([]int, len(l.Videos)+1)
 	l.labels = make([]int, len(l.Videos))
+	n := 0
 	for vi, v := range l.Videos {
-		l.first[vi] = len(l.Samples)
-		starts, pad := spec.Starts(v.Frames)
-		for k, s := range starts {
-			l.Samples = append(l.Samples, Sample{Video: vi, K: k, Start: s, Pad: pad})
-		}
+		l.first[vi] = n
+		count, _ := spec.Count(v.Frames)
+		n += count
 		l.labels[vi] = -1
 		if dir, _, ok := strings.Cut(v.Path, "/"); ok {
 			l.labels[vi] = sort.SearchStrings(l.Classes, dir)
 		}
-		if len(starts) > 0 {
+		if count > 0 {
 			l.addVideoDir(v.Path, vi)
 		}
 	}
-	l.first[len(l.Videos)] = len(l.Samples)
+	l.first[len(l.Videos)] = n
 	for d := range l.dirs {
 		sort.Slice(l.dirs[d], func(i, j int) bool { return l.dirs[d][i].Name < l.dirs[d][j].Name })
 	}
 	// The data of clips.npy starts on a 4 KiB boundary, so samples whose size is a multiple of
 	// 4 KiB (most shapes) lie on page boundaries, as memory maps and direct I/O like.
-	l.npyHeader = npy.Header{Descr: "|u1", Shape: []int{len(l.Samples), spec.Frames, spec.Height, spec.Width, 3}}.Encode(4096)
+	l.npyHeader = npy.Header{Descr: "|u1", Shape: []int{n, spec.Frames, spec.Height, spec.Width, 3}}.Encode(4096)
 	return l, nil
 }
 
@@ -220,7 +234,17 @@ func parentDir(p string) string {
 }
 
 // Len is the number of samples.
-func (l *Layout) Len() int { return len(l.Samples) }
+func (l *Layout) Len() int { return l.first[len(l.Videos)] }
+
+// Sample returns sample i (0 <= i < Len()), worked out from the per-video counts: a binary search
+// over the videos, no per-sample table.
+func (l *Layout) Sample(i int) Sample {
+	v := sort.Search(len(l.Videos), func(v int) bool { return l.first[v+1] > i })
+	n := l.Videos[v].Frames
+	k := i - l.first[v]
+	_, pad := l.Spec.Count(n)
+	return Sample{Video: v, K: k, Start: l.Spec.Start(n, k), Pad: pad}
+}
 
 // VideoSamples returns the range [first, end) of video v's samples.
 func (l *Layout) VideoSamples(v int) (first, end int) { return l.first[v], l.first[v+1] }
@@ -259,13 +283,13 @@ func (l *Layout) Times(i int) (start, end float64) {
 	if !sp.FPS.Set() {
 		return 0, 0
 	}
-	s := l.Samples[i].Start
+	s := l.Sample(i).Start
 	return sp.FPS.Seconds(s), sp.FPS.Seconds(s + sp.Frames*sp.Stride)
 }
 
 // SampleName returns a sample's path under samples/ and its file name stem: "class/a.mp4/3".
 func (l *Layout) SampleName(i int) string {
-	s := l.Samples[i]
+	s := l.Sample(i)
 	return l.Videos[s.Video].Path + "/" + strconv.Itoa(s.K)
 }
 
@@ -296,7 +320,7 @@ func (s Spec) NpyHeader(align int) []byte {
 }
 
 // RawSize is the size of clips.raw: every sample, back to back.
-func (l *Layout) RawSize() int64 { return int64(len(l.Samples)) * l.Spec.SampleBytes() }
+func (l *Layout) RawSize() int64 { return int64(l.Len()) * l.Spec.SampleBytes() }
 
 // Piece is the part of one sample that a byte range of a file covers.
 type Piece struct {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -57,7 +58,7 @@ func TestLayout(t *testing.T) {
 		t.Errorf("classes %s", got)
 	}
 	var names []string
-	for i := range l.Samples {
+	for i := range l.Len() {
 		names = append(names, l.SampleName(i))
 	}
 	want := "run/x/deep.mkv/0 top.avi/0 top.avi/1 walk/a.mp4/0 walk/b.mp4/0 walk/b.mp4/1 walk/b.mp4/2 walk/b.mp4/3 walk/more/c.mp4/0 walk/more/c.mp4/1 walk/more/c.mp4/2"
@@ -68,8 +69,8 @@ func TestLayout(t *testing.T) {
 	if l.Label(0) != 0 || l.Label(2) != -1 || l.Label(5) != 1 {
 		t.Errorf("labels %d %d %d", l.Label(0), l.Label(2), l.Label(5))
 	}
-	if f, e := l.VideoSamples(4); f != 4 || e != 8 || l.Samples[6].Start != 8 || l.Samples[6].K != 2 {
-		t.Errorf("walk/b.mp4 samples [%d,%d), sample 6 = %+v", f, e, l.Samples[6])
+	if f, e := l.VideoSamples(4); f != 4 || e != 8 || l.Sample(6).Start != 8 || l.Sample(6).K != 2 {
+		t.Errorf("walk/b.mp4 samples [%d,%d), sample 6 = %+v", f, e, l.Sample(6))
 	}
 	dirs := func(p string) string {
 		e, ok := l.Dir(p)
@@ -164,9 +165,9 @@ func TestTimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for i := range l.Samples {
+	for i := range l.Len() {
 		s, e := l.Times(i)
-		got = append(got, fmt.Sprintf("%d:%.4f-%.4f", l.Samples[i].Start, s, e))
+		got = append(got, fmt.Sprintf("%d:%.4f-%.4f", l.Sample(i).Start, s, e))
 	}
 	if want := "0:0.0000-0.5333 3:0.2000-0.7333"; strings.Join(got, " ") != want { // span 7: starts 0, 3
 		t.Errorf("times %v, want %s", got, want)
@@ -181,5 +182,61 @@ func TestTimes(t *testing.T) {
 		if err := (Spec{Frames: 1, Stride: 1, Height: 1, Width: 1, FPS: r}).Validate(); err == nil {
 			t.Errorf("rate %v accepted", r)
 		}
+	}
+}
+
+// TestSampleArithmetic checks Layout.Sample, worked out from per-video counts, against the starts
+// Spec.Starts lists, in every way a spec cuts videos, and that a layout's memory does not grow with
+// its samples: the same videos cut into 1,000 times as many samples cost the same.
+func TestSampleArithmetic(t *testing.T) {
+	frames := []int{0, 5, 16, 17, 40, 100, 301, 1000}
+	for _, spec := range []Spec{
+		{Frames: 16, Stride: 1}, {Frames: 4, Stride: 3, Step: 10}, {Frames: 16, Stride: 2, ClipsPerVideo: 3},
+		{Frames: 16, Stride: 2, ClipsPerVideo: 1}, {Frames: 16, Stride: 1, ClipsPerVideo: 4},
+		{Frames: 16, Stride: 1, PadShort: true}, {Frames: 1, Stride: 1, Step: 1},
+	} {
+		spec.Height, spec.Width = 2, 2
+		var videos []Video
+		for i, n := range frames {
+			videos = append(videos, Video{Path: fmt.Sprintf("c/%02d.mp4", i), Frames: n})
+		}
+		l, err := New(spec, videos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := 0
+		for v, n := range frames {
+			starts, pad := spec.Starts(n)
+			for k, s := range starts {
+				if got, want := l.Sample(i), (Sample{Video: v, K: k, Start: s, Pad: pad}); got != want {
+					t.Errorf("%+v: sample %d = %+v, want %+v", spec, i, got, want)
+				}
+				i++
+			}
+		}
+		if l.Len() != i {
+			t.Errorf("%+v: %d samples, want %d", spec, l.Len(), i)
+		}
+	}
+
+	heap := func(frames int) uint64 {
+		videos := make([]Video, 2000)
+		for i := range videos {
+			videos[i] = Video{Path: fmt.Sprintf("class%02d/v%05d.mp4", i%40, i), Frames: frames}
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		l, err := New(Spec{Frames: 1, Stride: 1, Height: 2, Width: 2}, videos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(l)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	few, many := heap(2), heap(2000)
+	if many > few+few/4 {
+		t.Errorf("2,000 videos of 2 samples allocate %d B; of 2,000 samples %d B: the layout grows with its samples", few, many)
 	}
 }

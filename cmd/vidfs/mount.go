@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -53,7 +54,7 @@ func (l *layoutOptions) register(fs *pflag.FlagSet) {
 	fs.Var(&l.decode, "decode", "exact (bit-exact, as the ffmpeg CLI) or fast (skip H.264/HEVC deblocking, area scaling: 1.2x on H.264, about 44 dB from exact)")
 	fs.StringVar(&l.short, "short", "pad", "videos shorter than one sample: pad (repeat the last frame) or skip")
 	fs.IntVar(&l.probeWorkers, "probe-workers", runtime.NumCPU(), "videos probed at once")
-	fs.StringVar(&l.probeCache, "probe-cache", defaultProbeCache(), "directory for cached probe tables (\"\" for none)")
+	fs.StringVar(&l.probeCache, "probe-cache", defaultProbeCache(), "directory for cached probe tables, which mounts on several nodes may share (\"\" for none)")
 	l.s3.register(fs)
 }
 
@@ -70,15 +71,25 @@ func (l *layoutOptions) spec() (layout.Spec, error) {
 	return spec, nil
 }
 
-// scan finds and probes the videos of src and lays them out under spec, reporting progress
-// on w and naming (on log) the first videos left out.
-func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src catalog.Files) (*layout.Layout, []*decode.Info, []wire.Problem, error) {
-	videos, err := catalog.Scan(ctx, catalog.Options{Files: src, Workers: l.probeWorkers, CacheDir: l.probeCache, Progress: newProgress(w), Log: log})
+// scan finds and probes the videos of src and lays them out under spec, reporting progress on w
+// and naming (on log) the first videos left out; figures gets the scan's. The caller closes the
+// tables.
+func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src catalog.Files, figures *wire.ScanStats) (*layout.Layout, *videoTables, []wire.Problem, error) {
+	show := newProgress(w)
+	progress := func(p catalog.Progress) {
+		show(p)
+		if p.Final && figures != nil {
+			*figures = wire.ScanStats{Videos: p.Total, Probed: p.Done - p.Cached, FromCache: p.Cached, Unreadable: p.Failed,
+				Seconds: p.Elapsed.Seconds(), ProbesPerSecond: p.Rate()}
+		}
+	}
+	tables, videos, err := catalog.Scan(ctx, catalog.Options{Files: src, Workers: l.probeWorkers, CacheDir: l.probeCache, Progress: progress, Log: log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	lay, infos, skipped, err := arrange(spec, videos)
+	lay, refs, skipped, err := arrange(spec, videos)
 	if err != nil {
+		tables.Close()
 		return nil, nil, nil, err
 	}
 	for _, p := range skipped[:min(len(skipped), 20)] {
@@ -88,22 +99,26 @@ func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger,
 		log.Warn("more videos left out", "count", len(skipped))
 	}
 	if spec.FPS.Set() {
-		logTiming(log, lay, infos)
+		logTiming(log, videos)
 	}
 	if lay.Len() == 0 {
+		tables.Close()
 		return nil, nil, nil, fmt.Errorf("%s: no samples (%d videos found, %d readable, none with %d frames%s)", src.Root(), len(videos), len(lay.Videos), spec.Span(), atRate(spec))
 	}
-	return lay, infos, skipped, nil
+	return lay, &videoTables{tables: tables, refs: refs, src: src, lay: lay}, skipped, nil
 }
 
 // logTiming says once, under --fps, which videos are timed by their average frame rate because
 // their timestamps cannot be used: the first few by name, then how many in all.
-func logTiming(log *slog.Logger, lay *layout.Layout, infos []*decode.Info) {
+func logTiming(log *slog.Logger, videos []catalog.Video) {
 	n := 0
-	for v, info := range infos {
-		if note := info.TimingNote(); note != "" {
+	for _, v := range videos {
+		if v.Brief == nil {
+			continue
+		}
+		if note := v.Brief.TimingNote(); note != "" {
 			if n < 20 {
-				log.Warn("video timed by its average frame rate", "file", lay.Videos[v].Path, "why", note)
+				log.Warn("video timed by its average frame rate", "file", v.Rel, "why", note)
 			}
 			n++
 		}
@@ -174,8 +189,9 @@ bytes do not come within --s3-timeout gets EIO, and the next read tries again.
 
 Videos that cannot be read are left out and listed in the stats; a damaged part of a video fails
 the samples that need it with EIO and a logged reason, or with --on-error, serves another sample
-or zeros in their place. SRC is only read. Probe tables are cached
-(--probe-cache), so mounting the same videos again starts at once.
+or zeros in their place. SRC is only read. The first mount probes every video, showing its
+progress, rate and time left on stderr; the probe tables are cached (--probe-cache, which
+mounts on several nodes may share), so mounting the same videos again starts at once.
 
 Exit status:
   0  unmounted: on Ctrl-C or SIGTERM (reads of files still open then fail), or from outside
@@ -282,10 +298,15 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	if err != nil {
 		return err
 	}
-	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files)
+	var figures wire.ScanStats
+	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, &figures)
 	if err != nil {
 		return err
 	}
+	defer infos.tables.Close()
+	// The scan's garbage (every video's brief table, the walk) can be as large as what the mount
+	// keeps: give it back now rather than hold it resident until the runtime gets round to it.
+	debug.FreeOSMemory()
 	if S := spec.SampleBytes(); S%4096 != 0 {
 		log.Warn("sample size is not a multiple of 4 KiB: memory-mapped readers of clips.npy will also touch (and make vidfs decode) neighbouring samples; pread readers are unaffected",
 			"sample_bytes", S)
@@ -308,7 +329,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 		return err
 	}
 	cfg := vfs.Config{Source: source.files.Root(), Layout: lay, Infos: infos, Resize: o.resize.r, Fast: o.decode.fast, Decoder: pool,
-		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Log: log,
+		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Scan: &figures, Log: log,
 		OnError: onError, PlanIdle: o.planIdle, TierDir: o.cacheDir, TierBytes: tierBytes, TierCodec: o.cacheDiskCodec.c}
 	startFetching := source.fetchFor(&cfg, log)
 	f, err := vfs.New(cfg)
@@ -379,7 +400,7 @@ func rememberUnusable(cacheDir string, src catalog.Files, pool *decode.Pool, log
 }
 
 // newProgress returns a catalog progress reporter: a line rewritten in place on a terminal,
-// else a line every 5 s.
+// else a line every 5 s, with the rate of probing and the time left at it.
 func newProgress(w io.Writer) func(catalog.Progress) {
 	tty := isTerminal(w)
 	var last time.Time
@@ -388,11 +409,17 @@ func newProgress(w io.Writer) func(catalog.Progress) {
 			return
 		}
 		last = time.Now()
-		rate := 0.0
-		if s := p.Elapsed.Seconds(); s > 0 {
-			rate = float64(p.Done-p.Cached) / s
+		var line string
+		if p.Final {
+			line = fmt.Sprintf("probed %d videos in %s (%.0f/s), %d from cache, %d unreadable",
+				p.Total, p.Elapsed.Round(100*time.Millisecond), p.Rate(), p.Cached, p.Failed)
+		} else {
+			left := "time left unknown"
+			if d := p.Left(); d > 0 {
+				left = d.Round(time.Second).String() + " left"
+			}
+			line = fmt.Sprintf("probing videos: %d/%d (%d from cache), %.0f/s, %s, %d unreadable", p.Done, p.Total, p.Cached, p.Rate(), left, p.Failed)
 		}
-		line := fmt.Sprintf("probing videos: %d/%d (%d from cache, %.0f/s), %d unreadable", p.Done, p.Total, p.Cached, rate, p.Failed)
 		switch {
 		case tty && !p.Final:
 			fmt.Fprintf(w, "\r%s\x1b[K", line)

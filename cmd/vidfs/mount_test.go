@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vidfs/vidfs/internal/testvideo"
+	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/tier"
 )
 
@@ -270,8 +271,11 @@ func TestProbeCacheAndUmount(t *testing.T) {
 	src, cache := makeSource(t), t.TempDir()
 	first := startMount(t, src, "--cache-mem", "16MiB", "--workers", "2", "--size", "32x32", "--probe-cache", cache)
 	n := len(sources)
-	if want := fmt.Sprintf("probing videos: %d/%d (0 from cache", n, n); !strings.Contains(first.log(), want) {
-		t.Errorf("first mount: no %q in\n%s", want, first.log())
+	if want := fmt.Sprintf("probed %d videos in ", n); !strings.Contains(first.log(), want) || !strings.Contains(first.log(), "/s), 0 from cache, 1 unreadable") {
+		t.Errorf("first mount: no %q and its rate in\n%s", want, first.log())
+	}
+	if sc := scanStats(t, first.dir); sc.Videos != n || sc.Probed != n || sc.FromCache != 0 || sc.Unreadable != 1 {
+		t.Errorf("first mount's stats: scan %+v, want %d videos probed", sc, n)
 	}
 	if !strings.Contains(first.log(), `msg="video left out" file=bad/empty.mp4`) {
 		t.Errorf("the empty video is not reported:\n%s", first.log())
@@ -280,8 +284,11 @@ func TestProbeCacheAndUmount(t *testing.T) {
 	<-first.done
 
 	second := startMount(t, src, "--cache-mem", "16MiB", "--workers", "2", "--size", "32x32", "--probe-cache", cache)
-	if want := fmt.Sprintf("probing videos: %d/%d (%d from cache", n, n, n); !strings.Contains(second.log(), want) {
+	if want := fmt.Sprintf("/s), %d from cache", n); !strings.Contains(second.log(), want) {
 		t.Errorf("second mount: no %q in\n%s", want, second.log())
+	}
+	if sc := scanStats(t, second.dir); sc.Videos != n || sc.Probed != 0 || sc.FromCache != n {
+		t.Errorf("second mount's stats: scan %+v, want %d videos from the cache", sc, n)
 	}
 	second.cmd.Process.Kill()
 	<-second.done
@@ -292,6 +299,20 @@ func TestProbeCacheAndUmount(t *testing.T) {
 	if code != 0 || mounted(second.dir) {
 		t.Errorf("vidfs umount after kill: exit %d, %s; still mounted: %v", code, errs, mounted(second.dir))
 	}
+}
+
+// scanStats is the scan's figures in the stats of the mount at dir.
+func scanStats(t *testing.T, dir string) wire.ScanStats {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, ".vidfs", "stats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st wire.Stats
+	if err := json.Unmarshal(b, &st); err != nil || st.Scan == nil {
+		t.Fatalf("stats: %v, scan %v", err, st.Scan)
+	}
+	return *st.Scan
 }
 
 // TestDaemon: vidfs mount --daemon returns once the mount serves, with its pid in the pid file and

@@ -145,7 +145,7 @@ func TestTop(t *testing.T) {
 		return s
 	}
 	s := waitScreen("its dashboard", func(s string) bool { return strings.Contains(s, "hit rate") && strings.Contains(s, "plan") })
-	for _, want := range []string{"vidfs top", "cache", "[", "ahead", "decode", "readers", "latency", "none: write the order"} {
+	for _, want := range []string{"vidfs top", "scan", "probed in", "cache", "[", "ahead", "decode", "readers", "latency", "none: write the order"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("no %q on the screen:\n%s", want, s)
 		}

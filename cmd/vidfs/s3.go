@@ -93,7 +93,7 @@ func (f bucketFiles) List(ctx context.Context) ([]catalog.File, error) {
 type fetchAhead struct {
 	b        *s3src.Bucket
 	lay      *layout.Layout
-	infos    []*decode.Info
+	infos    vfs.Infos
 	upcoming func(dst []int, n int) []int // the samples due next, soonest first
 	kick     chan struct{}                // a pass is due
 	log      *slog.Logger
@@ -104,7 +104,7 @@ type fetchAhead struct {
 // aheadSamples is how many of the samples due next a pass fetches for.
 const aheadSamples = 64
 
-func newFetchAhead(b *s3src.Bucket, lay *layout.Layout, infos []*decode.Info, budget int64, log *slog.Logger) *fetchAhead {
+func newFetchAhead(b *s3src.Bucket, lay *layout.Layout, infos vfs.Infos, budget int64, log *slog.Logger) *fetchAhead {
 	return &fetchAhead{b: b, lay: lay, infos: infos, kick: make(chan struct{}, 1), budget: budget, log: log}
 }
 
@@ -157,11 +157,10 @@ const readSlack = 64 << 10
 // sampleBytes is the byte range of sample s's video that decoding it reads: from the packet of
 // the keyframe it starts at to the end of the keyframe packet after its last frame (the decoder
 // may need packets up to there to put out frames shown before it), and the demuxer's read past
-// that. ok is false when the probe table does not know the positions.
-func sampleBytes(lay *layout.Layout, infos []*decode.Info, s int) (path string, off, end int64, ok bool) {
-	smp := lay.Samples[s]
-	info := infos[smp.Video]
-	if info == nil {
+// that. ok is false when the probe table cannot be had or does not know the positions.
+func sampleBytes(lay *layout.Layout, infos vfs.Infos, s int) (path string, off, end int64, ok bool) {
+	info, err := infos.Info(lay.Sample(s).Video)
+	if err != nil || info == nil {
 		return "", 0, 0, false
 	}
 	idx, err := info.ClipFrames(vfs.SampleClip(lay, s))
@@ -198,7 +197,7 @@ func (s source) fetchFor(cfg *vfs.Config, log *slog.Logger) func(ctx context.Con
 	st := s.bucket.Stats()
 	a := newFetchAhead(s.bucket, cfg.Layout, cfg.Infos, st.CacheCapacity/2, log)
 	cfg.PlanMoved = a.moved
-	cfg.Current = s.bucket.Unchanged
+	cfg.Current = func(video string) bool { return s.bucket.Unchanged(s.bucket.Path(video)) }
 	cfg.FetchStats = func() wire.FetchStats {
 		st := s.bucket.Stats()
 		w := wire.FetchStats{Lists: st.Lists, GETs: st.GETs, BytesFetched: st.BytesFetched, FetchSeconds: st.FetchSeconds,

@@ -148,6 +148,10 @@ func (m topModel) View() string {
 		fmt.Fprintf(&b, "%s %s\n", topLabel.Render(label), fmt.Sprintf(format, args...))
 	}
 	line("samples", "%d of (%d, %d, %d, 3) uint8 from %s", m.cur.Samples, m.lay.Frames, m.lay.Height, m.lay.Width, m.cur.Source)
+	if sc := m.cur.Scan; sc != nil {
+		line("scan", "%d videos: %d probed in %.1f s (%.0f/s), %d from the probe cache, %d unreadable",
+			sc.Videos, sc.Probed, sc.Seconds, sc.ProbesPerSecond, sc.FromCache, sc.Unreadable)
+	}
 	line("cache", "%s %d / %d samples  (%s)", bar(float64(c.UsedSamples)/float64(max(c.CapacitySamples, 1)), 30),
 		c.UsedSamples, c.CapacitySamples, formatBytes(c.CapacityBytes))
 	line("hit rate", "%s overall, %s last interval   (%d hits, %d misses, %d evicted)", pct(c.Hits, c.Hits+c.Misses), recentHit, c.Hits, c.Misses, c.Evicted)

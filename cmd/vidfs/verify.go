@@ -122,10 +122,11 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	if err != nil {
 		return err
 	}
-	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files)
+	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, nil)
 	if err != nil {
 		return err
 	}
+	defer infos.tables.Close()
 	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: o.workers, Idle: o.workers, Threads: 1,
 		HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders, Log: log, Open: source.opener()})
 	if err != nil {
@@ -137,7 +138,13 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	units := make([][]verifyUnit, len(lay.Videos))
 	total := 0
 	for v := range lay.Videos {
-		units[v] = verifyUnits(lay, infos[v], v, o.allFrames)
+		var info *decode.Info // only --all-frames needs the table to plan its units
+		if o.allFrames {
+			if info, err = infos.Info(v); err != nil {
+				return err
+			}
+		}
+		units[v] = verifyUnits(lay, info, v, o.allFrames)
 		total += len(units[v])
 	}
 	reports := make([]videoReport, len(lay.Videos))
@@ -147,7 +154,11 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	g.SetLimit(o.workers)
 	for v := range lay.Videos {
 		g.Go(func() error {
-			reports[v] = verifyVideo(gctx, pool, lay, infos[v], v, units[v], out, prog)
+			info, err := infos.Info(v)
+			if err != nil {
+				return err
+			}
+			reports[v] = verifyVideo(gctx, pool, lay, info, v, units[v], out, prog)
 			prog.videos.Add(1)
 			return gctx.Err()
 		})

@@ -3,6 +3,7 @@ package catalog
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,9 +46,19 @@ func TestScan(t *testing.T) {
 	}
 	var last Progress
 	scan := func() []Video {
-		vs, err := Scan(context.Background(), Options{Root: src, Workers: 2, CacheDir: cacheDir, Progress: func(p Progress) { last = p }})
+		tables, vs, err := Scan(context.Background(), Options{Root: src, Workers: 2, CacheDir: cacheDir, Progress: func(p Progress) { last = p }})
 		if err != nil {
 			t.Fatal(err)
+		}
+		t.Cleanup(func() { tables.Close() })
+		for _, v := range vs { // every full table reads back, and agrees with its brief
+			if v.Err != nil {
+				continue
+			}
+			info, err := tables.Info(v.Table, v.Brief.Path)
+			if err != nil || info.Frames != v.Brief.Frames || len(info.PTS) != info.Frames || info.Path != v.Brief.Path {
+				t.Fatalf("table of %s: %v, %d frames, %d timestamps, brief %d frames", v.Rel, err, info.Frames, len(info.PTS), v.Brief.Frames)
+			}
 		}
 		return vs
 	}
@@ -59,7 +70,7 @@ func TestScan(t *testing.T) {
 	if got := strings.Join(names, " "); got != "run/b.webm run/empty.mp4 walk/a.mp4 walk/linked.mkv" {
 		t.Fatalf("found %s", got)
 	}
-	if vs[1].Err == nil || !strings.Contains(vs[1].Err.Error(), "empty file") || vs[2].Info == nil || vs[2].Info.Frames != 100 || vs[3].Info.Codec != "hevc" {
+	if vs[1].Err == nil || !strings.Contains(vs[1].Err.Error(), "empty file") || vs[2].Brief == nil || vs[2].Brief.Frames != 100 || vs[3].Brief.Codec != "hevc" {
 		t.Errorf("probe results: %+v", vs)
 	}
 	if !last.Final || last.Done != 4 || last.Failed != 1 || last.Cached != 0 {
@@ -72,8 +83,8 @@ func TestScan(t *testing.T) {
 	// file is probed again.
 	firstErr := vs[1].Err.Error()
 	vs = scan()
-	if last.Cached != 4 || vs[2].Info.Frames != 100 || vs[2].Info.Path != filepath.Join(src, "walk", "a.mp4") {
-		t.Errorf("second scan: progress %+v, %+v", last, vs[2].Info)
+	if last.Cached != 4 || vs[2].Brief.Frames != 100 || vs[2].Brief.Path != filepath.Join(src, "walk", "a.mp4") {
+		t.Errorf("second scan: progress %+v, %+v", last, vs[2].Brief)
 	}
 	if err := vs[1].Err; !errors.Is(err, decode.ErrNotVideo) || err.Error() != firstErr {
 		t.Errorf("error from the cache: %v, want %q of kind ErrNotVideo", err, firstErr)
@@ -81,10 +92,10 @@ func TestScan(t *testing.T) {
 	copyFile(t, testvideo.Path("short8.mp4"), filepath.Join(src, "walk", "a.mp4"))
 	os.Chtimes(filepath.Join(src, "walk", "a.mp4"), time.Now().Add(time.Hour), time.Now().Add(time.Hour))
 	vs = scan()
-	if last.Cached != 3 || vs[2].Info.Frames != 8 {
-		t.Errorf("after a change: progress %+v, frames %d", last, vs[2].Info.Frames)
+	if last.Cached != 3 || vs[2].Brief.Frames != 8 {
+		t.Errorf("after a change: progress %+v, frames %d", last, vs[2].Brief.Frames)
 	}
-	if _, err := Scan(context.Background(), Options{Root: filepath.Join(src, "nope")}); err == nil {
+	if _, _, err := Scan(context.Background(), Options{Root: filepath.Join(src, "nope")}); err == nil {
 		t.Error("missing root accepted")
 	}
 }
@@ -93,19 +104,23 @@ func TestScan(t *testing.T) {
 func TestRememberUnusable(t *testing.T) {
 	src, cacheDir := t.TempDir(), t.TempDir()
 	copyFile(t, testvideo.Path("h264_gop16.mp4"), filepath.Join(src, "a.mp4"))
-	scan := func() []Video {
-		vs, err := Scan(context.Background(), Options{Root: src, CacheDir: cacheDir})
+	scan := func() *decode.Info {
+		tables, vs, err := Scan(context.Background(), Options{Root: src, CacheDir: cacheDir})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return vs
+		defer tables.Close()
+		info, err := tables.Info(vs[0].Table, vs[0].Brief.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
 	}
-	vs := scan()
-	if err := RememberUnusable(cacheDir, src, map[string][]int{vs[0].Info.Path: {32, 48}}); err != nil {
+	if err := RememberUnusable(cacheDir, src, map[string][]int{scan().Path: {32, 48}}); err != nil {
 		t.Fatal(err)
 	}
 	var marked []int
-	for _, k := range scan()[0].Info.Keyframes {
+	for _, k := range scan().Keyframes {
 		if k.Unusable {
 			marked = append(marked, k.Frame)
 		}
@@ -122,14 +137,12 @@ func TestRememberUnusable(t *testing.T) {
 func TestRememberUnusableNotWritten(t *testing.T) {
 	src, cacheDir := t.TempDir(), t.TempDir()
 	copyFile(t, testvideo.Path("h264_gop16.mp4"), filepath.Join(src, "a.mp4"))
-	vs, err := Scan(context.Background(), Options{Root: src, CacheDir: cacheDir})
+	tables, vs, err := Scan(context.Background(), Options{Root: src, CacheDir: cacheDir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := os.ReadFile(CachePath(cacheDir, src))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tables.Close()
+	before := dirContents(t, CachePath(cacheDir, src))
 
 	// The limit is the process's: no test of this package may run in parallel with this one
 	// (none calls t.Parallel).
@@ -142,7 +155,7 @@ func TestRememberUnusableNotWritten(t *testing.T) {
 	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &low); err != nil {
 		t.Fatal(err)
 	}
-	err = RememberUnusable(cacheDir, src, map[string][]int{vs[0].Info.Path: {32}})
+	err = RememberUnusable(cacheDir, src, map[string][]int{vs[0].Brief.Path: {32}})
 	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
 		t.Fatal(err)
 	}
@@ -150,12 +163,27 @@ func TestRememberUnusableNotWritten(t *testing.T) {
 	if !errors.Is(err, syscall.EFBIG) {
 		t.Errorf("RememberUnusable with the write refused: %v, want EFBIG", err)
 	}
-	if after, _ := os.ReadFile(CachePath(cacheDir, src)); string(after) != string(before) {
-		t.Error("the probe cache changed though it could not be written")
+	if after := dirContents(t, CachePath(cacheDir, src)); after != before {
+		t.Errorf("the probe cache changed though it could not be written: %s, was %s", after, before)
 	}
-	if names, _ := os.ReadDir(cacheDir); len(names) != 1 {
-		t.Errorf("%d files in the cache directory, want the cache alone", len(names))
+}
+
+// dirContents is the names and contents of the files in dir, as one string.
+func dirContents(t *testing.T, dir string) string {
+	t.Helper()
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
+	var b strings.Builder
+	for _, n := range names {
+		data, err := os.ReadFile(filepath.Join(dir, n.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %x\n", n.Name(), sha256.Sum256(data))
+	}
+	return b.String()
 }
 
 // TestScanCacheNotWritten: a scan whose probe cache cannot be written (its directory's parent is a
@@ -168,12 +196,66 @@ func TestScanCacheNotWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logged bytes.Buffer // Scan logs after its probes are done, on the caller's goroutine
-	vs, err := Scan(context.Background(), Options{Root: src, CacheDir: filepath.Join(file, "probe"),
+	tables, vs, err := Scan(context.Background(), Options{Root: src, CacheDir: filepath.Join(file, "probe"),
 		Log: slog.New(slog.NewTextHandler(&logged, nil))})
-	if err != nil || len(vs) != 1 || vs[0].Info == nil {
+	if err != nil || len(vs) != 1 || vs[0].Brief == nil {
 		t.Fatalf("scan: %v, %+v", err, vs)
+	}
+	defer tables.Close()
+	if info, err := tables.Info(vs[0].Table, vs[0].Brief.Path); err != nil || len(info.PTS) != 100 {
+		t.Errorf("table kept outside the cache: %v", err)
 	}
 	if !strings.Contains(logged.String(), "not a directory") {
 		t.Errorf("log %q: want the probe cache's error", logged.String())
+	}
+}
+
+// TestScanCacheFailsMidway: a probe cache that refuses writes partway through a first scan (here
+// the file size limit, as a full disk would) loses that scan only its caching: the scan finds every
+// video and keeps every table, warning on its log with the file and the reason. The limit is the
+// process's, so the tables kept outside the cache (a temporary file) meet it too, and are kept in
+// memory in the end.
+func TestScanCacheFailsMidway(t *testing.T) {
+	src, cacheDir := t.TempDir(), t.TempDir()
+	video := filepath.Join(t.TempDir(), "v.mp4")
+	copyFile(t, testvideo.Path("h264_gop16.mp4"), video)
+	const n = 300 // several times the writer's buffer of tables: the limit is met partway
+	for i := range n {
+		if err := os.Link(video, filepath.Join(src, fmt.Sprintf("v%03d.mp4", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var lim unix.Rlimit // the process's: no test of this package runs in parallel with this one
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	low := lim
+	low.Cur = 64 << 10
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &low); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	tables, vs, err := Scan(context.Background(), Options{Root: src, CacheDir: cacheDir, Workers: 2,
+		Log: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || len(vs) != n {
+		t.Fatalf("scan with the probe cache refusing writes partway: %v, %d videos; want %d", err, len(vs), n)
+	}
+	defer tables.Close()
+	for _, v := range vs {
+		if v.Err != nil {
+			t.Fatalf("%s: %v", v.Rel, v.Err)
+		}
+		if info, err := tables.Info(v.Table, v.Brief.Path); err != nil || len(info.PTS) != 100 {
+			t.Fatalf("table of %s: %v", v.Rel, err)
+		}
+	}
+	if log := logged.String(); !strings.Contains(log, CachePath(cacheDir, src)) || !strings.Contains(log, "file too large") {
+		t.Errorf("log %q: want a warning naming the probe cache's file and the reason", log)
+	}
+	if temps, _ := filepath.Glob(filepath.Join(CachePath(cacheDir, src), ".tmp-*")); len(temps) > 0 {
+		t.Errorf("temporary files left in the probe cache: %v", temps)
 	}
 }

@@ -47,8 +47,20 @@ type Stats struct {
 	Fetch         *FetchStats `json:"fetch,omitempty"` // the source's bytes, when it is a bucket
 	Reads         ReadStats   `json:"reads"`
 	Memory        MemoryStats `json:"memory"`
+	Scan          *ScanStats  `json:"scan,omitempty"` // how the mount found its videos
 	// Errors are the last problems on record: videos left out, samples that failed, plans refused.
 	Errors []Problem `json:"errors"`
+}
+
+// ScanStats is how the mount's scan of its source went, before it mounted: a first mount probes
+// every video, a remount finds them in the probe cache.
+type ScanStats struct {
+	Videos          int     `json:"videos"`
+	Probed          int     `json:"probed"`
+	FromCache       int     `json:"from_cache"`
+	Unreadable      int     `json:"unreadable"`
+	Seconds         float64 `json:"seconds"`
+	ProbesPerSecond float64 `json:"probes_per_s"`
 }
 
 // CacheStats is the memory cache of decoded samples. Hits and misses count accesses to samples

@@ -1,0 +1,117 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/vidfs/vidfs/internal/testvideo"
+)
+
+// sharedWriters and sharedRounds: how many processes write one probe cache at once in
+// TestProbeCacheSharedWriters, and how many times each.
+const sharedWriters, sharedRounds = 6, 5
+
+// TestProbeCacheSharedWriters: several processes (as mounts on several nodes sharing the probe
+// cache's directory) scan the same videos and each marks keyframes of its own video unusable,
+// round after round, at once. No process's marks are lost, no segment is damaged, and a last scan
+// finds every table in the cache.
+func TestProbeCacheSharedWriters(t *testing.T) {
+	if os.Getenv("VIDFS_SHARED_CHILD") != "" {
+		return // the child's work is TestProbeCacheSharedChild's
+	}
+	src, cacheDir := t.TempDir(), t.TempDir()
+	for k := range sharedWriters {
+		if err := os.Link(testvideo.Path("h264_gop16.mp4"), filepath.Join(src, fmt.Sprintf("v%d.mp4", k))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cmds []*exec.Cmd
+	for k := range sharedWriters {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestProbeCacheSharedChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "VIDFS_SHARED_CHILD="+strconv.Itoa(k), "VIDFS_SHARED_SRC="+src, "VIDFS_SHARED_CACHE="+cacheDir)
+		cmds = append(cmds, cmd)
+	}
+	outs := make([][]byte, len(cmds))
+	done := make(chan int)
+	for i, cmd := range cmds {
+		go func() {
+			outs[i], _ = cmd.CombinedOutput()
+			done <- i
+		}()
+	}
+	for range cmds {
+		i := <-done
+		if !cmds[i].ProcessState.Success() {
+			t.Errorf("writer %d: %s", i, outs[i])
+		}
+	}
+
+	names, _ := filepath.Glob(filepath.Join(CachePath(cacheDir, src), "*"+segSuffix))
+	for _, n := range names {
+		s, err := readSegment(n, src)
+		if err != nil {
+			t.Errorf("damaged segment: %v", err)
+			continue
+		}
+		s.f.Close()
+	}
+	var last Progress
+	tables, vs, err := Scan(context.Background(), Options{Root: src, CacheDir: cacheDir, Progress: func(p Progress) { last = p }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tables.Close()
+	t.Logf("%d segments left", len(names))
+	if last.Cached != sharedWriters {
+		t.Errorf("last scan: %+v, want every video from the cache", last)
+	}
+	for k, v := range vs {
+		info, err := tables.Info(v.Table, v.Brief.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var marked []int
+		for _, kf := range info.Keyframes {
+			if kf.Unusable {
+				marked = append(marked, kf.Frame)
+			}
+		}
+		if want := childMarks(k); fmt.Sprint(marked) != fmt.Sprint(want) {
+			t.Errorf("%s: keyframes %v marked, want %v (%d segments)", v.Rel, marked, want, len(names))
+		}
+	}
+}
+
+// childMarks are the frames writer k marks unusable in its video, one a round.
+func childMarks(k int) []int {
+	var fs []int
+	for r := range sharedRounds {
+		fs = append(fs, 16*(1+r))
+	}
+	return fs
+}
+
+// TestProbeCacheSharedChild is one writer of TestProbeCacheSharedWriters, run in a process of its
+// own; alone, it does nothing.
+func TestProbeCacheSharedChild(t *testing.T) {
+	k, err := strconv.Atoi(os.Getenv("VIDFS_SHARED_CHILD"))
+	if err != nil {
+		return
+	}
+	src, cacheDir := os.Getenv("VIDFS_SHARED_SRC"), os.Getenv("VIDFS_SHARED_CACHE")
+	for _, f := range childMarks(k) {
+		tables, vs, err := Scan(context.Background(), Options{Root: src, CacheDir: cacheDir, Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables.Close()
+		if err := RememberUnusable(cacheDir, src, map[string][]int{vs[k].Brief.Path: {f}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

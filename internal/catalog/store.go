@@ -1,0 +1,637 @@
+package catalog
+
+import (
+	"bufio"
+	"bytes"
+	"container/list"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/gob"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/vidfs/vidfs/decode"
+)
+
+// The probe cache of a root is a directory of segment files, each written whole by one scan (or
+// RememberUnusable) to a temporary file and renamed into place, and never changed after: mounts
+// on several nodes that share the directory each add their own segments, so none loses or damages
+// another's work. A video's entry in a newer segment (by name: the time it was written) wins.
+// When a scan finds more than maxSegments, it merges them into one and removes those it merged;
+// a segment another node adds meanwhile is left alone.
+//
+// A segment holds each video's probe table as its own record, so that a mount reads a table only
+// when it decodes the video (Tables.Info), and keeps per video only a Ref to it:
+//
+//	segMagic
+//	preamble length (4 bytes, little-endian) and preamble: a gob stream of the type decode.Info
+//	    and a zero Info, which a record's bytes follow to be decoded alone
+//	records: each the gob message of one *decode.Info from the same encoder
+//	index: a gob segIndex (the root, and per video its file, brief table, error and record)
+//	trailer: the index's offset (8 bytes, little-endian) and segEnd
+const (
+	segMagic    = "vidfs probe tables 4\n"
+	segEnd      = "VPT4END\n"
+	segSuffix   = ".seg"
+	maxSegments = 8
+	// checkpointEvery is how many probes a scan writes to a segment before it renames it into
+	// place and starts another, so that an interrupted first scan keeps most of its work.
+	checkpointEvery = 4096
+)
+
+type segIndex struct {
+	Root    string
+	Entries []indexEntry
+}
+
+type indexEntry struct {
+	Rel           string
+	Size, ModTime int64
+	Version       string       // an object's ETag; "" for a local file
+	Brief         *decode.Info // decode.Info.Brief of the table; nil with Err
+	Err           *cachedError // why the file could not be probed
+	Off           int64        // the table's record
+	Len           uint32       // 0: no table
+	// Unusable lists the frames of the table's keyframes marked unusable. Marks only ever
+	// accumulate, and several nodes may add different ones: a scan takes their union over every
+	// entry of the same file.
+	Unusable []int
+}
+
+// segment is one open segment file.
+type segment struct {
+	f        segFile
+	name     string // "" for an anonymous one (no probe cache directory, or in memory)
+	preamble []byte
+	index    []indexEntry // as read; dropped once a scan has picked what it uses
+}
+
+// segFile is what a segment is read from: its file, or a buffer for tables kept in memory.
+type segFile interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// memFile is a segment kept in memory.
+type memFile struct{ *bytes.Reader }
+
+func (memFile) Close() error { return nil }
+
+// Ref says where a video's probe table lies in its Tables: 16 bytes, what a mount keeps per video.
+type Ref struct {
+	seg int32 // index into Tables.segs, plus one; 0: no table
+	n   uint32
+	off int64
+}
+
+// Valid tells whether the Ref points at a table.
+func (r Ref) Valid() bool { return r.seg > 0 }
+
+// storeDir is the directory of root's segments under dir.
+func storeDir(dir, root string) string { return CachePath(dir, root) }
+
+// openSegments opens the segments of root under dir, oldest first; those that cannot be read or
+// are not of this version are skipped (and their videos probed again). A segment removed between
+// the listing and its opening (another node merged it) makes it list again, a few times.
+func openSegments(dir, root string) []*segment {
+	if dir == "" {
+		return nil
+	}
+	for range 3 {
+		names, err := filepath.Glob(filepath.Join(storeDir(dir, root), "*"+segSuffix))
+		if err != nil || len(names) == 0 {
+			return nil
+		}
+		sort.Strings(names)
+		var segs []*segment
+		vanished := false
+		for _, name := range names {
+			s, err := readSegment(name, root)
+			if errors.Is(err, os.ErrNotExist) {
+				vanished = true
+				break
+			}
+			if err == nil {
+				segs = append(segs, s)
+			}
+		}
+		if !vanished {
+			return segs
+		}
+		for _, s := range segs {
+			s.f.Close()
+		}
+	}
+	return nil
+}
+
+// readSegment opens a segment and reads its preamble and index.
+func readSegment(name, root string) (*segment, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	s, err := loadSegment(f, name, root)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("probe cache segment %s: %w", name, err)
+	}
+	return s, nil
+}
+
+func loadSegment(f *os.File, name, root string) (*segment, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := st.Size()
+	head := make([]byte, len(segMagic)+4)
+	tail := make([]byte, 16)
+	if size < int64(len(head)+len(tail)) {
+		return nil, errors.New("too short")
+	}
+	if _, err := f.ReadAt(head, 0); err != nil {
+		return nil, err
+	}
+	if _, err := f.ReadAt(tail, size-16); err != nil {
+		return nil, err
+	}
+	if string(head[:len(segMagic)]) != segMagic || string(tail[8:]) != segEnd {
+		return nil, errors.New("not a probe cache segment of this version")
+	}
+	pl := int64(binary.LittleEndian.Uint32(head[len(segMagic):]))
+	idx := int64(binary.LittleEndian.Uint64(tail))
+	if int64(len(head))+pl > idx || idx > size-16 {
+		return nil, errors.New("damaged trailer")
+	}
+	s := &segment{f: f, name: name, preamble: make([]byte, pl)}
+	if _, err := f.ReadAt(s.preamble, int64(len(head))); err != nil {
+		return nil, err
+	}
+	var si segIndex
+	if err := gob.NewDecoder(bufio.NewReader(io.NewSectionReader(f, idx, size-16-idx))).Decode(&si); err != nil {
+		return nil, fmt.Errorf("index: %w", err)
+	}
+	if si.Root != root {
+		return nil, fmt.Errorf("holds the tables of %s, not %s", si.Root, root)
+	}
+	s.index = si.Entries
+	return s, nil
+}
+
+// record reads and decodes the table at off, n bytes long.
+func (s *segment) record(off int64, n uint32) (*decode.Info, error) {
+	b := make([]byte, n)
+	if _, err := s.f.ReadAt(b, off); err != nil {
+		return nil, err
+	}
+	dec := gob.NewDecoder(io.MultiReader(bytes.NewReader(s.preamble), bytes.NewReader(b)))
+	var zero, info decode.Info
+	if err := dec.Decode(&zero); err != nil {
+		return nil, err
+	}
+	if err := dec.Decode(&info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// segWriter writes one segment to a temporary file, which finish renames into place.
+type segWriter struct {
+	dir, root string // dir "": an anonymous file, removed at once, kept open
+	f         *os.File
+	mem       *bytes.Buffer // instead of f: a segment kept in memory
+	w         *bufio.Writer
+	off       int64
+	enc       *gob.Encoder // writes to buf
+	buf       bytes.Buffer
+	preamble  []byte
+	index     []indexEntry
+}
+
+// newSegWriter starts a segment of root's tables in dir, or, with dir "", an anonymous file in
+// the system's temporary directory that lives as long as it is open.
+func newSegWriter(dir, root string) (*segWriter, error) {
+	w := &segWriter{dir: dir, root: root}
+	var err error
+	if dir == "" {
+		if w.f, err = os.CreateTemp("", "vidfs-probe-*"+segSuffix); err != nil {
+			return nil, fmt.Errorf("keeping probe tables: %w", err)
+		}
+		os.Remove(w.f.Name())
+	} else {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("writing the probe cache: %w", err)
+		}
+		if w.f, err = os.CreateTemp(dir, ".tmp-*"); err != nil {
+			return nil, fmt.Errorf("writing the probe cache: %w", err)
+		}
+	}
+	w.w = bufio.NewWriterSize(w.f, 256<<10)
+	return w.start()
+}
+
+// newMemSegWriter starts a segment of root's tables kept in memory.
+func newMemSegWriter(root string) (*segWriter, error) {
+	w := &segWriter{root: root, mem: new(bytes.Buffer)}
+	w.w = bufio.NewWriter(w.mem)
+	return w.start()
+}
+
+// start writes the segment's head.
+func (w *segWriter) start() (*segWriter, error) {
+	w.enc = gob.NewEncoder(&w.buf)
+	if err := w.enc.Encode(&decode.Info{}); err != nil {
+		w.abort()
+		return nil, err
+	}
+	w.preamble = bytes.Clone(w.buf.Bytes())
+	head := binary.LittleEndian.AppendUint32([]byte(segMagic), uint32(len(w.preamble)))
+	if err := w.write(append(head, w.preamble...)); err != nil {
+		w.abort()
+		return nil, err
+	}
+	return w, nil
+}
+
+// name is the file the segment is written to, for errors.
+func (w *segWriter) name() string {
+	if w.f == nil {
+		return "memory"
+	}
+	return w.f.Name()
+}
+
+func (w *segWriter) write(b []byte) error {
+	if _, err := w.w.Write(b); err != nil {
+		return fmt.Errorf("writing probe tables to %s: %w", w.name(), err)
+	}
+	w.off += int64(len(b))
+	return nil
+}
+
+// add writes a video's table (or its error) and returns the table's offset and length.
+func (w *segWriter) add(rel string, id FileID, info *decode.Info, perr error) (int64, uint32, error) {
+	e := indexEntry{Rel: rel, Size: id.Size, ModTime: id.ModTime, Version: id.Version, Err: storedError(perr)}
+	if info != nil && perr == nil {
+		w.buf.Reset()
+		if err := w.enc.Encode(info); err != nil {
+			return 0, 0, fmt.Errorf("encoding the probe table of %s: %w", rel, err)
+		}
+		e.Brief, e.Off, e.Len = info.Brief(), w.off, uint32(w.buf.Len())
+		for _, k := range info.Keyframes {
+			if k.Unusable {
+				e.Unusable = append(e.Unusable, k.Frame)
+			}
+		}
+		e.Brief.Path = ""
+		if err := w.write(w.buf.Bytes()); err != nil {
+			return 0, 0, err
+		}
+	}
+	w.index = append(w.index, e)
+	return e.Off, e.Len, nil
+}
+
+// addRaw copies a record written by an encoder with the same preamble.
+func (w *segWriter) addRaw(e indexEntry, rec []byte) (int64, error) {
+	e.Off = w.off
+	if e.Brief != nil && e.Brief.Path != "" {
+		b := *e.Brief
+		b.Path = ""
+		e.Brief = &b
+	}
+	if err := w.write(rec); err != nil {
+		return 0, err
+	}
+	w.index = append(w.index, e)
+	return e.Off, nil
+}
+
+// finish writes the index and trailer, syncs the file and renames it into place, and returns it
+// open for reading.
+func (w *segWriter) finish() (*segment, error) {
+	idx := w.off
+	var ib bytes.Buffer
+	if err := gob.NewEncoder(&ib).Encode(segIndex{Root: w.root, Entries: w.index}); err != nil {
+		w.abort()
+		return nil, err
+	}
+	err := w.write(ib.Bytes())
+	if err == nil {
+		err = w.write(append(binary.LittleEndian.AppendUint64(nil, uint64(idx)), segEnd...))
+	}
+	if err == nil {
+		err = w.w.Flush()
+	}
+	if err == nil && w.dir != "" {
+		err = w.f.Sync()
+	}
+	if err != nil {
+		w.abort()
+		return nil, fmt.Errorf("writing probe tables to %s: %w", w.name(), err)
+	}
+	if w.mem != nil {
+		return &segment{f: memFile{bytes.NewReader(w.mem.Bytes())}, preamble: w.preamble}, nil
+	}
+	s := &segment{f: w.f, preamble: w.preamble}
+	if w.dir == "" {
+		return s, nil
+	}
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	s.name = filepath.Join(w.dir, fmt.Sprintf("%020d-%s%s", time.Now().UnixNano(), hex.EncodeToString(rnd[:]), segSuffix))
+	if err := os.Rename(w.f.Name(), s.name); err != nil {
+		w.abort()
+		return nil, fmt.Errorf("writing the probe cache: %w", err)
+	}
+	if d, err := os.Open(w.dir); err == nil { // the rename itself, durable
+		d.Sync()
+		d.Close()
+	}
+	return s, nil
+}
+
+// abort closes and removes the temporary file.
+func (w *segWriter) abort() {
+	if w.f == nil {
+		return
+	}
+	w.f.Close()
+	if w.dir != "" {
+		os.Remove(w.f.Name())
+	}
+}
+
+// Tables reads the probe tables a scan found or made, one video at a time, keeping the most
+// recently used in memory up to a bound.
+type Tables struct {
+	segs  []*segment    // read-only after Scan
+	open  decode.Opener // how a table that cannot be read back is probed again (nil: local files)
+	loads singleflight.Group
+
+	// mu guards the fields below. A leaf lock: nothing is called while it is held.
+	mu       sync.Mutex
+	lru      *list.List // of *tableEntry, most recent first
+	byRef    map[Ref]*list.Element
+	bytes    int64
+	maxBytes int64
+	reprobes int64
+}
+
+type tableEntry struct {
+	ref   Ref
+	info  *decode.Info
+	bytes int64
+}
+
+// DefaultTablesBytes bounds the memory of the tables Tables keeps decoded.
+const DefaultTablesBytes = 32 << 20
+
+func newTables(segs []*segment, open decode.Opener) *Tables {
+	return &Tables{segs: segs, open: open, lru: list.New(), byRef: map[Ref]*list.Element{}, maxBytes: DefaultTablesBytes}
+}
+
+// Info returns the probe table r points at, with Path set to path. The table is shared with
+// other callers: it must not be changed. A table that cannot be read back (its segment damaged,
+// or removed on a shared filesystem by another node's merge) is probed again from path, once:
+// the new table is kept as the one read would have been. Callers asking for the same table at
+// once share one read.
+func (t *Tables) Info(r Ref, path string) (*decode.Info, error) {
+	if !r.Valid() || int(r.seg) > len(t.segs) {
+		return nil, fmt.Errorf("%s: no probe table", path)
+	}
+	if info := t.cached(r); info != nil {
+		return info, nil
+	}
+	v, err, _ := t.loads.Do(fmt.Sprintf("%d/%d", r.seg, r.off), func() (any, error) {
+		if info := t.cached(r); info != nil { // loaded between the look and the load
+			return info, nil
+		}
+		info, err := t.segs[r.seg-1].record(r.off, r.n)
+		if err != nil {
+			var perr error
+			if info, perr = decode.ProbeFrom(path, t.open); perr != nil {
+				return nil, fmt.Errorf("reading the probe table of %s: %w (probing it again: %w)", path, err, perr)
+			}
+			t.mu.Lock()
+			t.reprobes++
+			t.mu.Unlock()
+		}
+		info.Path = path
+		t.keep(r, info)
+		return info, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*decode.Info), nil
+}
+
+// Reprobes counts the tables Info probed again because they could not be read back.
+func (t *Tables) Reprobes() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.reprobes
+}
+
+// cached returns the table r points at if it is in memory, else nil.
+func (t *Tables) cached(r Ref) *decode.Info {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.byRef[r]; ok {
+		t.lru.MoveToFront(e)
+		return e.Value.(*tableEntry).info
+	}
+	return nil
+}
+
+// keep adds a table to those in memory, dropping the least recently used beyond the bound.
+func (t *Tables) keep(r Ref, info *decode.Info) {
+	size := tableBytes(info)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.byRef[r] = t.lru.PushFront(&tableEntry{ref: r, info: info, bytes: size})
+	t.bytes += size
+	for t.bytes > t.maxBytes && t.lru.Len() > 1 {
+		old := t.lru.Remove(t.lru.Back()).(*tableEntry)
+		delete(t.byRef, old.ref)
+		t.bytes -= old.bytes
+	}
+}
+
+// tableBytes estimates the memory a decoded table takes.
+func tableBytes(in *decode.Info) int64 {
+	n := 512 + 8*len(in.PTS) + 4*(len(in.FramePackets)+len(in.PacketFrames)) + 64*len(in.Keyframes)
+	for _, w := range in.Warnings {
+		n += 16 + len(w)
+	}
+	return int64(n)
+}
+
+// Close closes the segment files.
+func (t *Tables) Close() error {
+	var errs []error
+	for _, s := range t.segs {
+		errs = append(errs, s.f.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// cleanTemps removes temporary files a writer left in dir (it crashed) more than a day ago; a
+// newer one may be another node's segment being written.
+func cleanTemps(dir string) {
+	names, _ := filepath.Glob(filepath.Join(dir, ".tmp-*"))
+	for _, n := range names {
+		if st, err := os.Stat(n); err == nil && time.Since(st.ModTime()) > 24*time.Hour && strings.HasPrefix(filepath.Base(n), ".tmp-") {
+			os.Remove(n)
+		}
+	}
+}
+
+// keeper writes the tables a scan probes into new segments: in the probe cache, a segment every
+// checkpoint tables; where the cache cannot be written, in a temporary file; where that cannot
+// be written either, in memory. Keeping the tables in the cache is best-effort: a failure to
+// write there is logged and costs the videos whose tables were lost with the segment a probe
+// again (add and finish return them), never the scan.
+type keeper struct {
+	store, root string // store: the probe cache's directory ("": none, or no longer)
+	log         *slog.Logger
+	checkpoint  int
+	level       int        // where w writes: toStore, toTemp or toMemory
+	segs        []*segment // the tables' segments; w's is the next
+	w           *segWriter // nil until a table is added
+	held        []int      // the videos whose tables w holds
+}
+
+// Where a keeper writes, in the order it tries them.
+const (
+	toStore = iota
+	toTemp
+	toMemory
+)
+
+func newKeeper(store, root string, segs []*segment, log *slog.Logger) *keeper {
+	k := &keeper{store: store, root: root, log: log, checkpoint: checkpointEvery, segs: segs}
+	if store == "" {
+		k.level = toTemp
+	}
+	return k
+}
+
+// open starts a segment where the keeper now writes, or failing that, in the next place.
+func (k *keeper) open() error {
+	for {
+		var err error
+		switch k.level {
+		case toStore:
+			k.w, err = newSegWriter(k.store, k.root)
+		case toTemp:
+			k.w, err = newSegWriter("", k.root)
+		default:
+			k.w, err = newMemSegWriter(k.root)
+			return err
+		}
+		if err == nil {
+			return nil
+		}
+		k.fellBack(err)
+	}
+}
+
+// fellBack logs why the tables could not be kept where they were, and moves on to the next place.
+func (k *keeper) fellBack(err error) {
+	if k.log != nil {
+		if k.level == toStore {
+			k.log.Warn("probe tables not kept in the probe cache; the next scan probes these videos again", "dir", k.store, "err", err)
+		} else {
+			k.log.Warn("probe tables kept in memory: no temporary file could hold them", "err", err)
+		}
+	}
+	k.level++
+}
+
+// failed gives up the segment being written after err, and returns the videos whose tables it held.
+func (k *keeper) failed(err error) []int {
+	if k.w != nil {
+		k.w.abort()
+		k.w = nil
+	}
+	k.fellBack(err)
+	lost := k.held
+	k.held = nil
+	return lost
+}
+
+// add keeps video i's table (or why it could not be probed) and returns where the table lies, and
+// the videos whose tables a failure to write lost, to be probed and added again.
+func (k *keeper) add(i int, rel string, id FileID, info *decode.Info, perr error) (Ref, []int, error) {
+	var lost []int
+	for {
+		if k.w == nil {
+			if err := k.open(); err != nil {
+				return Ref{}, lost, err
+			}
+		}
+		off, n, err := k.w.add(rel, id, info, perr)
+		if err != nil && k.level < toMemory {
+			lost = append(lost, k.failed(err)...)
+			continue
+		}
+		if err != nil {
+			return Ref{}, lost, err
+		}
+		k.held = append(k.held, i)
+		ref := Ref{seg: int32(len(k.segs) + 1), n: n, off: off}
+		if len(k.held) >= k.checkpoint && k.level == toStore {
+			// Into place now, so that an interrupted scan keeps it.
+			if s, err := k.w.finish(); err != nil {
+				k.w = nil // finish removed it
+				lost = append(lost, k.failed(err)...)
+			} else {
+				k.segs, k.w, k.held = append(k.segs, s), nil, nil
+			}
+		}
+		if n == 0 {
+			ref = Ref{}
+		}
+		return ref, lost, nil
+	}
+}
+
+// finish puts the segment being written into place, and returns the videos whose tables were
+// lost if it could not be.
+func (k *keeper) finish() ([]int, error) {
+	if k.w == nil {
+		return nil, nil
+	}
+	s, err := k.w.finish()
+	k.w = nil
+	if err != nil && k.level < toMemory {
+		return k.failed(err), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	k.segs, k.held = append(k.segs, s), nil
+	return nil, nil
+}
+
+// abort gives up the segment being written.
+func (k *keeper) abort() {
+	if k.w != nil {
+		k.w.abort()
+		k.w = nil
+	}
+}
