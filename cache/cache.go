@@ -60,6 +60,10 @@ type Options struct {
 	// or Failed answers with its error. It is called from the load's goroutine without the
 	// cache's lock held. Nil: nobody is told.
 	OnFail func(sample int, err error)
+	// Transient, if set, tells which load errors may pass (a network that was down): the
+	// readers waiting get the error, but the sample is not recorded as failed, and the next
+	// read loads it again.
+	Transient func(err error) bool
 }
 
 // MaxLoads is how many loads run at once in a cache of the given Workers: prefetches on up to
@@ -482,7 +486,8 @@ func (c *Cache) run(e *entry, j job) {
 		return
 	}
 	err := c.opts.Load(c.ctx, e.sample, e.buf)
-	failed := err != nil && c.ctx.Err() == nil && !errors.Is(err, context.Canceled)
+	failed := err != nil && c.ctx.Err() == nil && !errors.Is(err, context.Canceled) &&
+		(c.opts.Transient == nil || !c.opts.Transient(err))
 	if failed && c.opts.OnFail != nil {
 		c.opts.OnFail(e.sample, err) // while the entry still shows it loading
 	}

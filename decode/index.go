@@ -16,8 +16,8 @@ import (
 // packets) and its best-effort timestamp, until out returns false or the stream ends. Pixels
 // are not worked out (no IDCT, no loop filter): which frames come out does not depend on them,
 // and the scan runs several times faster.
-func scanOutput(info *Info, out func(packet int, ts int64) bool) error {
-	in, err := openInput(info.Path)
+func scanOutput(info *Info, open Opener, out func(packet int, ts int64) bool) error {
+	in, err := openInput(info.Path, open)
 	if err != nil {
 		return err
 	}
@@ -73,14 +73,14 @@ func scanOutput(info *Info, out func(packet int, ts int64) bool) error {
 }
 
 // tableDecoded builds the frame table by decoding the whole stream once (TimingDecoded).
-func tableDecoded(info *Info, pkts []packetInfo) error {
+func tableDecoded(info *Info, pkts []packetInfo, open Opener) error {
 	info.Timing = TimingDecoded
 	info.PacketFrames = make([]int32, len(pkts))
 	for i := range info.PacketFrames {
 		info.PacketFrames[i] = -1
 	}
 	info.FramePackets, info.PTS = info.FramePackets[:0], info.PTS[:0]
-	err := scanOutput(info, func(p int, ts int64) bool {
+	err := scanOutput(info, open, func(p int, ts int64) bool {
 		k := len(info.FramePackets)
 		info.FramePackets = append(info.FramePackets, int32(p))
 		info.PTS = append(info.PTS, ts)
@@ -145,9 +145,9 @@ func increasing(ts []int64, first int64) {
 // pictures at the start of a stream reference a picture the stream does not hold, and decoders
 // of MPEG-2 and HEVC, among others, never put them out. Should the first frame out not be in the
 // table at all, timestamps cannot be trusted, and the table is built by decoding instead.
-func dropLeading(info *Info, pkts []packetInfo) error {
+func dropLeading(info *Info, pkts []packetInfo, open Opener) error {
 	first := -1
-	err := scanOutput(info, func(p int, ts int64) bool {
+	err := scanOutput(info, open, func(p int, ts int64) bool {
 		if p >= 0 && p < len(pkts) {
 			first = info.frameOf(pkts[p].pts)
 		}
@@ -160,7 +160,7 @@ func dropLeading(info *Info, pkts []packetInfo) error {
 	case first < 0:
 		info.Keyframes, info.PTS, info.Reordered = nil, nil, false
 		info.Warnings = append(info.Warnings, "the first frame decoded has a timestamp no packet has; frames found by decoding")
-		return tableDecoded(info, pkts)
+		return tableDecoded(info, pkts, open)
 	case first == 0:
 		return nil
 	}

@@ -28,6 +28,9 @@ type PoolOptions struct {
 	// Log receives the GPU's state at start and, the first time for each reason, why a video
 	// decodes on the CPU when a GPU is in use. Nil: no logging.
 	Log *slog.Logger
+	// Open opens videos that are not local files (objects in a bucket) by their Info's Path;
+	// nil: every Path is a local file.
+	Open Opener
 }
 
 // Pool decodes clips for concurrent callers. It keeps open decoders (demuxer, decoder,
@@ -216,7 +219,7 @@ func (p *Pool) take(info *Info, start int) (*video, error) {
 // open opens a decoder of the video, on the GPU where it may.
 func (p *Pool) open(info *Info, st *videoState, failed bool) (*video, error) {
 	if p.gpu == nil {
-		return openVideo(info, st, p.opts.Threads, nil, "")
+		return openVideo(info, p.opts.Open, st, p.opts.Threads, nil, "")
 	}
 	slot := p.gpu.take()
 	dec, onGPU, reason := chooseDecoder(info.Codec, hasCUDA, slot, failed, p.opts.GPUDecoders)
@@ -231,9 +234,9 @@ func (p *Pool) open(info *Info, st *videoState, failed bool) (*video, error) {
 		if first {
 			p.opts.Log.Info("decoding a video on the CPU", "file", info.Path, "reason", reason)
 		}
-		return openVideo(info, st, p.opts.Threads, nil, "")
+		return openVideo(info, p.opts.Open, st, p.opts.Threads, nil, "")
 	}
-	return openVideo(info, st, 1, p.gpu, dec)
+	return openVideo(info, p.opts.Open, st, 1, p.gpu, dec)
 }
 
 // UnusableKeyframes returns, by video path, the frames of the keyframes found unusable since the
@@ -302,7 +305,7 @@ func (p *Pool) Close() {
 // afterwards; see Pool.DecodeClip for the layout of dst. threads is the decoder's thread count
 // (0: automatic). To decode many clips, or on the GPU, use a Pool.
 func DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst []byte, threads int) error {
-	v, err := openVideo(info, newVideoState(info, nil), threads, nil, "")
+	v, err := openVideo(info, nil, newVideoState(info, nil), threads, nil, "")
 	if err != nil {
 		return err
 	}

@@ -217,14 +217,21 @@ func countable(pkt *astiav.Packet, stream int) bool {
 // their packets; those whose timestamps do not say which frame is which are decoded once too
 // (TimingDecoded), and those whose first frames may never come out are decoded at their start.
 func Probe(path string) (*Info, error) {
-	if st, err := os.Stat(path); err != nil {
-		return nil, &Error{Path: path, Kind: ErrUnreadable, Err: err}
-	} else if st.IsDir() {
-		return nil, &Error{Path: path, Kind: ErrUnreadable, Detail: "is a directory"}
-	} else if st.Size() == 0 {
-		return nil, &Error{Path: path, Kind: ErrNotVideo, Detail: "empty file"}
+	return ProbeFrom(path, nil)
+}
+
+// ProbeFrom is Probe of a video opened through open (nil: path is a local file).
+func ProbeFrom(path string, open Opener) (*Info, error) {
+	if open == nil { // a Source's size and errors are checked as it is opened
+		if st, err := os.Stat(path); err != nil {
+			return nil, &Error{Path: path, Kind: ErrUnreadable, Err: err}
+		} else if st.IsDir() {
+			return nil, &Error{Path: path, Kind: ErrUnreadable, Detail: "is a directory"}
+		} else if st.Size() == 0 {
+			return nil, &Error{Path: path, Kind: ErrNotVideo, Detail: "empty file"}
+		}
 	}
-	in, err := openInput(path)
+	in, err := openInput(path, open)
 	if err != nil {
 		return nil, err
 	}
@@ -261,6 +268,9 @@ func Probe(path string) (*Info, error) {
 			break
 		}
 		if err != nil {
+			if err := in.sourceError(nil); err != nil {
+				return nil, err // the bytes could not be had: not the video's fault
+			}
 			info.Truncated = true
 			info.Warnings = append(info.Warnings, fmt.Sprintf("reading stopped after %d packets: %v", len(pkts), err))
 			break
@@ -284,11 +294,11 @@ func Probe(path string) (*Info, error) {
 	if stampedPTS(pkts) && !mayHidePlaceholders(info.Codec, pkts) {
 		if leading := tablePTS(info, pkts); leading {
 			// Frames shown before the first keyframe may never come out of the decoder.
-			if err := dropLeading(info, pkts); err != nil {
+			if err := dropLeading(info, pkts, open); err != nil {
 				return nil, err
 			}
 		}
-	} else if err := tableDecoded(info, pkts); err != nil {
+	} else if err := tableDecoded(info, pkts, open); err != nil {
 		return nil, err
 	}
 	if declared := in.st.NbFrames(); declared > 0 && declared != int64(info.Frames) {
@@ -386,30 +396,47 @@ func streamOrientation(st *astiav.Stream) (rotation int, mirror, odd bool) {
 // input is an opened container with its chosen video stream.
 type input struct {
 	path  string
+	ic    *astiav.IOContext // the custom I/O context over a Source; nil for a local file
+	sio   *sourceIO
 	fc    *astiav.FormatContext
 	st    *astiav.Stream
 	codec *astiav.Codec
 }
 
-// openInput opens path and finds its best video stream and a decoder for it.
-func openInput(path string) (*input, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, &Error{Path: path, Kind: ErrUnreadable, Detail: "bad path", Err: err}
-	}
+// openInput opens path (through open, or as a local file when open is nil) and finds its best
+// video stream and a decoder for it.
+func openInput(path string, open Opener) (*input, error) {
 	fc := astiav.AllocFormatContext()
 	if fc == nil {
 		return nil, &Error{Path: path, Kind: ErrInternal, Detail: "allocating a demuxer"}
 	}
-	// The file: prefix keeps names with colons from being read as protocols.
-	if err := fc.OpenInput("file:"+abs, nil, nil); err != nil {
-		fc.Free()
-		return nil, &Error{Path: path, Kind: ErrNotVideo, Err: err}
-	}
+	url := ""
 	in := &input{path: path, fc: fc}
+	if open != nil {
+		var err error
+		if in.ic, in.sio, err = openSource(fc, path, open); err != nil {
+			fc.Free()
+			return nil, err
+		}
+	} else {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			fc.Free()
+			return nil, &Error{Path: path, Kind: ErrUnreadable, Detail: "bad path", Err: err}
+		}
+		// The file: prefix keeps names with colons from being read as protocols.
+		url = "file:" + abs
+	}
+	if err := fc.OpenInput(url, nil, nil); err != nil {
+		fc.Free()
+		if in.ic != nil { // a custom I/O context is the caller's to free
+			in.ic.Free()
+		}
+		return nil, in.sourceError(&Error{Path: path, Kind: ErrNotVideo, Err: err})
+	}
 	if err := fc.FindStreamInfo(nil); err != nil {
 		in.close()
-		return nil, &Error{Path: path, Kind: ErrNotVideo, Detail: "cannot read stream information", Err: err}
+		return nil, in.sourceError(&Error{Path: path, Kind: ErrNotVideo, Detail: "cannot read stream information", Err: err})
 	}
 	st, codec, err := fc.FindBestStream(astiav.MediaTypeVideo, -1, -1)
 	switch {
@@ -443,4 +470,7 @@ func openInput(path string) (*input, error) {
 func (in *input) close() {
 	in.fc.CloseInput()
 	in.fc.Free()
+	if in.ic != nil {
+		in.ic.Free()
+	}
 }

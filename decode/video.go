@@ -67,6 +67,7 @@ func (c Clip) Indices(n int) ([]int, error) {
 // Always: v.skip is the decoder's skip_frame setting.
 type video struct {
 	info    *Info
+	open    Opener // nil: a local file
 	in      *input
 	cc      *astiav.CodecContext
 	pkt     *astiav.Packet
@@ -165,15 +166,15 @@ func newDecoder(info *Info, in *input, codec *astiav.Codec, threads int, g *gpu)
 // openVideo opens the video described by info with a decoder of the given thread count: on the
 // CPU, or with g, on the GPU through the named decoder (which holds a slot of g, given back at
 // close, whatever happens).
-func openVideo(info *Info, st *videoState, threads int, g *gpu, gpuDecoder string) (*video, error) {
-	in, err := openInput(info.Path)
+func openVideo(info *Info, open Opener, st *videoState, threads int, g *gpu, gpuDecoder string) (*video, error) {
+	in, err := openInput(info.Path, open)
 	if err != nil {
 		if g != nil {
 			g.release()
 		}
 		return nil, err
 	}
-	v := &video{info: info, in: in, threads: threads, skip: discardDefault, g: g, prevLast: -1, state: st}
+	v := &video{info: info, open: open, in: in, threads: threads, skip: discardDefault, g: g, prevLast: -1, state: st}
 	codec := in.codec
 	if g != nil {
 		if codec = astiav.FindDecoderByName(gpuDecoder); codec == nil {
@@ -382,7 +383,7 @@ const maxLanding = 16
 
 // rewind reopens the file so that decoding starts from its first packet.
 func (v *video) rewind() error {
-	in, err := openInput(v.info.Path)
+	in, err := openInput(v.info.Path, v.open)
 	if err != nil {
 		v.at = nil
 		return err
@@ -547,6 +548,9 @@ func (v *video) next(r *clipRun, rest []int) (int, bool, error) {
 		}
 		if !at.pending {
 			if err := v.readPacket(); err != nil {
+				if err := v.in.sourceError(nil); err != nil {
+					return -1, false, err // the bytes could not be had (a fetch failed): no damage
+				}
 				// The end of the file, or a read error (truncation): decode what was read.
 				at.feed = endOfFile
 				if err := v.cc.SendPacket(nil); err != nil && !errors.Is(err, astiav.ErrEof) {

@@ -83,6 +83,18 @@ type Config struct {
 	// TierCodec is how the disk tier stores samples (0: none if every sample fits within
 	// TierBytes uncompressed, else zstd).
 	TierCodec tier.Codec
+	// PlanMoved, if set, is called (quickly: it must not block) when what the plans want next
+	// may have changed: a plan written or removed, a reader moving on. Upcoming says what.
+	PlanMoved func()
+	// Transient, if set, tells which decode errors may pass (the source's network was down):
+	// reads get EIO, and the next read decodes again, instead of the sample failing for good.
+	Transient func(err error) bool
+	// FetchStats, if set, reports the fetching of the source's bytes (a bucket's) for
+	// .vidfs/stats; BytesPerSample is filled in here.
+	FetchStats func() wire.FetchStats
+	// Current, if set, tells whether a video (by its path in the layout) is still the version
+	// probed, for the disk tier; nil: its local file's size and modification time are compared.
+	Current func(video string) bool
 	// Scan is how the source was scanned, for the stats (nil: not told).
 	Scan *wire.ScanStats
 	// Skipped lists videos left out of the layout, with the reason, for reports.
@@ -179,6 +191,7 @@ func New(cfg Config) (*FS, error) {
 		opts.Fetch = f.fetchSample
 	}
 	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.Due, f.plans.Upcoming
+	opts.Transient = cfg.Transient
 	c, err := cache.New(opts)
 	if err != nil {
 		if f.tier != nil {
@@ -254,6 +267,10 @@ func (f *FS) setPlan(name string, entries []int32, appendPlan bool, writer int) 
 	f.replanned()
 }
 
+// Upcoming appends to dst up to n samples the plans want next, soonest due first (for a fetcher
+// of the source's bytes ahead of decodes).
+func (f *FS) Upcoming(dst []int, n int) []int { return f.plans.Upcoming(dst, n) }
+
 // removePlan drops the plan called name, its owner and its counters with it.
 func (f *FS) removePlan(name string) bool {
 	ok := f.plans.Remove(name)
@@ -261,11 +278,27 @@ func (f *FS) removePlan(name string) bool {
 	return ok
 }
 
-// replanned tells the cache and the disk tier that a plan changed, or that the plans worked
-// their dues out anew: every sample's due may have moved.
+// replanned tells the cache, the disk tier and the source's fetcher, if there is one, that a
+// plan changed, or that the plans worked their dues out anew: every sample's due may have moved.
 func (f *FS) replanned() {
 	f.cache.Replanned()
 	if f.tier != nil {
 		f.tier.t.Replanned()
+	}
+	f.fetchAhead()
+}
+
+// moved tells the cache, and the source's fetcher if there is one, that a reader may have moved
+// on in its plan: what the plans want next may have changed.
+func (f *FS) moved() {
+	f.cache.Kick()
+	f.fetchAhead()
+}
+
+// fetchAhead tells the source's fetcher, if there is one, that what the plans want next may have
+// changed.
+func (f *FS) fetchAhead() {
+	if f.cfg.PlanMoved != nil {
+		f.cfg.PlanMoved()
 	}
 }

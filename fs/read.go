@@ -82,7 +82,7 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 		}
 		access, plan := f.plans.Observe(p.Sample, p.Len, S, start, mine)
 		if access {
-			f.cache.Kick() // the reader may have moved on in the plan
+			f.moved() // the reader may have moved on in the plan
 		}
 		t0 := time.Now()
 		h, hit, err := f.cache.Get(ctx, p.Sample)

@@ -87,6 +87,13 @@ func (f *FS) Stats() wire.Stats {
 	if n := hits + misses; n > 0 {
 		st.Cache.HitRate = float64(hits) / float64(n)
 	}
+	if f.cfg.FetchStats != nil {
+		fetch := f.cfg.FetchStats()
+		if st.Decode.Clips > 0 {
+			fetch.BytesPerSample = float64(fetch.BytesFetched) / float64(st.Decode.Clips)
+		}
+		st.Fetch = &fetch
+	}
 	if st.Decode.FramesServed > 0 {
 		st.Decode.Amplification = float64(st.Decode.FramesDecoded) / float64(st.Decode.FramesServed)
 	}

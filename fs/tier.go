@@ -73,6 +73,9 @@ func keyPrefix(o decode.Output) [32]byte {
 func (f *FS) current(i int) bool {
 	vi := f.lay.Sample(i).Video
 	v := f.lay.Videos[vi]
+	if f.cfg.Current != nil {
+		return f.cfg.Current(v.Path)
+	}
 	st, err := os.Stat(f.videoPath(vi))
 	return err == nil && st.Size() == v.Size && st.ModTime().UnixNano() == v.ModTime && v.Size > 0
 }
@@ -88,6 +91,9 @@ func (f *FS) fetchSample(ctx context.Context, i int, buf []byte) bool {
 // one, keeps it (written in the background). The cache asks the tier first (fetchSample).
 func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
 	if err := f.decodeSample(ctx, i, buf); err != nil {
+		if f.cfg.Transient != nil && f.cfg.Transient(err) && ctx.Err() == nil {
+			f.log.Warn("sample not decoded: its bytes could not be had; the next read tries again", "sample", i, "file", f.sampleFile(i), "err", err)
+		}
 		return err
 	}
 	if f.tier != nil && f.current(i) {

@@ -57,3 +57,13 @@ if [ "$purpose" != build ] && [ "$purpose" != dist ] && [ ! -e /dev/fuse ]; then
 fi
 
 [ "$purpose" = dist ] || "$(dirname "$0")/ffmpeg.sh" >/dev/null
+
+# Tests: versitygw, the S3 server the object storage tests start (built once, about 3 minutes,
+# into the cache; the tests skip, saying so, without it).
+if [ "$purpose" = test ] || [ "$purpose" = bench ]; then
+  vgw_dir=${XDG_CACHE_HOME:-$HOME/.cache}/vidfs/versitygw
+  if [ ! -x "$vgw_dir/versitygw" ]; then
+    echo "setup.sh: building versitygw v1.8.0 (the tests' S3 server) into $vgw_dir" >&2
+    GOBIN=$vgw_dir go install github.com/versity/versitygw/cmd/versitygw@v1.8.0 >&2
+  fi
+fi

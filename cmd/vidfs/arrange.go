@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 
 	"github.com/vidfs/vidfs/decode"
 	vfs "github.com/vidfs/vidfs/fs"
@@ -53,11 +52,11 @@ func arrange(spec layout.Spec, videos []catalog.Video) (*layout.Layout, []catalo
 type videoTables struct {
 	tables *catalog.Tables
 	refs   []catalog.Ref // per video of lay
-	src    string        // absolute
+	src    catalog.Files
 	lay    *layout.Layout
 }
 
 // Info returns video v's probe table (Tables.Info: one that cannot be read is probed again, once).
 func (t *videoTables) Info(v int) (*decode.Info, error) {
-	return t.tables.Info(t.refs[v], filepath.Join(t.src, filepath.FromSlash(t.lay.Videos[v].Path)))
+	return t.tables.Info(t.refs[v], t.src.Path(t.lay.Videos[v].Path))
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/vidfs/vidfs/decode"
 	vfs "github.com/vidfs/vidfs/fs"
 	"github.com/vidfs/vidfs/internal/catalog"
+	"github.com/vidfs/vidfs/internal/s3src"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
 )
@@ -35,6 +36,7 @@ type layoutOptions struct {
 	short                               string
 	probeWorkers                        int
 	probeCache                          string
+	s3                                  s3Options
 }
 
 func newLayoutOptions() layoutOptions {
@@ -53,6 +55,7 @@ func (l *layoutOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&l.short, "short", "pad", "videos shorter than one sample: pad (repeat the last frame) or skip")
 	fs.IntVar(&l.probeWorkers, "probe-workers", runtime.NumCPU(), "videos probed at once")
 	fs.StringVar(&l.probeCache, "probe-cache", defaultProbeCache(), "directory for cached probe tables, which mounts on several nodes may share (\"\" for none)")
+	l.s3.register(fs)
 }
 
 // spec checks the flags and returns the layout's spec.
@@ -68,10 +71,10 @@ func (l *layoutOptions) spec() (layout.Spec, error) {
 	return spec, nil
 }
 
-// scan finds and probes the videos under src (absolute) and lays them out under spec, reporting
-// progress on w and naming (on log) the first videos left out; figures gets the scan's. The
-// caller closes the tables.
-func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src string, figures *wire.ScanStats) (*layout.Layout, *videoTables, []wire.Problem, error) {
+// scan finds and probes the videos of src and lays them out under spec, reporting progress on w
+// and naming (on log) the first videos left out; figures gets the scan's. The caller closes the
+// tables.
+func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src catalog.Files, figures *wire.ScanStats) (*layout.Layout, *videoTables, []wire.Problem, error) {
 	show := newProgress(w)
 	progress := func(p catalog.Progress) {
 		show(p)
@@ -80,7 +83,7 @@ func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger,
 				Seconds: p.Elapsed.Seconds(), ProbesPerSecond: p.Rate()}
 		}
 	}
-	tables, videos, err := catalog.Scan(ctx, catalog.Options{Root: src, Workers: l.probeWorkers, CacheDir: l.probeCache, Progress: progress, Log: log})
+	tables, videos, err := catalog.Scan(ctx, catalog.Options{Files: src, Workers: l.probeWorkers, CacheDir: l.probeCache, Progress: progress, Log: log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -100,7 +103,7 @@ func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger,
 	}
 	if lay.Len() == 0 {
 		tables.Close()
-		return nil, nil, nil, fmt.Errorf("%s: no samples (%d videos found, %d readable, none with %d frames%s)", src, len(videos), len(lay.Videos), spec.Span(), atRate(spec))
+		return nil, nil, nil, fmt.Errorf("%s: no samples (%d videos found, %d readable, none with %d frames%s)", src.Root(), len(videos), len(lay.Videos), spec.Span(), atRate(spec))
 	}
 	return lay, &videoTables{tables: tables, refs: refs, src: src, lay: lay}, skipped, nil
 }
@@ -156,7 +159,7 @@ func mountCommand() *command {
 	o := &mountOptions{layoutOptions: newLayoutOptions(), cacheMem: bytesValue{defaultCacheMem()}, hwaccel: hwValue{decode.HWAuto}}
 	return &command{
 		summary: "mount a directory of videos as fixed-shape sample files",
-		usage:   "SRC MNT [flags]",
+		usage:   "SRC|s3://BUCKET/PREFIX MNT [flags]",
 		help: `Mounts every training sample of the videos under SRC on MNT (an existing, empty directory)
 and serves it until interrupted (Ctrl-C, SIGTERM) or unmounted. A sample is a clip of T frames
 at a fixed stride, turned upright and fitted to H x W, as uint8 RGB of shape (T, H, W, 3).
@@ -180,6 +183,11 @@ STRIDE/F seconds apart, whatever each video's frame rate, variable ones included
   MNT/.vidfs/layout.json    the shape of it all
   MNT/.vidfs/labels.npy     each sample's label, int32 (N,); made as it is read, as index.csv is
   MNT/.vidfs/videos.npy     per video: first sample, number of samples, label; int64 (videos, 3)
+
+SRC may be a bucket, s3://BUCKET/PREFIX (AWS, or --s3-endpoint for MinIO, Ceph, GCS), with
+credentials from the standard AWS chain: a sample's bytes are fetched by ranged GETs ahead of
+its decode in the plan's order, or on demand without a plan, into --s3-cache-mem. A read whose
+bytes do not come within --s3-timeout gets EIO, and the next read tries again.
 
 Videos that cannot be read are left out and listed in the stats; a damaged part of a video fails
 the samples that need it with EIO and a logged reason, or with --on-error, serves another sample
@@ -262,13 +270,14 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	if err != nil {
 		return usageError{"--" + err.Error()}
 	}
-	src, _ = filepath.Abs(src)
 	mnt, _ = filepath.Abs(mnt)
 	if st, err := os.Stat(mnt); err != nil || !st.IsDir() {
 		return fmt.Errorf("mount point %s: not an existing directory (create it first: mkdir -p %s)", mnt, mnt)
 	}
-	if rel, err := filepath.Rel(src, mnt); err == nil && !strings.HasPrefix(rel, "..") {
-		return fmt.Errorf("mount point %s lies inside the source %s: pick one outside it", mnt, src)
+	if dir, _ := filepath.Abs(src); !s3src.IsURL(src) {
+		if rel, err := filepath.Rel(dir, mnt); err == nil && !strings.HasPrefix(rel, "..") {
+			return fmt.Errorf("mount point %s lies inside the source %s: pick one outside it", mnt, dir)
+		}
 	}
 
 	if o.hwaccel.h == decode.HWCUDA {
@@ -287,8 +296,12 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 		return startDaemon(e, e.args, mnt, logFile, pidFile)
 	}
 	began := time.Now()
+	source, err := openSource(ctx, src, o.s3, log)
+	if err != nil {
+		return err
+	}
 	var figures wire.ScanStats
-	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, src, &figures)
+	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, &figures)
 	if err != nil {
 		return err
 	}
@@ -307,23 +320,28 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	// One decoder per load the cache may run at once; as many kept open between clips as it
 	// prefetches at once.
 	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: cache.MaxLoads(workers), Idle: workers, Threads: 1,
-		HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders, Log: log})
+		HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders, Log: log, Open: source.opener()})
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	defer rememberUnusable(o.probeCache, src, pool, log)
+	defer rememberUnusable(o.probeCache, source.files, pool, log)
 	tierBytes, err := o.tierBytes(log)
 	if err != nil {
 		return err
 	}
-	f, err := vfs.New(vfs.Config{Source: src, Layout: lay, Infos: infos, Resize: o.resize.r, Fast: o.decode.fast, Decoder: pool,
+	cfg := vfs.Config{Source: source.files.Root(), Layout: lay, Infos: infos, Resize: o.resize.r, Fast: o.decode.fast, Decoder: pool,
 		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Scan: &figures, Log: log,
-		OnError: onError, PlanIdle: o.planIdle, TierDir: o.cacheDir, TierBytes: tierBytes, TierCodec: o.cacheDiskCodec.c})
+		OnError: onError, PlanIdle: o.planIdle, TierDir: o.cacheDir, TierBytes: tierBytes, TierCodec: o.cacheDiskCodec.c}
+	startFetching := source.fetchFor(&cfg, log)
+	f, err := vfs.New(cfg)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	fetchCtx, stopFetching := context.WithCancel(context.Background())
+	defer stopFetching()
+	startFetching(fetchCtx, f)
 	m, err := f.Mount(mnt, vfs.MountOptions{AllowOther: o.allowOther, Debug: o.debugFUSE})
 	if err != nil {
 		return err
@@ -376,9 +394,9 @@ func (e unmountError) ExitStatus() int { return 3 }
 
 // rememberUnusable writes the keyframes the pool found unusable into the probe cache, so that the
 // next mount starts clips earlier at once.
-func rememberUnusable(cacheDir, src string, pool *decode.Pool, log *slog.Logger) {
+func rememberUnusable(cacheDir string, src catalog.Files, pool *decode.Pool, log *slog.Logger) {
 	marks := pool.UnusableKeyframes()
-	if err := catalog.RememberUnusable(cacheDir, src, marks); err != nil {
+	if err := catalog.RememberUnusableOf(cacheDir, src, marks); err != nil {
 		log.Warn("could not note unusable keyframes in the probe cache", "dir", cacheDir, "err", err)
 	}
 }

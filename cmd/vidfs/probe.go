@@ -15,10 +15,11 @@ func probeCommand() *command {
 	var (
 		frames bool
 		fps    rateValue
+		s3     s3Options
 	)
 	return &command{
 		summary: "print each video's probe table as JSON",
-		usage:   "PATH... [--frames] [--fps F]",
+		usage:   "PATH|s3://BUCKET/KEY... [--frames] [--fps F]",
 		help: `Reads each video's container once (no decoding) and prints what vidfs knows of it, one
 JSON object per file: codec, size, rotation, time base, frame rate, exact frame count, how
 frames are timed, and where the keyframes are. A file that cannot be read is reported on
@@ -30,6 +31,7 @@ rate, and with --frames, which frame is shown at each instant.`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&frames, "frames", false, "also print every frame's presentation timestamp (\"pts\")")
 			fs.Var(&fps, "fps", "also say how the video counts at this frame rate (\"at_fps\"), as --fps of mount does")
+			s3.register(fs)
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			if len(args) == 0 {
@@ -38,11 +40,13 @@ rate, and with --frames, which frame is shown at each instant.`,
 			enc := json.NewEncoder(e.stdout)
 			enc.SetIndent("", "  ")
 			failed := 0
+			log, _ := newLogger(e.stderr, "error")
+			prober := probeFrom{o: s3, log: log}
 			for _, path := range args {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				info, err := decode.Probe(path)
+				info, err := prober.probe(ctx, path)
 				if err != nil {
 					fmt.Fprintf(e.stderr, "vidfs probe: %v\n", err)
 					failed++

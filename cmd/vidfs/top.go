@@ -175,6 +175,16 @@ func (m topModel) View() string {
 			bar(float64(t.UsedBytes)/float64(max(t.CapacityBytes, 1)), 30), formatBytes(t.UsedBytes), formatBytes(t.CapacityBytes),
 			pct(t.Hits, t.Hits+t.Misses), t.Written, t.Backlog, t.Skipped)
 	}
+	if f := m.cur.Fetch; f != nil {
+		var pf wire.FetchStats
+		if m.prev.Fetch != nil {
+			pf = *m.prev.Fetch
+		}
+		line("fetch", "%s GETs/s  %s MB/s  %.0f ms a GET  %s KB a sample  %s / %s in memory  hit %s  %d retried, %d throttled, %d failed",
+			rate(float64(f.GETs), float64(pf.GETs)), rate(float64(f.BytesFetched)/1e6, float64(pf.BytesFetched)/1e6), f.MeanLatencyMs,
+			fmt.Sprintf("%.0f", f.BytesPerSample/1e3), formatBytes(f.CacheBytes), formatBytes(f.CacheCapacityBytes),
+			pct(f.BlockHits, f.BlockHits+f.BlockWaits+f.BlockMisses), f.Retries, f.Throttled, f.FailedGETs)
+	}
 	line("readers", "waited %s s/s for decoding, %s reads/s, %s MB/s   (%.2f s waited in all)",
 		rate(r.WaitSeconds, rc.WaitSeconds), rate(float64(r.Requests), float64(rc.Requests)),
 		rate(float64(r.Bytes)/1e6, float64(rc.Bytes)/1e6), r.WaitSeconds)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -34,7 +33,7 @@ func verifyCommand() *command {
 	o := &verifyOptions{layoutOptions: newLayoutOptions(), hwaccel: hwValue{decode.HWAuto}}
 	return &command{
 		summary: "decode every sample of a directory of videos, as a mount would, and report what fails",
-		usage:   "SRC [layout flags] [--all-frames] [--json]",
+		usage:   "SRC|s3://BUCKET/PREFIX [layout flags] [--all-frames] [--json]",
 		help: `Finds the videos under SRC as ` + "`vidfs mount`" + ` does with the same flags, decodes every sample a
 mount would serve through the same decoders, and reports per video: ok, left out (and why), or
 which samples fail, at which frame and why. Run it before a long training run: what it passes,
@@ -118,15 +117,18 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	if o.workers < 1 {
 		return usageError{"--workers must be at least 1"}
 	}
-	src, _ = filepath.Abs(src)
 	began := time.Now()
-	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, src, nil)
+	source, err := openSource(ctx, src, o.s3, log)
+	if err != nil {
+		return err
+	}
+	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, nil)
 	if err != nil {
 		return err
 	}
 	defer infos.tables.Close()
 	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: o.workers, Idle: o.workers, Threads: 1,
-		HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders, Log: log})
+		HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders, Log: log, Open: source.opener()})
 	if err != nil {
 		return err
 	}
@@ -166,9 +168,9 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	if err != nil {
 		return err
 	}
-	rememberUnusable(o.probeCache, src, pool, log)
+	rememberUnusable(o.probeCache, source.files, pool, log)
 
-	rep := verifyReport{Source: src, AllFrames: o.allFrames}
+	rep := verifyReport{Source: source.files.Root(), AllFrames: o.allFrames}
 	for _, p := range skipped {
 		rep.Videos = append(rep.Videos, videoReport{File: p.File, Status: "left out", Reason: p.Reason})
 	}

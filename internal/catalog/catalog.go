@@ -1,6 +1,7 @@
-// Package catalog finds the videos under a source directory and probes them, in parallel, keeping
-// their probe tables in a cache outside the source (keyed by path, size and modification time)
-// so that a second scan of the same directory needs no probing. The tables stay on disk, each
+// Package catalog finds the videos under a source directory (or a bucket's prefix, through
+// Files) and probes them, in parallel, keeping their probe tables in a cache outside the source
+// (keyed by path, size and modification time, and an object's ETag) so that a second scan of the
+// same source needs no probing. The tables stay on disk, each
 // read when its video is decoded (Tables), so that a mount's memory does not hold every video's
 // per-frame tables.
 package catalog
@@ -40,16 +41,98 @@ type Video struct {
 	marks []int // frames of the keyframes marked unusable in the table Table points at
 }
 
-// FileID tells one version of a file from another: its size and modification time. A file that
-// was rewritten, replaced or touched since has another.
+// FileID tells one version of a file from another: its size and modification time, and an
+// object's ETag. A file that was rewritten, replaced or touched since has another.
 type FileID struct {
 	Size    int64
-	ModTime int64 // nanoseconds since 1970
+	ModTime int64  // nanoseconds since 1970
+	Version string // an object's ETag; "" for a local file
+}
+
+// Files is where a scan's videos come from: a local directory (Dir) or a bucket.
+type Files interface {
+	// Root names the source in messages and keys its probe cache: an absolute directory, or an
+	// s3:// URL.
+	Root() string
+	// List returns every file under the root, its path relative to it / separated; Scan keeps
+	// those with a video's extension and none of whose names starts with a dot.
+	List(ctx context.Context) ([]File, error)
+	// Path is what the probe table of the file at rel calls it (decode.Info.Path).
+	Path(rel string) string
+	// Opener opens files by Path for probing and decoding; nil for local files.
+	Opener() decode.Opener
+}
+
+// File is a file Files lists.
+type File struct {
+	Rel string
+	FileID
+}
+
+// Dir is the local directory root as Files: its files, following symbolic links to files.
+func Dir(root string) Files { return dirFiles(root) }
+
+type dirFiles string
+
+func (d dirFiles) Root() string {
+	if abs, err := filepath.Abs(string(d)); err == nil {
+		return abs
+	}
+	return string(d)
+}
+
+func (d dirFiles) Path(rel string) string { return filepath.Join(d.Root(), filepath.FromSlash(rel)) }
+
+func (d dirFiles) Opener() decode.Opener { return nil }
+
+func (d dirFiles) List(ctx context.Context) ([]File, error) {
+	root := d.Root()
+	if st, err := os.Stat(root); err != nil {
+		return nil, fmt.Errorf("source directory: %w", err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("source %s: not a directory", root)
+	}
+	var files []File
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("walking %s: %w", p, err)
+		}
+		name := d.Name()
+		if strings.HasPrefix(name, ".") && p != root {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() || !isVideo(name) {
+			return nil
+		}
+		st, err := os.Stat(p) // follows links
+		if err != nil || !st.Mode().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		files = append(files, File{filepath.ToSlash(rel), FileID{Size: st.Size(), ModTime: st.ModTime().UnixNano()}})
+		return nil
+	})
+	return files, err
+}
+
+// hidden tells whether a name of the path is hidden (starts with a dot).
+func hidden(rel string) bool {
+	for _, name := range strings.Split(rel, "/") {
+		if strings.HasPrefix(name, ".") {
+			return true
+		}
+	}
+	return false
 }
 
 // Options configures Scan.
 type Options struct {
-	Root     string
+	Root string // a local directory, unless Files is set
+	// Files lists and opens the videos instead of Root: a bucket's.
+	Files    Files
 	Workers  int    // probes at once (default 4)
 	CacheDir string // where probe tables are kept; "" keeps none
 	// Log gets a warning when the probe tables cannot be kept in the cache, even partway (the
@@ -84,50 +167,29 @@ func (p Progress) Left() time.Duration {
 	return 0
 }
 
-// Scan walks the root (following symbolic links to files), and returns every video found, sorted
-// by path, with its brief probe table or error, and the full tables, read one at a time (the
-// caller closes them). Only a root that cannot be read is an error: tables that cannot be kept in
-// the cache are kept in a temporary file, else in memory (Options.Log says so).
+// Scan lists the root (a directory: following symbolic links to files), and returns every video
+// found, sorted by path, with its brief probe table or error, and the full tables, read one at a
+// time (the caller closes them). Only a root that cannot be read is an error: tables that cannot
+// be kept in the cache are kept in a temporary file, else in memory (Options.Log says so).
 func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
-	root, err := filepath.Abs(opts.Root)
+	src := opts.Files
+	if src == nil {
+		src = Dir(opts.Root)
+	}
+	root := src.Root()
+	listed, err := src.List(ctx)
 	if err != nil {
 		return nil, nil, err
-	}
-	if st, err := os.Stat(root); err != nil {
-		return nil, nil, fmt.Errorf("source directory: %w", err)
-	} else if !st.IsDir() {
-		return nil, nil, fmt.Errorf("source %s: not a directory", root)
 	}
 	type file struct {
-		rel  string
-		size int64
-		mod  int64
+		rel string
+		id  FileID
 	}
 	var files []file
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return fmt.Errorf("walking %s: %w", p, err)
+	for _, f := range listed {
+		if isVideo(f.Rel) && !hidden(f.Rel) {
+			files = append(files, file{f.Rel, f.FileID})
 		}
-		name := d.Name()
-		if strings.HasPrefix(name, ".") && p != root {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() || !isVideo(name) {
-			return nil
-		}
-		st, err := os.Stat(p) // follows links
-		if err != nil || !st.Mode().IsRegular() {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, p)
-		files = append(files, file{filepath.ToSlash(rel), st.Size(), st.ModTime().UnixNano()})
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].rel < files[j].rel })
 
@@ -141,13 +203,14 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 	type fileKey struct {
 		rel       string
 		size, mod int64
+		version   string
 	}
 	latest := make(map[fileKey]hit)
 	marks := make(map[fileKey][]int)
 	for si, s := range segs {
 		for j := range s.index {
 			e := &s.index[j]
-			k := fileKey{e.Rel, e.Size, e.ModTime}
+			k := fileKey{e.Rel, e.Size, e.ModTime, e.Version}
 			latest[k] = hit{si, e}
 			if len(e.Unusable) > 0 {
 				marks[k] = union(marks[k], e.Unusable)
@@ -158,15 +221,15 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 	var todo, remark []int
 	prog := Progress{Total: len(files)}
 	for i, f := range files {
-		out[i].Rel, out[i].File = f.rel, FileID{f.size, f.mod}
-		k := fileKey{f.rel, f.size, f.mod}
+		out[i].Rel, out[i].File = f.rel, f.id
+		k := fileKey{f.rel, f.id.Size, f.id.ModTime, f.id.Version}
 		h, ok := latest[k]
 		if !ok || (h.e.Err == nil && (h.e.Len == 0 || h.e.Brief == nil)) {
 			todo = append(todo, i)
 			continue
 		}
 		if h.e.Err != nil {
-			out[i].Err = h.e.Err.restore(filepath.Join(root, filepath.FromSlash(f.rel)))
+			out[i].Err = h.e.Err.restore(src.Path(f.rel))
 			prog.Failed++
 		} else {
 			out[i].Brief, out[i].Table = h.e.Brief, Ref{seg: int32(h.seg + 1), n: h.e.Len, off: h.e.Off}
@@ -189,7 +252,7 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 	k := newKeeper(store, root, segs, opts.Log)
 	fail := func(err error) (*Tables, []Video, error) {
 		k.abort()
-		newTables(k.segs).Close()
+		newTables(k.segs, nil).Close()
 		return nil, nil, err
 	}
 
@@ -206,7 +269,7 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 			todo = append(todo, i)
 			continue
 		}
-		m := marks[fileKey{out[i].Rel, out[i].File.Size, out[i].File.ModTime}]
+		m := marks[fileKey{out[i].Rel, out[i].File.Size, out[i].File.ModTime, out[i].File.Version}]
 		for j := range info.Keyframes {
 			if slices.Contains(m, info.Keyframes[j].Frame) {
 				info.Keyframes[j].Unusable = true
@@ -262,8 +325,7 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 				break
 			}
 			g.Go(func() error {
-				path := filepath.Join(root, filepath.FromSlash(files[i].rel))
-				info, err := decode.Probe(path)
+				info, err := decode.ProbeFrom(src.Path(files[i].rel), src.Opener())
 				mu.Lock()
 				defer mu.Unlock()
 				ref, l, kerr := k.add(i, files[i].rel, out[i].File, info, err)
@@ -322,10 +384,10 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 	}
 	for i := range out {
 		if out[i].Brief != nil {
-			out[i].Brief.Path = filepath.Join(root, filepath.FromSlash(out[i].Rel))
+			out[i].Brief.Path = src.Path(out[i].Rel)
 		}
 	}
-	return newTables(segs), out, nil
+	return newTables(segs, src.Opener()), out, nil
 }
 
 // union returns the sorted union of two sets of frames.
@@ -355,7 +417,7 @@ func compact(store, root string, segs []*segment, videos []Video) ([]*segment, e
 			rec := make([]byte, r.n)
 			if _, err = segs[r.seg-1].f.ReadAt(rec, r.off); err == nil {
 				n = r.n
-				off, err = w.addRaw(indexEntry{Rel: v.Rel, Size: v.File.Size, ModTime: v.File.ModTime, Brief: v.Brief, Len: r.n, Unusable: v.marks}, rec)
+				off, err = w.addRaw(indexEntry{Rel: v.Rel, Size: v.File.Size, ModTime: v.File.ModTime, Version: v.File.Version, Brief: v.Brief, Len: r.n, Unusable: v.marks}, rec)
 			}
 		case r.Valid():
 			var info *decode.Info
@@ -432,15 +494,17 @@ func (c *cachedError) restore(path string) error {
 // tables start clips earlier at once. The marked tables are written as a new segment; a missing
 // cache is left missing; one that cannot be written is the error.
 func RememberUnusable(dir, root string, marks map[string][]int) error {
+	return RememberUnusableOf(dir, Dir(root), marks)
+}
+
+// RememberUnusableOf is RememberUnusable of the probe tables of src.
+func RememberUnusableOf(dir string, src Files, marks map[string][]int) error {
 	if dir == "" || len(marks) == 0 {
 		return nil
 	}
-	root, err := filepath.Abs(root)
-	if err != nil {
-		return err
-	}
+	root := src.Root()
 	segs := openSegments(dir, root)
-	defer newTables(segs).Close()
+	defer newTables(segs, nil).Close()
 	type hit struct {
 		seg *segment
 		e   *indexEntry
@@ -453,11 +517,11 @@ func RememberUnusable(dir, root string, marks map[string][]int) error {
 	}
 	var w *segWriter
 	for path, frames := range marks {
-		rel, err := filepath.Rel(root, path)
-		if err != nil {
+		rel, ok := strings.CutPrefix(path, src.Path(""))
+		if !ok {
 			continue
 		}
-		h, ok := latest[filepath.ToSlash(rel)]
+		h, ok := latest[strings.TrimPrefix(filepath.ToSlash(rel), "/")]
 		if !ok || h.e.Len == 0 || len(frames) == 0 {
 			continue
 		}
@@ -477,11 +541,12 @@ func RememberUnusable(dir, root string, marks map[string][]int) error {
 			continue
 		}
 		if w == nil {
+			var err error
 			if w, err = newSegWriter(storeDir(dir, root), root); err != nil {
 				return err
 			}
 		}
-		if _, _, err := w.add(h.e.Rel, FileID{h.e.Size, h.e.ModTime}, info, nil); err != nil {
+		if _, _, err := w.add(h.e.Rel, FileID{h.e.Size, h.e.ModTime, h.e.Version}, info, nil); err != nil {
 			w.abort()
 			return err
 		}

@@ -66,7 +66,7 @@ func fabricate(tb testing.TB, n int) (src, cacheDir string) {
 			if err != nil {
 				tb.Fatal(err)
 			}
-			id = FileID{st.Size(), st.ModTime().UnixNano()}
+			id = FileID{Size: st.Size(), ModTime: st.ModTime().UnixNano()}
 		}
 		if _, _, err := w.add(rel, id, info, nil); err != nil {
 			tb.Fatal(err)

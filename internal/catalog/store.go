@@ -58,6 +58,7 @@ type segIndex struct {
 type indexEntry struct {
 	Rel           string
 	Size, ModTime int64
+	Version       string       // an object's ETag; "" for a local file
 	Brief         *decode.Info // decode.Info.Brief of the table; nil with Err
 	Err           *cachedError // why the file could not be probed
 	Off           int64        // the table's record
@@ -282,7 +283,7 @@ func (w *segWriter) write(b []byte) error {
 
 // add writes a video's table (or its error) and returns the table's offset and length.
 func (w *segWriter) add(rel string, id FileID, info *decode.Info, perr error) (int64, uint32, error) {
-	e := indexEntry{Rel: rel, Size: id.Size, ModTime: id.ModTime, Err: storedError(perr)}
+	e := indexEntry{Rel: rel, Size: id.Size, ModTime: id.ModTime, Version: id.Version, Err: storedError(perr)}
 	if info != nil && perr == nil {
 		w.buf.Reset()
 		if err := w.enc.Encode(info); err != nil {
@@ -376,7 +377,8 @@ func (w *segWriter) abort() {
 // Tables reads the probe tables a scan found or made, one video at a time, keeping the most
 // recently used in memory up to a bound.
 type Tables struct {
-	segs  []*segment // read-only after Scan
+	segs  []*segment    // read-only after Scan
+	open  decode.Opener // how a table that cannot be read back is probed again (nil: local files)
 	loads singleflight.Group
 
 	// mu guards the fields below. A leaf lock: nothing is called while it is held.
@@ -397,8 +399,8 @@ type tableEntry struct {
 // DefaultTablesBytes bounds the memory of the tables Tables keeps decoded.
 const DefaultTablesBytes = 32 << 20
 
-func newTables(segs []*segment) *Tables {
-	return &Tables{segs: segs, lru: list.New(), byRef: map[Ref]*list.Element{}, maxBytes: DefaultTablesBytes}
+func newTables(segs []*segment, open decode.Opener) *Tables {
+	return &Tables{segs: segs, open: open, lru: list.New(), byRef: map[Ref]*list.Element{}, maxBytes: DefaultTablesBytes}
 }
 
 // Info returns the probe table r points at, with Path set to path. The table is shared with
@@ -420,7 +422,7 @@ func (t *Tables) Info(r Ref, path string) (*decode.Info, error) {
 		info, err := t.segs[r.seg-1].record(r.off, r.n)
 		if err != nil {
 			var perr error
-			if info, perr = decode.Probe(path); perr != nil {
+			if info, perr = decode.ProbeFrom(path, t.open); perr != nil {
 				return nil, fmt.Errorf("reading the probe table of %s: %w (probing it again: %w)", path, err, perr)
 			}
 			t.mu.Lock()

@@ -89,6 +89,25 @@ func New(snapshot func() wire.Stats, latency func() metrics.Cumulative) *Collect
 			return v(s.Tier)
 		}
 	}
+	fetch := func(v func(f *wire.FetchStats) float64) func(s *wire.Stats) float64 {
+		return func(s *wire.Stats) float64 {
+			if s.Fetch == nil {
+				return 0
+			}
+			return v(s.Fetch)
+		}
+	}
+	add("fetch_gets_total", "Ranged GETs of the source's objects that fetched their bytes (0: not a bucket).", counter, fetch(func(f *wire.FetchStats) float64 { return float64(f.GETs) }))
+	add("fetch_bytes_total", "Bytes fetched from the source's objects.", counter, fetch(func(f *wire.FetchStats) float64 { return float64(f.BytesFetched) }))
+	add("fetch_bytes_per_sample", "Bytes fetched per sample decoded.", gauge, fetch(func(f *wire.FetchStats) float64 { return f.BytesPerSample }))
+	add("fetch_seconds_total", "Time of the GETs, retries included: over fetch_gets_total, the mean latency.", counter, fetch(func(f *wire.FetchStats) float64 { return f.FetchSeconds }))
+	add("fetch_retries_total", "Requests to object storage tried again (timeouts, 5xx, resets, throttling).", counter, fetch(func(f *wire.FetchStats) float64 { return float64(f.Retries) }))
+	add("fetch_throttled_total", "Requests object storage throttled (SlowDown, 503).", counter, fetch(func(f *wire.FetchStats) float64 { return float64(f.Throttled) }))
+	add("fetch_failed_total", "GETs given up after --s3-timeout.", counter, fetch(func(f *wire.FetchStats) float64 { return float64(f.FailedGETs) }))
+	add("fetch_block_hits_total", "Blocks of source bytes decoders asked for and found in memory.", counter, fetch(func(f *wire.FetchStats) float64 { return float64(f.BlockHits) }))
+	add("fetch_block_misses_total", "Blocks of source bytes decoders asked for and waited for (fetched for them, or on their way).", counter, fetch(func(f *wire.FetchStats) float64 { return float64(f.BlockMisses + f.BlockWaits) }))
+	add("fetch_blocks_ahead_total", "Blocks of source bytes fetched ahead of decodes, in the plans' order.", counter, fetch(func(f *wire.FetchStats) float64 { return float64(f.BlocksAhead) }))
+	add("fetch_cache_bytes", "Source bytes held in memory.", gauge, fetch(func(f *wire.FetchStats) float64 { return float64(f.CacheBytes) }))
 	add("tier_capacity_bytes", "Bound on the disk tier (0: no tier).", gauge, tier(func(t *wire.TierStats) float64 { return float64(t.CapacityBytes) }))
 	add("tier_used_bytes", "Bytes of samples in the disk tier.", gauge, tier(func(t *wire.TierStats) float64 { return float64(t.UsedBytes) }))
 	add("tier_hits_total", "Loads the disk tier served.", counter, tier(func(t *wire.TierStats) float64 { return float64(t.Hits) }))

@@ -43,7 +43,8 @@ type Stats struct {
 	Plan          PlanStats   `json:"plan"` // over all the plans
 	Plans         []PlanEntry `json:"plans"`
 	Decode        DecodeStats `json:"decode"`
-	Tier          *TierStats  `json:"tier,omitempty"` // the disk tier, when the mount has one
+	Tier          *TierStats  `json:"tier,omitempty"`  // the disk tier, when the mount has one
+	Fetch         *FetchStats `json:"fetch,omitempty"` // the source's bytes, when it is a bucket
 	Reads         ReadStats   `json:"reads"`
 	Memory        MemoryStats `json:"memory"`
 	Scan          *ScanStats  `json:"scan,omitempty"` // how the mount found its videos
@@ -76,6 +77,29 @@ type CacheStats struct {
 	HitRate         float64 `json:"hit_rate"`
 	Evicted         int64   `json:"evicted"`        // ready samples dropped to make room
 	EvictedUnread   int64   `json:"evicted_unread"` // of those, prefetched and never read
+}
+
+// FetchStats is the fetching of the videos' bytes from object storage (a mount of s3://):
+// ranged GETs into a bounded memory cache of blocks, ahead of decodes or on demand.
+type FetchStats struct {
+	Lists        int64 `json:"lists"`         // ListObjectsV2 pages
+	GETs         int64 `json:"gets"`          // ranged GETs that fetched their bytes
+	BytesFetched int64 `json:"bytes_fetched"` // by those GETs
+	// BytesPerSample is BytesFetched over the samples decoded.
+	BytesPerSample float64 `json:"bytes_per_sample"`
+	FetchSeconds   float64 `json:"fetch_seconds"`   // the GETs' time, retries included
+	MeanLatencyMs  float64 `json:"mean_latency_ms"` // FetchSeconds per GET
+	Retries        int64   `json:"retries"`         // requests tried again: timeouts, 5xx, resets, throttling
+	Throttled      int64   `json:"throttled"`       // of those, SlowDown and 503
+	FailedGETs     int64   `json:"failed_gets"`     // given up after --s3-timeout
+	// Blocks (1 MiB) the decoders asked for: in memory already, on their way, or fetched for
+	// the asking (on demand); and the blocks fetched ahead, in the plans' order.
+	BlockHits          int64 `json:"block_hits"`
+	BlockWaits         int64 `json:"block_waits"`
+	BlockMisses        int64 `json:"block_misses"`
+	BlocksAhead        int64 `json:"blocks_ahead"`
+	CacheBytes         int64 `json:"cache_bytes"`
+	CacheCapacityBytes int64 `json:"cache_capacity_bytes"`
 }
 
 // TierStats is the disk tier of decoded samples (vidfs mount --cache-dir). Hits and misses count

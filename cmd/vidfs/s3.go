@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/vidfs/vidfs/decode"
+	vfs "github.com/vidfs/vidfs/fs"
+	"github.com/vidfs/vidfs/internal/catalog"
+	"github.com/vidfs/vidfs/internal/s3src"
+	"github.com/vidfs/vidfs/internal/wire"
+	"github.com/vidfs/vidfs/layout"
+)
+
+// s3Options are the flags for a source that is a bucket (s3://BUCKET/PREFIX).
+type s3Options struct {
+	endpoint, region string
+	pathStyle        bool
+	timeout          time.Duration
+	cacheMem         bytesValue
+}
+
+func (s *s3Options) register(fs *pflag.FlagSet) {
+	fs.StringVar(&s.endpoint, "s3-endpoint", "", "for an s3:// source: the S3 server's URL (MinIO, Ceph, GCS: https://storage.googleapis.com); default AWS")
+	fs.StringVar(&s.region, "s3-region", "", "for an s3:// source: the bucket's region (default: AWS_REGION or the AWS config's, else us-east-1)")
+	fs.BoolVar(&s.pathStyle, "s3-path-style", false, "for an s3:// source: name the bucket in the URL's path, not its host (most MinIO and Ceph set-ups)")
+	fs.DurationVar(&s.timeout, "s3-timeout", 30*time.Second, "for an s3:// source: how long a read waits for bytes, retries included, before it fails with EIO")
+	fs.Var(&s.cacheMem, "s3-cache-mem", "for an s3:// source: memory for fetched video bytes, e.g. 1GiB (default 256MiB)")
+}
+
+// source is where the videos come from: a directory, or a bucket (then bucket is set).
+type source struct {
+	files  catalog.Files
+	bucket *s3src.Bucket
+}
+
+// openSource opens src: an s3:// URL (checking that credentials, endpoint and bucket work) or a
+// local directory, whose absolute path it takes.
+func openSource(ctx context.Context, src string, o s3Options, log *slog.Logger) (source, error) {
+	if !s3src.IsURL(src) {
+		abs, err := filepath.Abs(src)
+		if err != nil {
+			return source{}, err
+		}
+		return source{files: catalog.Dir(abs)}, nil
+	}
+	b, err := s3src.Open(ctx, src, s3src.Options{Endpoint: o.endpoint, Region: o.region, PathStyle: o.pathStyle,
+		Timeout: o.timeout, CacheBytes: o.cacheMem.n, Log: log})
+	if err != nil {
+		return source{}, err
+	}
+	return source{files: bucketFiles{b}, bucket: b}, nil
+}
+
+// opener is how the decoders open the source's videos: nil for local files.
+func (s source) opener() decode.Opener { return s.files.Opener() }
+
+// local is the source's directory, or "" for a bucket.
+func (s source) local() string {
+	if s.bucket != nil {
+		return ""
+	}
+	return s.files.Root()
+}
+
+// bucketFiles is a bucket as catalog.Files: an object's version is its ETag.
+type bucketFiles struct{ b *s3src.Bucket }
+
+func (f bucketFiles) Root() string           { return f.b.Name() }
+func (f bucketFiles) Path(rel string) string { return f.b.Path(rel) }
+func (f bucketFiles) Opener() decode.Opener  { return f.b.Open }
+
+func (f bucketFiles) List(ctx context.Context) ([]catalog.File, error) {
+	objs, err := f.b.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	files := make([]catalog.File, len(objs))
+	for i, o := range objs {
+		files[i] = catalog.File{Rel: o.Rel, FileID: catalog.FileID{Size: o.Size, ModTime: o.Modified.UnixNano(), Version: o.ETag}}
+	}
+	return files, nil
+}
+
+// fetchAhead fetches the bytes of the samples the plans want next, soonest due first, into the
+// bucket's memory, before their decodes ask: it runs each time the plans move, over at most
+// aheadSamples samples and half the bucket's memory.
+type fetchAhead struct {
+	b        *s3src.Bucket
+	lay      *layout.Layout
+	infos    vfs.Infos
+	upcoming func(dst []int, n int) []int // the samples due next, soonest first
+	kick     chan struct{}                // a pass is due
+	log      *slog.Logger
+	// budget bounds the bytes one pass asks for.
+	budget int64
+}
+
+// aheadSamples is how many of the samples due next a pass fetches for.
+const aheadSamples = 64
+
+func newFetchAhead(b *s3src.Bucket, lay *layout.Layout, infos vfs.Infos, budget int64, log *slog.Logger) *fetchAhead {
+	return &fetchAhead{b: b, lay: lay, infos: infos, kick: make(chan struct{}, 1), budget: budget, log: log}
+}
+
+// moved asks for a pass; it never blocks (fs.Config.PlanMoved).
+func (a *fetchAhead) moved() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run makes passes until ctx ends.
+func (a *fetchAhead) run(ctx context.Context) {
+	var due []int
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.kick:
+		}
+		due = a.upcoming(due[:0], aheadSamples)
+		a.pass(ctx, due)
+	}
+}
+
+// pass starts fetching the bytes of the samples due, in that order, within the budget.
+func (a *fetchAhead) pass(ctx context.Context, due []int) {
+	left := a.budget
+	for _, s := range due {
+		path, off, end, ok := sampleBytes(a.lay, a.infos, s)
+		if !ok {
+			continue
+		}
+		n, err := a.b.Prefetch(ctx, path, off, end)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.log.Debug("fetching ahead", "sample", s, "err", err)
+		}
+		if left -= n; left < 0 {
+			return
+		}
+	}
+}
+
+// readSlack is what the demuxer reads past a sample's last packet: its I/O buffer.
+const readSlack = 64 << 10
+
+// sampleBytes is the byte range of sample s's video that decoding it reads: from the packet of
+// the keyframe it starts at to the end of the keyframe packet after its last frame (the decoder
+// may need packets up to there to put out frames shown before it), and the demuxer's read past
+// that. ok is false when the probe table cannot be had or does not know the positions.
+func sampleBytes(lay *layout.Layout, infos vfs.Infos, s int) (path string, off, end int64, ok bool) {
+	info, err := infos.Info(lay.Sample(s).Video)
+	if err != nil || info == nil {
+		return "", 0, 0, false
+	}
+	idx, err := info.ClipFrames(vfs.SampleClip(lay, s))
+	if err != nil || len(idx) == 0 {
+		return "", 0, 0, false
+	}
+	k := info.KeyframeAtOrBefore(idx[0])
+	last := idx[len(idx)-1]
+	start := info.Keyframes[k]
+	if start.Pos < 0 {
+		return "", 0, 0, false
+	}
+	end = -1
+	for _, kf := range info.Keyframes[k+1:] {
+		if kf.Frame > last {
+			if kf.Pos >= 0 {
+				end = kf.Pos + int64(kf.Size)
+			}
+			break
+		}
+	}
+	if end < 0 {
+		end = 1 << 62 // to the end of the object
+	}
+	return info.Path, start.Pos, end + readSlack, true
+}
+
+// fetchFor wires a bucket's fetching ahead into the mount's config, and returns what runs it once
+// the FS is made; for a local source, nothing.
+func (s source) fetchFor(cfg *vfs.Config, log *slog.Logger) func(ctx context.Context, f *vfs.FS) {
+	if s.bucket == nil {
+		return func(context.Context, *vfs.FS) {}
+	}
+	st := s.bucket.Stats()
+	a := newFetchAhead(s.bucket, cfg.Layout, cfg.Infos, st.CacheCapacity/2, log)
+	cfg.PlanMoved = a.moved
+	cfg.Current = func(video string) bool { return s.bucket.Unchanged(s.bucket.Path(video)) }
+	cfg.FetchStats = func() wire.FetchStats {
+		st := s.bucket.Stats()
+		w := wire.FetchStats{Lists: st.Lists, GETs: st.GETs, BytesFetched: st.BytesFetched, FetchSeconds: st.FetchSeconds,
+			Retries: st.Retries, Throttled: st.Throttled, FailedGETs: st.FailedGETs,
+			BlockHits: st.Hits, BlockWaits: st.Waits, BlockMisses: st.Misses, BlocksAhead: st.Ahead, CacheBytes: st.CacheBytes, CacheCapacityBytes: st.CacheCapacity}
+		if st.GETs > 0 {
+			w.MeanLatencyMs = st.FetchSeconds * 1000 / float64(st.GETs)
+		}
+		return w
+	}
+	cfg.Transient = func(err error) bool { return errors.Is(err, s3src.ErrUnavailable) }
+	return func(ctx context.Context, f *vfs.FS) {
+		a.upcoming = f.Upcoming
+		go a.run(ctx)
+		a.moved()
+	}
+}
+
+// probeFrom probes a video named by a path or an s3:// URL (opening its bucket, once per bucket).
+type probeFrom struct {
+	o       s3Options
+	log     *slog.Logger
+	buckets map[string]*s3src.Bucket
+}
+
+func (p *probeFrom) probe(ctx context.Context, path string) (*decode.Info, error) {
+	if !s3src.IsURL(path) {
+		return decode.Probe(path)
+	}
+	bucket, key, err := s3src.ParseURL(path)
+	if err != nil {
+		return nil, err
+	}
+	key = key[:len(key)-1] // ParseURL ends a prefix in /
+	b := p.buckets[bucket]
+	if b == nil {
+		src := "s3://" + bucket + "/"
+		if b, err = s3src.Open(ctx, src, s3src.Options{Endpoint: p.o.endpoint, Region: p.o.region, PathStyle: p.o.pathStyle,
+			Timeout: p.o.timeout, CacheBytes: p.o.cacheMem.n, Log: p.log}); err != nil {
+			return nil, err
+		}
+		if p.buckets == nil {
+			p.buckets = map[string]*s3src.Bucket{}
+		}
+		p.buckets[bucket] = b
+	}
+	if _, err := b.Head(ctx, key); err != nil {
+		return nil, err
+	}
+	return decode.ProbeFrom(b.Path(key), b.Open)
+}
