@@ -113,10 +113,15 @@ func (b *Bucket) object(path string) (*object, error) {
 	return o, nil
 }
 
-// reader reads an object through the block cache.
+// reader reads an object through the block cache, for one demuxer (FFmpeg calls it from one
+// goroutine at a time, so its fields need no lock).
 type reader struct {
 	b *Bucket
 	o *object
+	// next is where the last read ended; window is how many blocks a read that starts there
+	// and finds its bytes missing fetches (doubling, up to MaxRun), so that a demuxer reading
+	// through an object (a probe reads every packet) takes a GET per MaxRun, not per block.
+	next, window int64
 }
 
 // Size is the object's size as listed.
@@ -143,13 +148,24 @@ func (r *reader) ReadAt(p []byte, off int64) (int, error) {
 	}
 }
 
-// read is one try of ReadAt for bytes within the object.
+// read is one try of ReadAt for bytes within the object. A read that follows the last fetches
+// the blocks after its own with them, as many as the window says, which doubles each time.
 func (r *reader) read(ctx context.Context, p []byte, off int64) (int, error) {
-	blocks, err := r.b.fetch(ctx, r.o, off, off+int64(len(p)), false)
+	bs := r.b.opts.BlockSize
+	end := off + int64(len(p))
+	if off != r.next || r.window == 0 {
+		r.window = 1
+	}
+	ahead := min(r.o.size, max(end, (off/bs+r.window)*bs))
+	blocks, missed, err := r.b.fetch(ctx, r.o, off, ahead, false)
 	if err != nil {
 		return 0, err
 	}
-	bs := r.b.opts.BlockSize
+	blocks = blocks[:(end-1)/bs-off/bs+1] // those of the read's bytes
+	if missed && off == r.next {
+		r.window = min(2*r.window, r.b.opts.MaxRun/bs)
+	}
+	r.next = end
 	done := 0
 	for _, bl := range blocks {
 		select {
@@ -179,16 +195,17 @@ func (b *Bucket) Prefetch(ctx context.Context, path string, off, end int64) (n i
 	if off >= end {
 		return 0, nil
 	}
-	_, err = b.fetch(ctx, o, off, end, true)
+	_, _, err = b.fetch(ctx, o, off, end, true)
 	return end - off, err
 }
 
 // fetch returns the blocks holding [off, end) of o, starting GETs for those neither in memory
-// nor on their way, in runs of consecutive blocks. With wait it waits for the GETs' tokens
-// before returning (Prefetch); otherwise the GETs wait for them in the background.
-func (b *Bucket) fetch(ctx context.Context, o *object, off, end int64, wait bool) ([]*block, error) {
+// nor on their way, in runs of consecutive blocks, and whether there were any. With wait it
+// waits for the GETs' tokens before returning (Prefetch); otherwise the GETs wait for them in
+// the background.
+func (b *Bucket) fetch(ctx context.Context, o *object, off, end int64, wait bool) ([]*block, bool, error) {
 	if c := o.changed.Load(); c != nil {
-		return nil, c
+		return nil, false, c
 	}
 	bs := b.opts.BlockSize
 	blocks, runs := b.cache.want(o, off/bs, (end-1)/bs, b.opts.MaxRun/bs, wait, &b.counters)
@@ -201,11 +218,11 @@ func (b *Bucket) fetch(ctx context.Context, o *object, off, end int64, wait bool
 			for _, r := range runs[i:] {
 				b.cache.fail(r, err)
 			}
-			return nil, err
+			return nil, true, err
 		}
 		go b.getHeld(o, r)
 	}
-	return blocks, nil
+	return blocks, len(runs) > 0, nil
 }
 
 func (b *Bucket) acquire(ctx context.Context, o *object) error {
