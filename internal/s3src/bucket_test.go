@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +191,53 @@ func TestNetworkDown(t *testing.T) {
 	want, _ := os.ReadFile(testvideo.Path("vp9.webm"))
 	if !bytes.Equal(got, want) {
 		t.Fatal("bytes differ once the network is back")
+	}
+}
+
+// TestCloseEndsReadsAndGoroutines: Close ends the reads waiting on a network that is down at
+// once, not after the bound, and leaves no goroutine behind (GETs, their retries, connections).
+func TestCloseEndsReadsAndGoroutines(t *testing.T) {
+	_, p := bucketOf(t)
+	base := runtime.NumGoroutine()
+	b := open(t, p.Endpoint(), "s3://data/videos/", s3src.Options{Timeout: 10 * time.Minute})
+	objs, err := b.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Prefetch(context.Background(), b.Path(objs[0].Rel), 0, 1<<62); err != nil {
+		t.Fatal(err)
+	}
+	p.SetDown(true)
+	errs := make(chan error, 3)
+	for _, o := range objs[1:4] {
+		src, err := b.Open(b.Path(o.Rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			_, err := src.ReadAt(make([]byte, 100), 0)
+			errs <- err
+		}()
+	}
+	for _, _, _, faults := p.Counts(); faults < 3; _, _, _, faults = p.Counts() {
+		runtime.Gosched() // until the reads' GETs have failed at least once
+	}
+	b.Close()
+	for range 3 {
+		if err := <-errs; !errors.Is(err, s3src.ErrUnavailable) {
+			t.Errorf("read ended by Close: %v, want ErrUnavailable", err)
+		}
+	}
+	src, _ := b.Open(b.Path(objs[4].Rel))
+	if _, err := src.ReadAt(make([]byte, 100), 0); !errors.Is(err, s3src.ErrUnavailable) {
+		t.Errorf("read after Close: %v, want ErrUnavailable", err)
+	}
+	p.SetDown(false)
+	// The connections' goroutines end as their peers see them closed; a minute is a failsafe.
+	for deadline := time.Now().Add(time.Minute); runtime.NumGoroutine() > base; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines a minute after Close, %d before Open:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
 	}
 }
