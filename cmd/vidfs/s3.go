@@ -57,6 +57,14 @@ func openSource(ctx context.Context, src string, o s3Options, log *slog.Logger) 
 	return source{files: bucketFiles{b}, bucket: b}, nil
 }
 
+// close ends a bucket's reads and GETs and closes its connections (none for a directory): after
+// the decodes, or to end those waiting on the network at once.
+func (s source) close() {
+	if s.bucket != nil {
+		s.bucket.Close()
+	}
+}
+
 // opener is how the decoders open the source's videos: nil for local files.
 func (s source) opener() decode.Opener { return s.files.Opener() }
 
@@ -221,6 +229,13 @@ type probeFrom struct {
 	o       s3Options
 	log     *slog.Logger
 	buckets map[string]*s3src.Bucket
+}
+
+// close closes the buckets opened.
+func (p *probeFrom) close() {
+	for _, b := range p.buckets {
+		b.Close()
+	}
 }
 
 func (p *probeFrom) probe(ctx context.Context, path string) (*decode.Info, error) {

@@ -99,8 +99,14 @@ type Bucket struct {
 	counters       counters
 	global         chan struct{} // a token per GET in flight, in all
 
-	mu      sync.Mutex         // guards objects; taken before cache.mu, never after
+	http   *http.Client    // the client's, whose idle connections Close closes
+	ctx    context.Context // cancelled by Close: ends every read and GET
+	cancel context.CancelFunc
+	gets   sync.WaitGroup // the GETs' goroutines, which Close waits for
+
+	mu      sync.Mutex         // guards objects and closed; taken before cache.mu, never after
 	objects map[string]*object // by path (s3://BUCKET/KEY), as listed
+	closed  bool               // by Close: no GET starts
 	cache   blockCache
 }
 
@@ -131,6 +137,16 @@ func Open(ctx context.Context, src string, opts Options) (*Bucket, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
+	// Frozen once the configuration has set it up (AWS_CA_BUNDLE, say), the client is used as
+	// it is, and Close can close its connections.
+	bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient)
+	if !ok {
+		return nil, fmt.Errorf("%s: the AWS configuration's HTTP client is a %T, not the SDK's own", src, cfg.HTTPClient)
+	}
+	if b.http, ok = bc.Freeze().(*http.Client); !ok {
+		return nil, fmt.Errorf("%s: the AWS SDK's HTTP client is not an *http.Client", src)
+	}
+	cfg.HTTPClient = b.http
 	b.client = s3.NewFromConfig(cfg, func(o *s3.Options) {
 		if opts.Endpoint != "" {
 			o.BaseEndpoint = aws.String(opts.Endpoint)
@@ -148,9 +164,38 @@ func Open(ctx context.Context, src string, opts Options) (*Bucket, error) {
 		o.Retryer = retry.AddWithMaxAttempts(o.Retryer, 2)
 	})
 	if err != nil {
+		b.http.CloseIdleConnections()
 		return nil, b.startError(err)
 	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b, nil
+}
+
+// Close ends the reads and GETs under way, which fail with ErrUnavailable, as do reads after
+// it, waits for the GETs' goroutines, and closes the bucket's connections.
+func (b *Bucket) Close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.cancel()
+	b.gets.Wait()
+	b.http.CloseIdleConnections()
+}
+
+// spawn runs a GET's function in a goroutine that Close waits for, unless the bucket is closed:
+// then it returns false, running nothing.
+func (b *Bucket) spawn(get func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.gets.Add(1)
+	go func() {
+		defer b.gets.Done()
+		get()
+	}()
+	return true
 }
 
 // startError says why the bucket could not be reached: the endpoint, the bucket or the access.

@@ -134,7 +134,7 @@ func (r *reader) ReadAt(p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	n := int(min(int64(len(p)), r.o.size-off))
-	ctx, cancel := context.WithTimeout(context.Background(), r.b.opts.Timeout)
+	ctx, cancel := context.WithTimeout(r.b.ctx, r.b.opts.Timeout)
 	defer cancel()
 	for {
 		done, err := r.read(ctx, p[:n], off)
@@ -171,7 +171,7 @@ func (r *reader) read(ctx context.Context, p []byte, off int64) (int, error) {
 		select {
 		case <-bl.done:
 		case <-ctx.Done():
-			return done, fmt.Errorf("%s: no bytes within %v (--s3-timeout): %w: %w", r.o.path, r.b.opts.Timeout, ErrUnavailable, ctx.Err())
+			return done, r.b.unavailable(fmt.Sprintf("%s: no bytes within %v (--s3-timeout)", r.o.path, r.b.opts.Timeout), ctx.Err())
 		}
 		if bl.err != nil {
 			return done, bl.err
@@ -211,18 +211,33 @@ func (b *Bucket) fetch(ctx context.Context, o *object, off, end int64, wait bool
 	blocks, runs := b.cache.want(o, off/bs, (end-1)/bs, b.opts.MaxRun/bs, wait, &b.counters)
 	for i, r := range runs {
 		if !wait {
-			go b.get(o, r)
+			if !b.spawn(func() { b.get(o, r) }) {
+				b.cache.fail(r, b.unavailable(o.path, context.Canceled))
+			}
 			continue
 		}
-		if err := b.acquire(ctx, o); err != nil {
+		err := b.acquire(ctx, o)
+		if err == nil && !b.spawn(func() { b.getHeld(o, r) }) {
+			b.release(o)
+			err = b.unavailable(o.path, context.Canceled)
+		}
+		if err != nil {
 			for _, r := range runs[i:] {
 				b.cache.fail(r, err)
 			}
 			return nil, true, err
 		}
-		go b.getHeld(o, r)
 	}
 	return blocks, len(runs) > 0, nil
+}
+
+// unavailable is the error of a read or a GET that gave up, what saying which, for err (the
+// bound's, or the bucket's Close's): ErrUnavailable either way.
+func (b *Bucket) unavailable(what string, err error) error {
+	if b.ctx.Err() != nil {
+		return fmt.Errorf("%s: %w: the mount is closing", what, ErrUnavailable)
+	}
+	return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
 }
 
 func (b *Bucket) acquire(ctx context.Context, o *object) error {
@@ -247,10 +262,10 @@ func (b *Bucket) release(o *object) {
 
 // get fetches a run of blocks once a GET may start, within the bucket's Timeout.
 func (b *Bucket) get(o *object, r []*block) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.opts.Timeout)
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.Timeout)
 	defer cancel()
 	if err := b.acquire(ctx, o); err != nil {
-		b.cache.fail(r, fmt.Errorf("%s: no GET could start within %v (--s3-timeout): %w: %w", o.path, b.opts.Timeout, ErrUnavailable, err))
+		b.cache.fail(r, b.unavailable(fmt.Sprintf("%s: no GET could start within %v (--s3-timeout)", o.path, b.opts.Timeout), err))
 		return
 	}
 	b.getHeld(o, r)
@@ -260,7 +275,7 @@ func (b *Bucket) get(o *object, r []*block) {
 // bodies with backoff until the bucket's Timeout, and hands the blocks their bytes or the error.
 func (b *Bucket) getHeld(o *object, r []*block) {
 	defer b.release(o)
-	ctx, cancel := context.WithTimeout(context.Background(), b.opts.Timeout)
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.Timeout)
 	defer cancel()
 	bs := b.opts.BlockSize
 	start, end := r[0].idx*bs, min((r[len(r)-1].idx+1)*bs, o.size)
@@ -282,7 +297,7 @@ func (b *Bucket) getHeld(o *object, r []*block) {
 			break
 		}
 		if ctx.Err() != nil {
-			err = fmt.Errorf("%s: bytes %d-%d not fetched within %v (--s3-timeout): %w: %w", o.path, start, end-1, b.opts.Timeout, ErrUnavailable, err)
+			err = b.unavailable(fmt.Sprintf("%s: bytes %d-%d not fetched within %v (--s3-timeout)", o.path, start, end-1, b.opts.Timeout), err)
 			break
 		}
 		b.counters.retry(throttled(err))
