@@ -103,6 +103,7 @@ type fetchAhead struct {
 	lay      *layout.Layout
 	infos    vfs.Infos
 	upcoming func(dst []int, n int) []int // the samples due next, soonest first
+	held     func(sample int) bool        // whether a sample needs no decode (nil: all do)
 	kick     chan struct{}                // a pass is due
 	log      *slog.Logger
 	// budget bounds the bytes one pass asks for.

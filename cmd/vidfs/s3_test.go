@@ -412,3 +412,72 @@ func TestFetchAheadInPlanOrder(t *testing.T) {
 		t.Fatalf("GETs of fetching ahead and reading the ranges: %q, want the objects in the order due, %q, and no GET after", gets, want)
 	}
 }
+
+// TestFetchAheadSkipsSamplesHeld: a pass of fetching ahead GETs nothing for the samples due that
+// the mount holds already (decoded in memory or in the disk tier): only the others' objects.
+func TestFetchAheadSkipsSamplesHeld(t *testing.T) {
+	_, p := bucketSource(t)
+	ctx := context.Background()
+	// One GET at a time, in the order due: once the last sample's range reads, every GET the
+	// pass started is done.
+	opts := s3src.Options{Endpoint: p.Endpoint(), PathStyle: true, InFlight: 1, BlockSize: 16 << 10}
+	b, err := s3src.Open(ctx, "s3://train/ds", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	tables, videos, err := catalog.Scan(ctx, catalog.Options{Files: bucketFiles{b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tables.Close()
+	lay, refs, _, err := arrange(layout.Spec{Frames: 4, Stride: 1, Height: 32, Width: 32, PadShort: true}, videos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos := &videoTables{tables: tables, refs: refs, src: bucketFiles{b}, lay: lay}
+	// The first sample of each of three videos; the second is held.
+	var due []int
+	for _, name := range []string{"walk/hevc.mkv", "run/vp9.webm", "jump/av1.mp4"} {
+		for s := range lay.Len() {
+			if lay.Videos[lay.Sample(s).Video].Path == name {
+				due = append(due, s)
+				break
+			}
+		}
+	}
+	fresh, err := s3src.Open(ctx, "s3://train/ds", opts) // nothing in memory
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if _, err := fresh.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := len(p.GetLog())
+	a := newFetchAhead(fresh, lay, infos, 1<<30, slog.New(slog.DiscardHandler))
+	a.held = func(s int) bool { return s == due[1] }
+	a.pass(ctx, due)
+	path, off, end, ok := sampleBytes(lay, infos, due[2])
+	if !ok {
+		t.Fatalf("sample %d: no byte range", due[2])
+	}
+	src, err := fresh.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end = min(end, src.Size())
+	if _, err := src.ReadAt(make([]byte, end-off), off); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, g := range p.GetLog()[before:] {
+		key, _, _ := strings.Cut(g, " ")
+		if !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	if want := []string{"/train/ds/walk/hevc.mkv", "/train/ds/jump/av1.mp4"}; !slices.Equal(keys, want) {
+		t.Fatalf("objects fetched ahead: %q, want %q (not run/vp9.webm, whose sample is held)", keys, want)
+	}
+}
