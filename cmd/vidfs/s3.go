@@ -96,7 +96,7 @@ func (f bucketFiles) List(ctx context.Context) ([]catalog.File, error) {
 }
 
 // fetchAhead fetches the bytes of the samples the plans want next, soonest due first, into the
-// bucket's memory, before their decodes ask: it runs each time the plans move, over at most
+// bucket's memory, before their decodes ask (none for those the mount holds decoded): it runs each time the plans move, over at most
 // aheadSamples samples and half the bucket's memory.
 type fetchAhead struct {
 	b        *s3src.Bucket
@@ -143,6 +143,9 @@ func (a *fetchAhead) run(ctx context.Context) {
 func (a *fetchAhead) pass(ctx context.Context, due []int) {
 	left := a.budget
 	for _, s := range due {
+		if a.held != nil && a.held(s) {
+			continue // decoded already: its bytes are not needed
+		}
 		path, off, end, ok := sampleBytes(a.lay, a.infos, s)
 		if !ok {
 			continue
@@ -219,7 +222,7 @@ func (s source) fetchFor(cfg *vfs.Config, log *slog.Logger) func(ctx context.Con
 	}
 	cfg.Transient = func(err error) bool { return errors.Is(err, s3src.ErrUnavailable) }
 	return func(ctx context.Context, f *vfs.FS) {
-		a.upcoming = f.Upcoming
+		a.upcoming, a.held = f.Upcoming, f.Held
 		go a.run(ctx)
 		a.moved()
 	}
