@@ -245,3 +245,40 @@ func TestCloseEndsReadsAndGoroutines(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheBound: reading every object through, as a demuxer does (a block at a time, in file
+// order, so that reads fetch ahead), and in random order, the fetched bytes held never exceed
+// the bucket's memory, small as it is against the runs a GET may fetch (8 MiB by default).
+func TestCacheBound(t *testing.T) {
+	_, p := bucketOf(t)
+	b := open(t, p.Endpoint(), "s3://data/videos/", s3src.Options{CacheBytes: 16 << 10, BlockSize: 4 << 10})
+	objs, err := b.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string) {
+		if st := b.Stats(); st.CacheBytes > st.CacheCapacity {
+			t.Fatalf("%s: %d bytes held, more than the bound of %d", what, st.CacheBytes, st.CacheCapacity)
+		}
+	}
+	for _, o := range objs {
+		src, err := b.Open(b.Path(o.Rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4<<10)
+		for off := int64(0); off < o.Size; off += int64(len(buf)) {
+			if _, err := src.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+				t.Fatalf("%s at %d: %v", o.Rel, off, err)
+			}
+			check(o.Rel)
+		}
+		if _, err := readAll(t, src); err != nil {
+			t.Fatal(err)
+		}
+		check(o.Rel)
+	}
+	if st := b.Stats(); st.Evicted == 0 {
+		t.Fatalf("nothing evicted: %+v", st)
+	}
+}
