@@ -45,7 +45,7 @@ type Options struct {
 	BlockSize int64
 	// PerObject and InFlight bound the GETs in flight on one object and in all (defaults 2, 16).
 	PerObject, InFlight int
-	// MaxRun bounds a GET's length (default 8 MiB).
+	// MaxRun bounds a GET's length (default 8 MiB, at most half of CacheBytes).
 	MaxRun int64
 	Log    *slog.Logger
 }
@@ -69,6 +69,8 @@ func (o *Options) defaults() {
 	if o.MaxRun < o.BlockSize {
 		o.MaxRun = max(8<<20, o.BlockSize)
 	}
+	// A run fetched ahead must fit in memory with room to spare, or it evicts itself.
+	o.MaxRun = max(o.BlockSize, min(o.MaxRun, o.CacheBytes/2/o.BlockSize*o.BlockSize))
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}

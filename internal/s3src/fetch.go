@@ -433,7 +433,7 @@ func (c *blockCache) want(o *object, first, last, maxRun int64, ahead bool, n *c
 }
 
 // fill gives a run of blocks their bytes, consecutive from the run's first block, and evicts the
-// least recently used blocks past the bound.
+// least recently used blocks past the bound, the run's own included when it is larger.
 func (c *blockCache) fill(r []*block, data []byte, bs int64, n *counters) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -443,7 +443,8 @@ func (c *blockCache) fill(r []*block, data []byte, bs int64, n *counters) {
 		c.used += int64(len(bl.data))
 		close(bl.done)
 	}
-	for c.used > c.capacity && c.lru.Len() > len(r) {
+	// The run's own blocks go last; those evicted still serve the reads waiting for them.
+	for c.used > c.capacity {
 		old := c.lru.Remove(c.lru.Back()).(*block)
 		old.elem = nil
 		c.used -= int64(len(old.data))
