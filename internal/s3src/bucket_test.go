@@ -67,10 +67,12 @@ func TestOpenErrors(t *testing.T) {
 		{"wrong bucket", s.Endpoint(), "s3://nope/videos", `bucket "nope" not found at ` + s.Endpoint(), s3test.Env},
 		{"wrong endpoint", "http://127.0.0.1:1", "s3://data/videos", "cannot reach the S3 endpoint http://127.0.0.1:1", s3test.Env},
 		{"not a URL", s.Endpoint(), "s3:///videos", "want s3://BUCKET", s3test.Env},
+		// The bucket in the host name (data.localhost), which a server on localhost is not.
+		{"no path style", "http://localhost:" + s.Addr[strings.LastIndex(s.Addr, ":")+1:], "s3://data/videos", "--s3-path-style", s3test.Env},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.env(t)
-			_, err := s3src.Open(context.Background(), c.url, s3src.Options{Endpoint: c.endpoint, PathStyle: true, Timeout: 5 * time.Second})
+			_, err := s3src.Open(context.Background(), c.url, s3src.Options{Endpoint: c.endpoint, PathStyle: c.name != "no path style", Timeout: 5 * time.Second})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Open: %v, want an error saying %q", err, c.want)
 			}
