@@ -208,8 +208,11 @@ func (b *Bucket) startError(err error) error {
 	}
 	var ne net.Error
 	var oe *net.OpError
+	var de *net.DNSError
 	var re *awshttp.ResponseError
 	switch {
+	case b.opts.Endpoint != "" && !b.opts.PathStyle && errors.As(err, &de) && de.IsNotFound:
+		return fmt.Errorf("cannot reach bucket %q at %s as host %s: add --s3-path-style for a server that takes the bucket in the path (most MinIO and Ceph set-ups), else check --s3-endpoint: %w", b.bucket, endpoint, de.Name, err)
 	case errors.As(err, &oe) || (errors.As(err, &ne) && ne.Timeout()):
 		return fmt.Errorf("cannot reach the S3 endpoint %s (check --s3-endpoint): %w", endpoint, err)
 	case errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound:
