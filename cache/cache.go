@@ -275,6 +275,9 @@ func (c *Cache) Get(ctx context.Context, sample int) (h *Handle, hit bool, err e
 			q[prefetchJob] = remove(q[prefetchJob], e)
 			q[demandJob] = append(q[demandJob], e)
 		}
+		// A reader waits for it: should its Fetch under way miss, Load has it ahead of
+		// prefetch work, and no prefetch pass drops it.
+		e.demand = true
 		e.waiters++
 		c.dispatch()
 		c.mu.Unlock()
@@ -416,7 +419,7 @@ func (c *Cache) prefetch(want []int) {
 	dropped := false
 	for l := range lanes {
 		for _, e := range append([]*entry(nil), c.queue[l][prefetchJob]...) {
-			if !wanted[e.sample] {
+			if !wanted[e.sample] && e.waiters == 0 {
 				c.free = append(c.free, c.drop(e))
 				c.stats.Cancelled++
 				dropped = true

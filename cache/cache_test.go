@@ -581,3 +581,54 @@ func TestReplanned(t *testing.T) {
 		}
 	})
 }
+
+// TestReaderOfMissedFetchKept: a reader waiting for a sample whose Fetch was under way when it
+// came, and missed, gets the sample from Load, though no plan wants it any more (the reader
+// itself moved the plan on): the prefetch pass that follows does not drop it under the reader.
+func TestReaderOfMissedFetchKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ld := newLoader()
+		ld.gate[1] = make(chan struct{}) // holds the one load worker
+		fetchGate := make(chan struct{})
+		fetch := func(ctx context.Context, s int, buf []byte) bool {
+			if s == 5 {
+				<-fetchGate
+			}
+			return false // the tier has nothing
+		}
+		var mu sync.Mutex
+		plan := []int{1, 5}
+		c, err := New(Options{SampleBytes: sampleBytes, Capacity: 16, Workers: 1, Load: ld.load, Fetch: fetch,
+			NextUse: func(s int) int { return s },
+			Want: func(dst []int, n int) []int {
+				mu.Lock()
+				defer mu.Unlock()
+				return append(dst, plan...)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		synctest.Wait() // 1 loading, 5's Fetch under way
+		errc := make(chan error, 1)
+		go func() {
+			h, _, err := c.Get(context.Background(), 5)
+			if err == nil {
+				h.Release()
+			}
+			errc <- err
+		}()
+		synctest.Wait() // the reader waits for 5
+		mu.Lock()
+		plan = nil // read: the plans want neither any more
+		mu.Unlock()
+		close(fetchGate) // 5's Fetch misses: it goes to Load, behind 1
+		synctest.Wait()
+		c.Kick() // a prefetch pass
+		synctest.Wait()
+		close(ld.gate[1])
+		if err := <-errc; err != nil {
+			t.Fatalf("reader of sample 5: %v, want its bytes", err)
+		}
+	})
+}

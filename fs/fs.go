@@ -271,6 +271,15 @@ func (f *FS) setPlan(name string, entries []int32, appendPlan bool, writer int) 
 // of the source's bytes ahead of decodes).
 func (f *FS) Upcoming(dst []int, n int) []int { return f.plans.Upcoming(dst, n) }
 
+// Held tells whether sample i needs no decode: it is ready in the memory cache, or the disk
+// tier has it (for a fetcher of the source's bytes, which then fetches none for it).
+func (f *FS) Held(i int) bool {
+	if c, _ := f.cache.ReadyAhead([]int{i}); c > 0 {
+		return true
+	}
+	return f.tier != nil && f.current(i) && f.tier.t.Has(f.sampleKey(i))
+}
+
 // removePlan drops the plan called name, its owner and its counters with it.
 func (f *FS) removePlan(name string) bool {
 	ok := f.plans.Remove(name)

@@ -341,6 +341,9 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	defer f.Close()
 	fetchCtx, stopFetching := context.WithCancel(context.Background())
 	defer stopFetching()
+	// Once unmounted, before the cache waits for its loads: a decode waiting on the network
+	// ends at once, not after --s3-timeout, and no GET goes on.
+	defer source.close()
 	startFetching(fetchCtx, f)
 	m, err := f.Mount(mnt, vfs.MountOptions{AllowOther: o.allowOther, Debug: o.debugFUSE})
 	if err != nil {

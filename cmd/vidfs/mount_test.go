@@ -197,7 +197,7 @@ func memoryBound(t *testing.T, warm int, extra ...string) {
 	read := func(first, n int) result {
 		out, err := exec.Command("/usr/bin/python3", "-c", epochs, mp.dir, strconv.Itoa(first), strconv.Itoa(n)).CombinedOutput()
 		if err != nil {
-			t.Fatalf("reader: %v\n%s", err, out)
+			t.Fatalf("reader: %v\n%s\nmount's log:\n%s", err, out, mp.log())
 		}
 		var r result
 		if err := json.Unmarshal(out, &r); err != nil {

@@ -42,6 +42,7 @@ rate, and with --frames, which frame is shown at each instant.`,
 			failed := 0
 			log, _ := newLogger(e.stderr, "error")
 			prober := probeFrom{o: s3, log: log}
+			defer prober.close()
 			for _, path := range args {
 				if err := ctx.Err(); err != nil {
 					return err

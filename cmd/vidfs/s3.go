@@ -57,6 +57,14 @@ func openSource(ctx context.Context, src string, o s3Options, log *slog.Logger) 
 	return source{files: bucketFiles{b}, bucket: b}, nil
 }
 
+// close ends a bucket's reads and GETs and closes its connections (none for a directory): after
+// the decodes, or to end those waiting on the network at once.
+func (s source) close() {
+	if s.bucket != nil {
+		s.bucket.Close()
+	}
+}
+
 // opener is how the decoders open the source's videos: nil for local files.
 func (s source) opener() decode.Opener { return s.files.Opener() }
 
@@ -88,13 +96,14 @@ func (f bucketFiles) List(ctx context.Context) ([]catalog.File, error) {
 }
 
 // fetchAhead fetches the bytes of the samples the plans want next, soonest due first, into the
-// bucket's memory, before their decodes ask: it runs each time the plans move, over at most
+// bucket's memory, before their decodes ask (none for those the mount holds decoded): it runs each time the plans move, over at most
 // aheadSamples samples and half the bucket's memory.
 type fetchAhead struct {
 	b        *s3src.Bucket
 	lay      *layout.Layout
 	infos    vfs.Infos
 	upcoming func(dst []int, n int) []int // the samples due next, soonest first
+	held     func(sample int) bool        // whether a sample needs no decode (nil: all do)
 	kick     chan struct{}                // a pass is due
 	log      *slog.Logger
 	// budget bounds the bytes one pass asks for.
@@ -134,6 +143,9 @@ func (a *fetchAhead) run(ctx context.Context) {
 func (a *fetchAhead) pass(ctx context.Context, due []int) {
 	left := a.budget
 	for _, s := range due {
+		if a.held != nil && a.held(s) {
+			continue // decoded already: its bytes are not needed
+		}
 		path, off, end, ok := sampleBytes(a.lay, a.infos, s)
 		if !ok {
 			continue
@@ -210,7 +222,7 @@ func (s source) fetchFor(cfg *vfs.Config, log *slog.Logger) func(ctx context.Con
 	}
 	cfg.Transient = func(err error) bool { return errors.Is(err, s3src.ErrUnavailable) }
 	return func(ctx context.Context, f *vfs.FS) {
-		a.upcoming = f.Upcoming
+		a.upcoming, a.held = f.Upcoming, f.Held
 		go a.run(ctx)
 		a.moved()
 	}
@@ -221,6 +233,13 @@ type probeFrom struct {
 	o       s3Options
 	log     *slog.Logger
 	buckets map[string]*s3src.Bucket
+}
+
+// close closes the buckets opened.
+func (p *probeFrom) close() {
+	for _, b := range p.buckets {
+		b.Close()
+	}
 }
 
 func (p *probeFrom) probe(ctx context.Context, path string) (*decode.Info, error) {

@@ -344,23 +344,8 @@ func TestS3VerifyAndProbe(t *testing.T) {
 // TestFetchAheadInPlanOrder: a pass of fetching ahead GETs the samples' bytes in the order they
 // are due, and reading each sample's range afterwards needs no GET.
 func TestFetchAheadInPlanOrder(t *testing.T) {
-	_, p := bucketSource(t)
+	p, lay, infos, fresh := scanBucket(t)
 	ctx := context.Background()
-	opts := s3src.Options{Endpoint: p.Endpoint(), PathStyle: true, InFlight: 1, BlockSize: 16 << 10}
-	b, err := s3src.Open(ctx, "s3://train/ds", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tables, videos, err := catalog.Scan(ctx, catalog.Options{Files: bucketFiles{b}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tables.Close()
-	lay, refs, _, err := arrange(layout.Spec{Frames: 4, Stride: 1, Height: 32, Width: 32, PadShort: true}, videos)
-	if err != nil {
-		t.Fatal(err)
-	}
-	infos := &videoTables{tables: tables, refs: refs, src: bucketFiles{b}, lay: lay}
 	// The last sample of each of three videos, the last video's first.
 	var due []int
 	var want []string
@@ -373,29 +358,11 @@ func TestFetchAheadInPlanOrder(t *testing.T) {
 			}
 		}
 	}
-	fresh, err := s3src.Open(ctx, "s3://train/ds", opts) // nothing in memory
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fresh.List(ctx); err != nil {
-		t.Fatal(err)
-	}
 	before := len(p.GetLog())
 	a := newFetchAhead(fresh, lay, infos, 1<<30, slog.New(slog.DiscardHandler))
 	a.pass(ctx, due)
 	for _, s := range due {
-		path, off, end, ok := sampleBytes(lay, infos, s)
-		if !ok {
-			t.Fatalf("sample %d: no byte range", s)
-		}
-		src, err := fresh.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		end = min(end, src.Size())
-		if _, err := src.ReadAt(make([]byte, end-off), off); err != nil {
-			t.Fatal(err)
-		}
+		readRange(t, fresh, lay, infos, s)
 	}
 	if st := fresh.Stats(); st.Ahead == 0 || st.Misses != 0 {
 		t.Fatalf("%d blocks fetched ahead, %d fetched for the reads after: want some, and none", st.Ahead, st.Misses)
@@ -410,5 +377,87 @@ func TestFetchAheadInPlanOrder(t *testing.T) {
 	}
 	if !slices.Equal(order, want) {
 		t.Fatalf("GETs of fetching ahead and reading the ranges: %q, want the objects in the order due, %q, and no GET after", gets, want)
+	}
+}
+
+// TestFetchAheadSkipsSamplesHeld: a pass of fetching ahead GETs nothing for the samples due that
+// the mount holds already (decoded in memory or in the disk tier): only the others' objects.
+func TestFetchAheadSkipsSamplesHeld(t *testing.T) {
+	p, lay, infos, fresh := scanBucket(t)
+	ctx := context.Background()
+	// The first sample of each of three videos; the second is held.
+	var due []int
+	for _, name := range []string{"walk/hevc.mkv", "run/vp9.webm", "jump/av1.mp4"} {
+		for s := range lay.Len() {
+			if lay.Videos[lay.Sample(s).Video].Path == name {
+				due = append(due, s)
+				break
+			}
+		}
+	}
+	before := len(p.GetLog())
+	a := newFetchAhead(fresh, lay, infos, 1<<30, slog.New(slog.DiscardHandler))
+	a.held = func(s int) bool { return s == due[1] }
+	a.pass(ctx, due)
+	readRange(t, fresh, lay, infos, due[2])
+	var keys []string
+	for _, g := range p.GetLog()[before:] {
+		key, _, _ := strings.Cut(g, " ")
+		if !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	if want := []string{"/train/ds/walk/hevc.mkv", "/train/ds/jump/av1.mp4"}; !slices.Equal(keys, want) {
+		t.Fatalf("objects fetched ahead: %q, want %q (not run/vp9.webm, whose sample is held)", keys, want)
+	}
+}
+
+// scanBucket starts the test bucket (bucketSource's), scans it as a mount does and lays it out
+// in samples of 4 frames, and opens it again with nothing in memory (fresh), listed, for a test
+// of fetching ahead. Its buckets fetch one GET at a time, in the order asked: once the last
+// range asked for reads, every GET asked before it is done.
+func scanBucket(t *testing.T) (p *s3test.Proxy, lay *layout.Layout, infos *videoTables, fresh *s3src.Bucket) {
+	t.Helper()
+	_, p = bucketSource(t)
+	ctx := context.Background()
+	opts := s3src.Options{Endpoint: p.Endpoint(), PathStyle: true, InFlight: 1, BlockSize: 16 << 10}
+	b, err := s3src.Open(ctx, "s3://train/ds", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	tables, videos, err := catalog.Scan(ctx, catalog.Options{Files: bucketFiles{b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tables.Close() })
+	lay, refs, _, err := arrange(layout.Spec{Frames: 4, Stride: 1, Height: 32, Width: 32, PadShort: true}, videos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh, err = s3src.Open(ctx, "s3://train/ds", opts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fresh.Close)
+	if _, err := fresh.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return p, lay, &videoTables{tables: tables, refs: refs, src: bucketFiles{b}, lay: lay}, fresh
+}
+
+// readRange reads sample s's byte range (sampleBytes) through b.
+func readRange(t *testing.T, b *s3src.Bucket, lay *layout.Layout, infos *videoTables, s int) {
+	t.Helper()
+	path, off, end, ok := sampleBytes(lay, infos, s)
+	if !ok {
+		t.Fatalf("sample %d: no byte range", s)
+	}
+	src, err := b.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end = min(end, src.Size())
+	if _, err := src.ReadAt(make([]byte, end-off), off); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -122,6 +122,7 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	if err != nil {
 		return err
 	}
+	defer source.close() // after the pool's decoders
 	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, nil)
 	if err != nil {
 		return err

@@ -45,7 +45,7 @@ type Options struct {
 	BlockSize int64
 	// PerObject and InFlight bound the GETs in flight on one object and in all (defaults 2, 16).
 	PerObject, InFlight int
-	// MaxRun bounds a GET's length (default 8 MiB).
+	// MaxRun bounds a GET's length (default 8 MiB, at most half of CacheBytes).
 	MaxRun int64
 	Log    *slog.Logger
 }
@@ -69,6 +69,8 @@ func (o *Options) defaults() {
 	if o.MaxRun < o.BlockSize {
 		o.MaxRun = max(8<<20, o.BlockSize)
 	}
+	// A run fetched ahead must fit in memory with room to spare, or it evicts itself.
+	o.MaxRun = max(o.BlockSize, min(o.MaxRun, o.CacheBytes/2/o.BlockSize*o.BlockSize))
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -99,8 +101,14 @@ type Bucket struct {
 	counters       counters
 	global         chan struct{} // a token per GET in flight, in all
 
-	mu      sync.Mutex         // guards objects; taken before cache.mu, never after
+	http   *http.Client    // the client's, whose idle connections Close closes
+	ctx    context.Context // cancelled by Close: ends every read and GET
+	cancel context.CancelFunc
+	gets   sync.WaitGroup // the GETs' goroutines, which Close waits for
+
+	mu      sync.Mutex         // guards objects and closed; taken before cache.mu, never after
 	objects map[string]*object // by path (s3://BUCKET/KEY), as listed
+	closed  bool               // by Close: no GET starts
 	cache   blockCache
 }
 
@@ -131,6 +139,16 @@ func Open(ctx context.Context, src string, opts Options) (*Bucket, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
+	// Frozen once the configuration has set it up (AWS_CA_BUNDLE, say), the client is used as
+	// it is, and Close can close its connections.
+	bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient)
+	if !ok {
+		return nil, fmt.Errorf("%s: the AWS configuration's HTTP client is a %T, not the SDK's own", src, cfg.HTTPClient)
+	}
+	if b.http, ok = bc.Freeze().(*http.Client); !ok {
+		return nil, fmt.Errorf("%s: the AWS SDK's HTTP client is not an *http.Client", src)
+	}
+	cfg.HTTPClient = b.http
 	b.client = s3.NewFromConfig(cfg, func(o *s3.Options) {
 		if opts.Endpoint != "" {
 			o.BaseEndpoint = aws.String(opts.Endpoint)
@@ -148,9 +166,38 @@ func Open(ctx context.Context, src string, opts Options) (*Bucket, error) {
 		o.Retryer = retry.AddWithMaxAttempts(o.Retryer, 2)
 	})
 	if err != nil {
+		b.http.CloseIdleConnections()
 		return nil, b.startError(err)
 	}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
 	return b, nil
+}
+
+// Close ends the reads and GETs under way, which fail with ErrUnavailable, as do reads after
+// it, waits for the GETs' goroutines, and closes the bucket's connections.
+func (b *Bucket) Close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.cancel()
+	b.gets.Wait()
+	b.http.CloseIdleConnections()
+}
+
+// spawn runs a GET's function in a goroutine that Close waits for, unless the bucket is closed:
+// then it returns false, running nothing.
+func (b *Bucket) spawn(get func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.gets.Add(1)
+	go func() {
+		defer b.gets.Done()
+		get()
+	}()
+	return true
 }
 
 // startError says why the bucket could not be reached: the endpoint, the bucket or the access.
@@ -161,8 +208,11 @@ func (b *Bucket) startError(err error) error {
 	}
 	var ne net.Error
 	var oe *net.OpError
+	var de *net.DNSError
 	var re *awshttp.ResponseError
 	switch {
+	case b.opts.Endpoint != "" && !b.opts.PathStyle && errors.As(err, &de) && de.IsNotFound:
+		return fmt.Errorf("cannot reach bucket %q at %s as host %s: add --s3-path-style for a server that takes the bucket in the path (most MinIO and Ceph set-ups), else check --s3-endpoint: %w", b.bucket, endpoint, de.Name, err)
 	case errors.As(err, &oe) || (errors.As(err, &ne) && ne.Timeout()):
 		return fmt.Errorf("cannot reach the S3 endpoint %s (check --s3-endpoint): %w", endpoint, err)
 	case errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound:

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -65,10 +67,12 @@ func TestOpenErrors(t *testing.T) {
 		{"wrong bucket", s.Endpoint(), "s3://nope/videos", `bucket "nope" not found at ` + s.Endpoint(), s3test.Env},
 		{"wrong endpoint", "http://127.0.0.1:1", "s3://data/videos", "cannot reach the S3 endpoint http://127.0.0.1:1", s3test.Env},
 		{"not a URL", s.Endpoint(), "s3:///videos", "want s3://BUCKET", s3test.Env},
+		// The bucket in the host name (data.localhost), which a server on localhost is not.
+		{"no path style", "http://localhost:" + s.Addr[strings.LastIndex(s.Addr, ":")+1:], "s3://data/videos", "--s3-path-style", s3test.Env},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.env(t)
-			_, err := s3src.Open(context.Background(), c.url, s3src.Options{Endpoint: c.endpoint, PathStyle: true, Timeout: 5 * time.Second})
+			_, err := s3src.Open(context.Background(), c.url, s3src.Options{Endpoint: c.endpoint, PathStyle: c.name != "no path style", Timeout: 5 * time.Second})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Open: %v, want an error saying %q", err, c.want)
 			}
@@ -190,5 +194,93 @@ func TestNetworkDown(t *testing.T) {
 	want, _ := os.ReadFile(testvideo.Path("vp9.webm"))
 	if !bytes.Equal(got, want) {
 		t.Fatal("bytes differ once the network is back")
+	}
+}
+
+// TestCloseEndsReadsAndGoroutines: Close ends the reads waiting on a network that is down at
+// once, not after the bound, and leaves no goroutine behind (GETs, their retries, connections).
+func TestCloseEndsReadsAndGoroutines(t *testing.T) {
+	_, p := bucketOf(t)
+	base := runtime.NumGoroutine()
+	b := open(t, p.Endpoint(), "s3://data/videos/", s3src.Options{Timeout: 10 * time.Minute})
+	objs, err := b.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Prefetch(context.Background(), b.Path(objs[0].Rel), 0, 1<<62); err != nil {
+		t.Fatal(err)
+	}
+	p.SetDown(true)
+	errs := make(chan error, 3)
+	for _, o := range objs[1:4] {
+		src, err := b.Open(b.Path(o.Rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			_, err := src.ReadAt(make([]byte, 100), 0)
+			errs <- err
+		}()
+	}
+	for _, _, _, faults := p.Counts(); faults < 3; _, _, _, faults = p.Counts() {
+		runtime.Gosched() // until the reads' GETs have failed at least once
+	}
+	b.Close()
+	for range 3 {
+		if err := <-errs; !errors.Is(err, s3src.ErrUnavailable) {
+			t.Errorf("read ended by Close: %v, want ErrUnavailable", err)
+		}
+	}
+	src, _ := b.Open(b.Path(objs[4].Rel))
+	if _, err := src.ReadAt(make([]byte, 100), 0); !errors.Is(err, s3src.ErrUnavailable) {
+		t.Errorf("read after Close: %v, want ErrUnavailable", err)
+	}
+	p.SetDown(false)
+	// The proxy's own connections to the server, idle in the default transport, are not the
+	// bucket's.
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	// The connections' goroutines end as their peers see them closed; a minute is a failsafe.
+	for deadline := time.Now().Add(time.Minute); runtime.NumGoroutine() > base; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines a minute after Close, %d before Open:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+	}
+}
+
+// TestCacheBound: reading every object through, as a demuxer does (a block at a time, in file
+// order, so that reads fetch ahead), and in random order, the fetched bytes held never exceed
+// the bucket's memory, small as it is against the runs a GET may fetch (8 MiB by default).
+func TestCacheBound(t *testing.T) {
+	_, p := bucketOf(t)
+	b := open(t, p.Endpoint(), "s3://data/videos/", s3src.Options{CacheBytes: 16 << 10, BlockSize: 4 << 10})
+	objs, err := b.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string) {
+		if st := b.Stats(); st.CacheBytes > st.CacheCapacity {
+			t.Fatalf("%s: %d bytes held, more than the bound of %d", what, st.CacheBytes, st.CacheCapacity)
+		}
+	}
+	for _, o := range objs {
+		src, err := b.Open(b.Path(o.Rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4<<10)
+		for off := int64(0); off < o.Size; off += int64(len(buf)) {
+			if _, err := src.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+				t.Fatalf("%s at %d: %v", o.Rel, off, err)
+			}
+			check(o.Rel)
+		}
+		if _, err := readAll(t, src); err != nil {
+			t.Fatal(err)
+		}
+		check(o.Rel)
+	}
+	if st := b.Stats(); st.Evicted == 0 {
+		t.Fatalf("nothing evicted: %+v", st)
 	}
 }

@@ -113,10 +113,15 @@ func (b *Bucket) object(path string) (*object, error) {
 	return o, nil
 }
 
-// reader reads an object through the block cache.
+// reader reads an object through the block cache, for one demuxer (FFmpeg calls it from one
+// goroutine at a time, so its fields need no lock).
 type reader struct {
 	b *Bucket
 	o *object
+	// next is where the last read ended; window is how many blocks a read that starts there
+	// and finds its bytes missing fetches (doubling, up to MaxRun), so that a demuxer reading
+	// through an object (a probe reads every packet) takes a GET per MaxRun, not per block.
+	next, window int64
 }
 
 // Size is the object's size as listed.
@@ -129,7 +134,7 @@ func (r *reader) ReadAt(p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	n := int(min(int64(len(p)), r.o.size-off))
-	ctx, cancel := context.WithTimeout(context.Background(), r.b.opts.Timeout)
+	ctx, cancel := context.WithTimeout(r.b.ctx, r.b.opts.Timeout)
 	defer cancel()
 	for {
 		done, err := r.read(ctx, p[:n], off)
@@ -143,19 +148,30 @@ func (r *reader) ReadAt(p []byte, off int64) (int, error) {
 	}
 }
 
-// read is one try of ReadAt for bytes within the object.
+// read is one try of ReadAt for bytes within the object. A read that follows the last fetches
+// the blocks after its own with them, as many as the window says, which doubles each time.
 func (r *reader) read(ctx context.Context, p []byte, off int64) (int, error) {
-	blocks, err := r.b.fetch(ctx, r.o, off, off+int64(len(p)), false)
+	bs := r.b.opts.BlockSize
+	end := off + int64(len(p))
+	if off != r.next || r.window == 0 {
+		r.window = 1
+	}
+	ahead := min(r.o.size, max(end, (off/bs+r.window)*bs))
+	blocks, missed, err := r.b.fetch(ctx, r.o, off, ahead, false)
 	if err != nil {
 		return 0, err
 	}
-	bs := r.b.opts.BlockSize
+	blocks = blocks[:(end-1)/bs-off/bs+1] // those of the read's bytes
+	if missed && off == r.next {
+		r.window = min(2*r.window, r.b.opts.MaxRun/bs)
+	}
+	r.next = end
 	done := 0
 	for _, bl := range blocks {
 		select {
 		case <-bl.done:
 		case <-ctx.Done():
-			return done, fmt.Errorf("%s: no bytes within %v (--s3-timeout): %w: %w", r.o.path, r.b.opts.Timeout, ErrUnavailable, ctx.Err())
+			return done, r.b.unavailable(fmt.Sprintf("%s: no bytes within %v (--s3-timeout)", r.o.path, r.b.opts.Timeout), ctx.Err())
 		}
 		if bl.err != nil {
 			return done, bl.err
@@ -179,33 +195,49 @@ func (b *Bucket) Prefetch(ctx context.Context, path string, off, end int64) (n i
 	if off >= end {
 		return 0, nil
 	}
-	_, err = b.fetch(ctx, o, off, end, true)
+	_, _, err = b.fetch(ctx, o, off, end, true)
 	return end - off, err
 }
 
 // fetch returns the blocks holding [off, end) of o, starting GETs for those neither in memory
-// nor on their way, in runs of consecutive blocks. With wait it waits for the GETs' tokens
-// before returning (Prefetch); otherwise the GETs wait for them in the background.
-func (b *Bucket) fetch(ctx context.Context, o *object, off, end int64, wait bool) ([]*block, error) {
+// nor on their way, in runs of consecutive blocks, and whether there were any. With wait it
+// waits for the GETs' tokens before returning (Prefetch); otherwise the GETs wait for them in
+// the background.
+func (b *Bucket) fetch(ctx context.Context, o *object, off, end int64, wait bool) ([]*block, bool, error) {
 	if c := o.changed.Load(); c != nil {
-		return nil, c
+		return nil, false, c
 	}
 	bs := b.opts.BlockSize
 	blocks, runs := b.cache.want(o, off/bs, (end-1)/bs, b.opts.MaxRun/bs, wait, &b.counters)
 	for i, r := range runs {
 		if !wait {
-			go b.get(o, r)
+			if !b.spawn(func() { b.get(o, r) }) {
+				b.cache.fail(r, b.unavailable(o.path, context.Canceled))
+			}
 			continue
 		}
-		if err := b.acquire(ctx, o); err != nil {
+		err := b.acquire(ctx, o)
+		if err == nil && !b.spawn(func() { b.getHeld(o, r) }) {
+			b.release(o)
+			err = b.unavailable(o.path, context.Canceled)
+		}
+		if err != nil {
 			for _, r := range runs[i:] {
 				b.cache.fail(r, err)
 			}
-			return nil, err
+			return nil, true, err
 		}
-		go b.getHeld(o, r)
 	}
-	return blocks, nil
+	return blocks, len(runs) > 0, nil
+}
+
+// unavailable is the error of a read or a GET that gave up, what saying which, for err (the
+// bound's, or the bucket's Close's): ErrUnavailable either way.
+func (b *Bucket) unavailable(what string, err error) error {
+	if b.ctx.Err() != nil {
+		return fmt.Errorf("%s: %w: the mount is closing", what, ErrUnavailable)
+	}
+	return fmt.Errorf("%s: %w: %w", what, ErrUnavailable, err)
 }
 
 func (b *Bucket) acquire(ctx context.Context, o *object) error {
@@ -230,10 +262,10 @@ func (b *Bucket) release(o *object) {
 
 // get fetches a run of blocks once a GET may start, within the bucket's Timeout.
 func (b *Bucket) get(o *object, r []*block) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.opts.Timeout)
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.Timeout)
 	defer cancel()
 	if err := b.acquire(ctx, o); err != nil {
-		b.cache.fail(r, fmt.Errorf("%s: no GET could start within %v (--s3-timeout): %w: %w", o.path, b.opts.Timeout, ErrUnavailable, err))
+		b.cache.fail(r, b.unavailable(fmt.Sprintf("%s: no GET could start within %v (--s3-timeout)", o.path, b.opts.Timeout), err))
 		return
 	}
 	b.getHeld(o, r)
@@ -243,7 +275,7 @@ func (b *Bucket) get(o *object, r []*block) {
 // bodies with backoff until the bucket's Timeout, and hands the blocks their bytes or the error.
 func (b *Bucket) getHeld(o *object, r []*block) {
 	defer b.release(o)
-	ctx, cancel := context.WithTimeout(context.Background(), b.opts.Timeout)
+	ctx, cancel := context.WithTimeout(b.ctx, b.opts.Timeout)
 	defer cancel()
 	bs := b.opts.BlockSize
 	start, end := r[0].idx*bs, min((r[len(r)-1].idx+1)*bs, o.size)
@@ -265,7 +297,7 @@ func (b *Bucket) getHeld(o *object, r []*block) {
 			break
 		}
 		if ctx.Err() != nil {
-			err = fmt.Errorf("%s: bytes %d-%d not fetched within %v (--s3-timeout): %w: %w", o.path, start, end-1, b.opts.Timeout, ErrUnavailable, err)
+			err = b.unavailable(fmt.Sprintf("%s: bytes %d-%d not fetched within %v (--s3-timeout)", o.path, start, end-1, b.opts.Timeout), err)
 			break
 		}
 		b.counters.retry(throttled(err))
@@ -401,7 +433,7 @@ func (c *blockCache) want(o *object, first, last, maxRun int64, ahead bool, n *c
 }
 
 // fill gives a run of blocks their bytes, consecutive from the run's first block, and evicts the
-// least recently used blocks past the bound.
+// least recently used blocks past the bound, the run's own included when it is larger.
 func (c *blockCache) fill(r []*block, data []byte, bs int64, n *counters) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -411,7 +443,8 @@ func (c *blockCache) fill(r []*block, data []byte, bs int64, n *counters) {
 		c.used += int64(len(bl.data))
 		close(bl.done)
 	}
-	for c.used > c.capacity && c.lru.Len() > len(r) {
+	// The run's own blocks go last; those evicted still serve the reads waiting for them.
+	for c.used > c.capacity {
 		old := c.lru.Remove(c.lru.Back()).(*block)
 		old.elem = nil
 		c.used -= int64(len(old.data))
