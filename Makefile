@@ -44,7 +44,7 @@ demo: build
 # then the disk tier, --decode fast, one paced reader, memory maps and memory by part (bench/beyond.py);
 # then scale: 40, 1,000 and 10,000 videos (bench/scale.py); then a bucket through 20 and 100 ms of
 # round trip (bench/s3.py); all figures go into docs/benchmarks.md and docs/benchmarks*.png.
-# About 45 minutes on 2 cores.
+# About 40 minutes on 2 cores.
 bench: build bin/s3serve
 	scripts/setup.sh bench
 	scripts/bench-decode.sh 2
@@ -85,7 +85,7 @@ bench-soak: build
 
 # Object storage (issue 21) alone, printed: versitygw behind a proxy adding 20 and 100 ms of round
 # trip and a 50 MB/s cap; vidfs on the bucket with and without a plan, vidfs over s3fs-fuse, and
-# local disk, taking turns, paced (bench/s3.py --help). About 15 minutes on 2 cores.
+# local disk, taking turns, paced (bench/s3.py --help). About 10 minutes on 2 cores.
 bench-s3: build bin/s3serve
 	scripts/setup.sh bench
 	/usr/bin/python3 bench/s3.py
