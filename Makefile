@@ -5,7 +5,7 @@ GO      ?= go
 # Runs go with FFmpeg 7's pkg-config directory: a system FFmpeg 7, or the cached build.
 GOENV    = scripts/with-ffmpeg
 
-.PHONY: all deps build test test-short demo bench bench-decode bench-tier bench-scale bench-scale-large bench-soak testdata dist test-dist clean help
+.PHONY: all deps build test test-short demo bench bench-decode bench-tier bench-scale bench-scale-large bench-soak bench-s3 testdata dist test-dist clean help
 
 all: build
 
@@ -42,14 +42,16 @@ demo: build
 
 # Decode benchmarks (vidfs, PyAV, ffmpeg floor), then every loader side by side, fio, vidfs bench;
 # then the disk tier, --decode fast, one paced reader, memory maps and memory by part (bench/beyond.py);
-# then scale: 40, 1,000 and 10,000 videos (bench/scale.py); all figures go into docs/benchmarks.md
-# and docs/benchmarks*.png. About 30 minutes on 2 cores.
-bench: build
+# then scale: 40, 1,000 and 10,000 videos (bench/scale.py); then a bucket through 20 and 100 ms of
+# round trip (bench/s3.py); all figures go into docs/benchmarks.md and docs/benchmarks*.png.
+# About 40 minutes on 2 cores.
+bench: build bin/s3serve
 	scripts/setup.sh bench
 	scripts/bench-decode.sh 2
 	/usr/bin/python3 bench/run.py
 	/usr/bin/python3 bench/beyond.py
 	/usr/bin/python3 bench/scale.py --sizes $(SCALE_SIZES) --doc docs/benchmarks.md
+	/usr/bin/python3 bench/s3.py --doc docs/benchmarks.md
 
 bench-decode: build
 	scripts/setup.sh bench
@@ -80,6 +82,17 @@ bench-scale-large: build
 bench-soak: build
 	scripts/setup.sh bench
 	/usr/bin/python3 bench/soak.py --seconds $(SOAK_SECONDS)
+
+# Object storage (issue 21) alone, printed: versitygw behind a proxy adding 20 and 100 ms of round
+# trip and a 50 MB/s cap; vidfs on the bucket with and without a plan, vidfs over s3fs-fuse, and
+# local disk, taking turns, paced (bench/s3.py --help). About 10 minutes on 2 cores.
+bench-s3: build bin/s3serve
+	scripts/setup.sh bench
+	/usr/bin/python3 bench/s3.py
+
+# The S3 benchmark's server: versitygw and internal/s3test's proxy, driven on stdin.
+bin/s3serve: build
+	$(GOENV) $(GO) build -o bin/s3serve ./internal/s3test/s3serve
 
 # The release, built in a Debian 11 userland to start on glibc 2.31 and later:
 # dist/vidfs-VERSION-linux-x86_64.tar.gz and dist/vidfs-VERSION-py3-none-manylinux_2_31_x86_64.whl.

@@ -16,8 +16,9 @@ case $purpose in
   # pip and setuptools for the package's install test, fio, tmux (vidfs top's test).
   test) pkgs+=(fuse3 ffmpeg opencv-doc python3-numpy fio tmux python3-torch python3-venv python3-pip python3-setuptools) ;;
   demo) pkgs+=(fuse3 python3-numpy) ;;
-  # Benchmarks: the loaders vidfs is compared with, and matplotlib for the chart.
-  bench) pkgs+=(fuse3 ffmpeg opencv-doc python3-numpy python3-av python3-opencv python3-torch python3-matplotlib fio) ;;
+  # Benchmarks: the loaders vidfs is compared with, matplotlib for the chart, and s3fs-fuse (the
+  # general-purpose FUSE client of a bucket that bench/s3.py puts under vidfs).
+  bench) pkgs+=(fuse3 ffmpeg opencv-doc python3-numpy python3-av python3-opencv python3-torch python3-matplotlib fio s3fs) ;;
   # The release (scripts/dist.sh): debootstrap makes the Debian 11 userland it is built in; it
   # needs no FFmpeg of this machine's. Its tests: userlands again, FUSE and NumPy for the reference.
   dist) pkgs+=(debootstrap) ;;
@@ -58,7 +59,7 @@ fi
 
 [ "$purpose" = dist ] || "$(dirname "$0")/ffmpeg.sh" >/dev/null
 
-# Tests: versitygw, the S3 server the object storage tests start (built once, about 3 minutes,
+# Tests and benchmarks: versitygw, the S3 server the object storage tests and bench/s3.py start (built once, about 3 minutes,
 # into the cache; the tests skip, saying so, without it).
 if [ "$purpose" = test ] || [ "$purpose" = bench ]; then
   vgw_dir=${XDG_CACHE_HOME:-$HOME/.cache}/vidfs/versitygw

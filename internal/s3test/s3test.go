@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -45,9 +46,20 @@ func Binary() (string, error) {
 	return exec.LookPath("versitygw")
 }
 
+// T is what Start and NewProxy need of a test: a testing.TB, or a command's own (the
+// benchmark's server, internal/s3test/s3serve).
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+}
+
 // Server is a running versitygw serving Dir/BUCKET/ as bucket BUCKET.
 type Server struct {
-	tb       testing.TB
+	tb       T
 	bin, Dir string
 	Addr     string // host:port
 	cmd      *exec.Cmd
@@ -55,7 +67,7 @@ type Server struct {
 
 // Start starts versitygw on a free port over a new directory, or skips the test, saying how to
 // build it, when it is not there. It is stopped at the end of the test.
-func Start(tb testing.TB) *Server {
+func Start(tb T) *Server {
 	tb.Helper()
 	bin, err := Binary()
 	if err != nil {
@@ -170,6 +182,10 @@ type Proxy struct {
 	gets      atomic.Int64 // GETs of objects (with a Range)
 	lists     atomic.Int64 // ListObjectsV2 requests
 	faults    atomic.Int64 // requests failed on purpose
+	objGets   atomic.Int64 // GETs of objects, ranged or whole (not listings)
+	bytesOut  atomic.Int64 // bytes of the answers' bodies forwarded to the client
+
+	link link // the bandwidth cap shared by every answer
 
 	getsMu sync.Mutex // guards getLog
 	getLog []string   // the ranged GETs forwarded, in order: "KEY bytes=A-B"
@@ -179,7 +195,7 @@ type Proxy struct {
 }
 
 // NewProxy starts a proxy to target (host:port), stopped at the end of the test.
-func NewProxy(tb testing.TB, target string) *Proxy {
+func NewProxy(tb T, target string) *Proxy {
 	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -221,7 +237,10 @@ func NewProxy(tb testing.TB, target string) *Proxy {
 				p.getLog = append(p.getLog, r.URL.Path+" "+r.Header.Get("Range"))
 				p.getsMu.Unlock()
 			}
-			rp.ServeHTTP(w, r)
+			if r.Method == http.MethodGet && r.URL.RawQuery == "" && strings.Count(strings.Trim(r.URL.Path, "/"), "/") >= 1 {
+				p.objGets.Add(1)
+			}
+			rp.ServeHTTP(&capped{ResponseWriter: w, p: p}, r)
 		}
 	})}
 	go p.srv.Serve(l)
@@ -240,6 +259,67 @@ func reset(w http.ResponseWriter) {
 	}
 	conn.Close()
 }
+
+// link paces the bytes of every answer through one link of a given bandwidth: each write
+// reserves its share of the link's time, after the writes before it, and waits for its end.
+type link struct {
+	bps  atomic.Int64 // bytes a second; 0: no cap
+	mu   sync.Mutex   // guards free
+	free time.Time    // when the link has sent everything reserved so far
+}
+
+// wait blocks until n more bytes have had their time on the link.
+func (l *link) wait(n int) {
+	bps := l.bps.Load()
+	if bps <= 0 || n == 0 {
+		return
+	}
+	l.mu.Lock()
+	now := time.Now()
+	if l.free.Before(now) {
+		l.free = now
+	}
+	l.free = l.free.Add(time.Duration(float64(n) / float64(bps) * float64(time.Second)))
+	until := l.free
+	l.mu.Unlock()
+	time.Sleep(time.Until(until))
+}
+
+// capped is an answer's writer through the proxy's link, counting its body's bytes.
+type capped struct {
+	http.ResponseWriter
+	p *Proxy
+}
+
+// Write sends b in pieces of at most 64 KiB, each after its time on the link.
+func (c *capped) Write(b []byte) (int, error) {
+	done := 0
+	for len(b) > 0 {
+		n := min(len(b), 64<<10)
+		c.p.link.wait(n)
+		m, err := c.ResponseWriter.Write(b[:n])
+		done += m
+		c.p.bytesOut.Add(int64(m))
+		if err != nil {
+			return done, err
+		}
+		b = b[n:]
+	}
+	return done, nil
+}
+
+// Flush passes a flush on to the connection (httputil.ReverseProxy flushes as it copies).
+func (c *capped) Flush() { http.NewResponseController(c.ResponseWriter).Flush() }
+
+// Unwrap gives http.ResponseController the connection's writer.
+func (c *capped) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// SetBandwidth caps the bytes a second of all answers together (0: no cap).
+func (p *Proxy) SetBandwidth(bytesPerSecond int64) { p.link.bps.Store(bytesPerSecond) }
+
+// Traffic is the GETs of objects (ranged or whole, not listings) the proxy has forwarded, and
+// the bytes of all the answers' bodies.
+func (p *Proxy) Traffic() (objectGETs, bodyBytes int64) { return p.objGets.Load(), p.bytesOut.Load() }
 
 // GetLog returns the ranged GETs forwarded so far, in order, as "/BUCKET/KEY bytes=A-B".
 func (p *Proxy) GetLog() []string {
