@@ -1,6 +1,7 @@
 package order
 
 import (
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -93,4 +94,32 @@ func TestDuesReadDuringPublish(t *testing.T) {
 	if ps.Due(6) != -1 {
 		t.Errorf("Due(6) = %d once Done, want -1", ps.Due(6))
 	}
+}
+
+// TestRepublishShare: the dues are worked out anew in the background no more often than
+// republishShare times the last publish's length, so that plans however long cost a bounded
+// share of a core to keep fresh: with a publish taking 1 s, none in 30 s of reads at a
+// moving pace (each read would start one at once, as often as once a second, otherwise).
+func TestRepublishShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := NewPlans(8, 16, 0)
+		entries := make([]int32, 2000)
+		for i := range entries {
+			entries[i] = int32(i)
+		}
+		var republished atomic.Int32
+		ps.OnRepublish(func() { republished.Add(1) })
+		ps.Set("p", entries, false)
+		ps.mu.Lock()
+		ps.publishCost = time.Second // as if the plans took a second to work out
+		ps.mu.Unlock()
+		for s := range 300 { // 10 a second, then 20: the pace moves
+			readAt(ps, s, time.Now())
+			time.Sleep(time.Duration(100-50*(s/150)) * time.Millisecond)
+			synctest.Wait()
+		}
+		if n := republished.Load(); n != 0 {
+			t.Errorf("%d republishes in 30 s after a publish of 1 s; want none before 50 s", n)
+		}
+	})
 }

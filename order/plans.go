@@ -89,6 +89,9 @@ type Plans struct {
 	published    time.Time
 	republishing bool
 	onRepublish  func()
+	// publishCost is how long the last publish took, from the first lock to the swap: a
+	// republish waits republishShare times as long after the last (see republishDue).
+	publishCost time.Duration
 }
 
 // republishEvery is how old the published dues may grow before a read has them worked out
@@ -102,6 +105,11 @@ const (
 	// minRepublish is the least time between publishes a moving pace starts, so that a pace
 	// that swings does not have the plans worked out over and over.
 	minRepublish = time.Second
+	// republishShare: a republish (its work grows with the plans) waits at least this many
+	// times as long as the last publish took, so that keeping the dues fresh costs at most
+	// 1/republishShare of a core however long the plans (a plan of 8 million entries takes
+	// some 0.1 s to work out).
+	republishShare = 50
 )
 
 // tickMs is the resolution of published dues: a tick is 4 ms from Plans' start, so an int32
@@ -363,7 +371,7 @@ func (ps *Plans) publish() {
 		dues[s] = ps.tick(now, 0)
 	}
 	clear(ps.touched)
-	ps.building = false
+	ps.building, ps.publishCost = false, time.Since(now)
 	ps.dues.Store(&dues)
 }
 
@@ -373,9 +381,10 @@ func (ps *Plans) republishDue(p *plan, now time.Time, pace float64) bool {
 	if ps.republishing || ps.building {
 		return false
 	}
-	if since := now.Sub(ps.published); since >= republishEvery {
+	rest := ps.publishCost * republishShare
+	if since := now.Sub(ps.published); since >= max(republishEvery, rest) {
 		return true
-	} else if since < minRepublish {
+	} else if since < max(minRepublish, rest) {
 		return false
 	}
 	v := p.pace.or(pace)
