@@ -150,8 +150,9 @@ type planWriter struct {
 	// mu guards state and buf. LOCK ORDERING: a writer's mu, then, one at a time,
 	// pendingEmpties.mu (add, remove), the owners' mu (setPlan: the writer's process, /proc read
 	// without it), order.Plans' setMu and mu (setPlan: the plan is built and published with this
-	// mu held, so one open's plan is applied whole before its close returns), and the problem
-	// log's; the cache is kicked (no lock). None of those calls back into a writer, and
+	// mu held, so one open's plan is applied whole before its close returns), the cache's and the
+	// disk tier's mu (their Replanned, each briefly), and the problem log's; the source's fetcher
+	// is told (PlanMoved, no lock). None of those calls back into a writer, and
 	// pendingEmpties.settle takes a writer's mu holding no lock of its own. Readers of the
 	// mount's data take none of these but the plans' and the owners', each briefly: they never
 	// wait for a plan being built.
