@@ -480,7 +480,7 @@ def main():
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--batches", type=int, default=5, help="paced batches counted in each run, after the first")
+    ap.add_argument("--batches", type=int, default=20, help="paced batches counted in each run, after the first (few batches overstate bytes a sample: what was fetched ahead for samples not yet read is counted against those read)")
     ap.add_argument("--latencies", default="20,100", help="added round trips, ms")
     ap.add_argument("--bandwidth", type=float, default=50e6, help="bytes a second, all answers together")
     ap.add_argument("--pace", type=float, default=0.6, help="the step: local disk's flat-out rate times this")
