@@ -115,3 +115,42 @@ func TestProbeCacheSharedChild(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeCacheVanishingSegment: a segment the listing shows but that is gone when opened, every
+// time (another node's merges removing segments between each listing and opening, as in
+// TestProbeCacheSharedWriters; here a dangling link, so that it happens every time), costs
+// neither the segments that are there nor a keyframe marked unusable meanwhile.
+func TestProbeCacheVanishingSegment(t *testing.T) {
+	src, cacheDir := t.TempDir(), t.TempDir()
+	copyFile(t, testvideo.Path("h264_gop16.mp4"), filepath.Join(src, "a.mp4"))
+	var last Progress
+	scan := func() []int {
+		tables, vs, err := Scan(context.Background(), Options{Root: src, CacheDir: cacheDir, Progress: func(p Progress) { last = p }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tables.Close()
+		info, err := tables.Info(vs[0].Table, vs[0].Brief.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var marked []int
+		for _, k := range info.Keyframes {
+			if k.Unusable {
+				marked = append(marked, k.Frame)
+			}
+		}
+		return marked
+	}
+	scan()
+	gone := filepath.Join(CachePath(cacheDir, src), fmt.Sprintf("%020d-gone%s", 0, segSuffix))
+	if err := os.Symlink(gone+".removed", gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := RememberUnusable(cacheDir, src, map[string][]int{filepath.Join(src, "a.mp4"): {32}}); err != nil {
+		t.Fatal(err)
+	}
+	if marked := scan(); fmt.Sprint(marked) != "[32]" || last.Cached != 1 {
+		t.Errorf("with a segment that vanishes: keyframes %v marked, want [32]; %d of 1 from the cache", marked, last.Cached)
+	}
+}
