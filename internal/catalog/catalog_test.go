@@ -104,27 +104,11 @@ func TestScan(t *testing.T) {
 func TestRememberUnusable(t *testing.T) {
 	src, cacheDir := t.TempDir(), t.TempDir()
 	copyFile(t, testvideo.Path("h264_gop16.mp4"), filepath.Join(src, "a.mp4"))
-	scan := func() *decode.Info {
-		tables, vs, err := Scan(context.Background(), Options{Root: src, CacheDir: cacheDir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tables.Close()
-		info, err := tables.Info(vs[0].Table, vs[0].Brief.Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info
-	}
-	if err := RememberUnusable(cacheDir, src, map[string][]int{scan().Path: {32, 48}}); err != nil {
+	opts := Options{Root: src, CacheDir: cacheDir}
+	if err := RememberUnusable(cacheDir, src, map[string][]int{scanFirst(t, opts).Path: {32, 48}}); err != nil {
 		t.Fatal(err)
 	}
-	var marked []int
-	for _, k := range scan().Keyframes {
-		if k.Unusable {
-			marked = append(marked, k.Frame)
-		}
-	}
+	marked := markedFrames(scanFirst(t, opts))
 	if fmt.Sprint(marked) != "[32 48]" {
 		t.Errorf("keyframes unusable after a rescan: %v, want [32 48]", marked)
 	}

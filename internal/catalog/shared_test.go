@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/testvideo"
 )
 
@@ -75,13 +76,7 @@ func TestProbeCacheSharedWriters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var marked []int
-		for _, kf := range info.Keyframes {
-			if kf.Unusable {
-				marked = append(marked, kf.Frame)
-			}
-		}
-		if want := childMarks(k); fmt.Sprint(marked) != fmt.Sprint(want) {
+		if marked, want := markedFrames(info), childMarks(k); fmt.Sprint(marked) != fmt.Sprint(want) {
 			t.Errorf("%s: keyframes %v marked, want %v (%d segments)", v.Rel, marked, want, len(names))
 		}
 	}
@@ -114,4 +109,52 @@ func TestProbeCacheSharedChild(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestProbeCacheVanishingSegment: a segment the listing shows but that is gone when opened, every
+// time (another node's merges removing segments between each listing and opening, as in
+// TestProbeCacheSharedWriters; here a dangling link, so that it happens every time), costs
+// neither the segments that are there nor a keyframe marked unusable meanwhile.
+func TestProbeCacheVanishingSegment(t *testing.T) {
+	src, cacheDir := t.TempDir(), t.TempDir()
+	copyFile(t, testvideo.Path("h264_gop16.mp4"), filepath.Join(src, "a.mp4"))
+	var last Progress
+	opts := Options{Root: src, CacheDir: cacheDir, Progress: func(p Progress) { last = p }}
+	scanFirst(t, opts)
+	gone := filepath.Join(CachePath(cacheDir, src), fmt.Sprintf("%020d-gone%s", 0, segSuffix))
+	if err := os.Symlink(gone+".removed", gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := RememberUnusable(cacheDir, src, map[string][]int{filepath.Join(src, "a.mp4"): {32}}); err != nil {
+		t.Fatal(err)
+	}
+	if marked := markedFrames(scanFirst(t, opts)); fmt.Sprint(marked) != "[32]" || last.Cached != 1 {
+		t.Errorf("with a segment that vanishes: keyframes %v marked, want [32]; %d of 1 from the cache", marked, last.Cached)
+	}
+}
+
+// scanFirst scans with opts and returns the full probe table of the first video found.
+func scanFirst(t *testing.T, opts Options) *decode.Info {
+	t.Helper()
+	tables, vs, err := Scan(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tables.Close()
+	info, err := tables.Info(vs[0].Table, vs[0].Brief.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+// markedFrames are the frames of info's keyframes marked unusable.
+func markedFrames(info *decode.Info) []int {
+	var marked []int
+	for _, k := range info.Keyframes {
+		if k.Unusable {
+			marked = append(marked, k.Frame)
+		}
+	}
+	return marked
 }

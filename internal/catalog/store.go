@@ -12,9 +12,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -102,38 +103,51 @@ func (r Ref) Valid() bool { return r.seg > 0 }
 func storeDir(dir, root string) string { return CachePath(dir, root) }
 
 // openSegments opens the segments of root under dir, oldest first; those that cannot be read or
-// are not of this version are skipped (and their videos probed again). A segment removed between
-// the listing and its opening (another node merged it) makes it list again, a few times.
+// are not of this version are skipped (and their videos probed again).
+//
+// A segment listed but gone when opened was removed by another node's merge, which put the
+// merged segment in place before removing any: openSegments then lists again and opens the names
+// it has not seen, keeping those it opened already (their tables and marks stay readable, and are
+// in the union), until a listing shows no name newly gone, or maxListings were made. It never
+// gives up on the segments it opened: a view without them would make a scan probe its videos
+// again, and RememberUnusable drop its marks for videos it does not find.
 func openSegments(dir, root string) []*segment {
 	if dir == "" {
 		return nil
 	}
-	for range 3 {
+	const maxListings = 64
+	opened := map[string]*segment{}
+	gone := map[string]bool{}
+	for range maxListings {
 		names, err := filepath.Glob(filepath.Join(storeDir(dir, root), "*"+segSuffix))
-		if err != nil || len(names) == 0 {
-			return nil
+		if err != nil {
+			break
 		}
-		sort.Strings(names)
-		var segs []*segment
 		vanished := false
 		for _, name := range names {
-			s, err := readSegment(name, root)
-			if errors.Is(err, os.ErrNotExist) {
-				vanished = true
-				break
+			if opened[name] != nil || gone[name] {
+				continue
 			}
-			if err == nil {
-				segs = append(segs, s)
+			s, err := readSegment(name, root)
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+				gone[name], vanished = true, true
+			case err == nil:
+				opened[name] = s
+			default:
+				gone[name] = true // unreadable: skipped, not read again
 			}
 		}
 		if !vanished {
-			return segs
-		}
-		for _, s := range segs {
-			s.f.Close()
+			break
 		}
 	}
-	return nil
+	names := slices.Sorted(maps.Keys(opened))
+	segs := make([]*segment, len(names))
+	for i, name := range names {
+		segs[i] = opened[name]
+	}
+	return segs
 }
 
 // readSegment opens a segment and reads its preamble and index.
