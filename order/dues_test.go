@@ -59,10 +59,7 @@ func TestDuesIdle(t *testing.T) {
 func TestDuesFollowPace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ps := NewPlans(8, 16, 0)
-		entries := make([]int32, 2000)
-		for i := range entries {
-			entries[i] = int32(i)
-		}
+		entries := inOrder(2000)
 		ps.Set("p", entries, false) // at 100 samples a second assumed
 		for s := range 300 {        // read at 10 a second
 			readAt(ps, s, time.Now())
@@ -103,10 +100,7 @@ func TestDuesReadDuringPublish(t *testing.T) {
 func TestRepublishShare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ps := NewPlans(8, 16, 0)
-		entries := make([]int32, 2000)
-		for i := range entries {
-			entries[i] = int32(i)
-		}
+		entries := inOrder(2000)
 		var republished atomic.Int32
 		ps.OnRepublish(func() { republished.Add(1) })
 		ps.Set("p", entries, false)
@@ -122,4 +116,13 @@ func TestRepublishShare(t *testing.T) {
 			t.Errorf("%d republishes in 30 s after a publish of 1 s; want none before 50 s", n)
 		}
 	})
+}
+
+// inOrder is a plan of samples 0 to n-1, in order.
+func inOrder(n int) []int32 {
+	entries := make([]int32, n)
+	for i := range entries {
+		entries[i] = int32(i)
+	}
+	return entries
 }
