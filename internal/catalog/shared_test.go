@@ -158,3 +158,42 @@ func markedFrames(info *decode.Info) []int {
 	}
 	return marked
 }
+
+// TestReprobedKeepsMarks: a video whose newest table lacks marks an older one has, and whose
+// newest table cannot be read back (its segment damaged, or on a shared filesystem removed by
+// another node's merge), is probed again; the fresh table carries the marks known for it.
+func TestReprobedKeepsMarks(t *testing.T) {
+	src, cacheDir := t.TempDir(), t.TempDir()
+	copyFile(t, testvideo.Path("h264_gop16.mp4"), filepath.Join(src, "a.mp4"))
+	opts := Options{Root: src, CacheDir: cacheDir}
+	scanFirst(t, opts)
+	store := CachePath(cacheDir, src)
+	first, _ := filepath.Glob(filepath.Join(store, "*"+segSuffix))
+	if len(first) != 1 {
+		t.Fatalf("segments after the first scan: %v", first)
+	}
+	if err := RememberUnusable(cacheDir, src, map[string][]int{filepath.Join(src, "a.mp4"): {32}}); err != nil {
+		t.Fatal(err)
+	}
+	// A newer segment with the unmarked table (as a node that had not seen the mark writes),
+	// whose record is damaged.
+	newer := filepath.Join(store, "99999999999999999999-newer"+segSuffix)
+	copyFile(t, first[0], newer)
+	s, err := readSegment(newer, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := s.index[0]
+	s.f.Close()
+	f, err := os.OpenFile(newer, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, e.Len), e.Off); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if marked := markedFrames(scanFirst(t, opts)); fmt.Sprint(marked) != "[32]" {
+		t.Errorf("probed again: keyframes %v marked, want [32]", marked)
+	}
+}
