@@ -282,7 +282,6 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 		out[i].Table, out[i].marks = ref, m
 		todo = append(todo, lost...)
 	}
-	clear(marks)
 	start := time.Now()
 	workers := opts.Workers
 	if workers <= 0 {
@@ -326,6 +325,16 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 			}
 			g.Go(func() error {
 				info, err := decode.ProbeFrom(src.Path(files[i].rel), src.Opener())
+				// A video probed again because its table could not be read back keeps the marks
+				// its other entries hold (marks is only read from here on).
+				m := marks[fileKey{files[i].rel, files[i].id.Size, files[i].id.ModTime, files[i].id.Version}]
+				if err == nil {
+					for j := range info.Keyframes {
+						if slices.Contains(m, info.Keyframes[j].Frame) {
+							info.Keyframes[j].Unusable = true
+						}
+					}
+				}
 				mu.Lock()
 				defer mu.Unlock()
 				ref, l, kerr := k.add(i, files[i].rel, out[i].File, info, err)
@@ -335,7 +344,7 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 				}
 				out[i].Err, out[i].Brief, out[i].Table, out[i].marks = err, nil, Ref{}, nil
 				if err == nil {
-					out[i].Brief, out[i].Table = info.Brief(), ref
+					out[i].Brief, out[i].Table, out[i].marks = info.Brief(), ref, m
 				}
 				if !counted[i] {
 					counted[i] = true
