@@ -102,6 +102,7 @@ type Bucket struct {
 	global         chan struct{} // a token per GET in flight, in all
 
 	http   *http.Client    // the client's, whose idle connections Close closes
+	conns  conns           // every connection the client dials, which Close closes
 	ctx    context.Context // cancelled by Close: ends every read and GET
 	cancel context.CancelFunc
 	gets   sync.WaitGroup // the GETs' goroutines, which Close waits for
@@ -127,7 +128,14 @@ func Open(ctx context.Context, src string, opts Options) (*Bucket, error) {
 	load := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer { return &countingRetryer{b.newRetryer(), &b.counters} }),
 		// Each attempt is bounded, so that a connection that hangs is retried within the read's bound.
-		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(max(opts.Timeout/3, 2*time.Second))),
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(max(opts.Timeout/3, 2*time.Second)).
+			WithTransportOptions(func(tr *http.Transport) {
+				b.conns.dial = tr.DialContext
+				if b.conns.dial == nil {
+					b.conns.dial = (&net.Dialer{}).DialContext
+				}
+				tr.DialContext = b.conns.dialContext
+			})),
 	}
 	if opts.Region != "" {
 		load = append(load, config.WithRegion(opts.Region))
@@ -167,6 +175,7 @@ func Open(ctx context.Context, src string, opts Options) (*Bucket, error) {
 	})
 	if err != nil {
 		b.http.CloseIdleConnections()
+		b.conns.closeAll()
 		return nil, b.startError(err)
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
@@ -182,6 +191,7 @@ func (b *Bucket) Close() {
 	b.cancel()
 	b.gets.Wait()
 	b.http.CloseIdleConnections()
+	b.conns.closeAll()
 }
 
 // spawn runs a GET's function in a goroutine that Close waits for, unless the bucket is closed:
