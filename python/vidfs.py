@@ -149,18 +149,19 @@ class Mount:
         indices: a NumPy array, a list, a generator): plan name (one per reader, e.g. a DDP rank), or the default
         plan. append queues them behind the plan in force (the next epoch). An invalid plan
         raises OSError (EINVAL) and changes nothing. The plan is written as a binary .npy."""
-        arr = np.asarray(order)
-        if arr.dtype == object and arr.ndim == 0:  # an iterable that is not a sequence: a generator, a set
-            arr = np.fromiter((int(i) for i in order), dtype=np.int64)
-        elif arr.dtype.kind not in "iu":
-            arr = np.array([int(i) for i in arr.ravel()], dtype=np.int64)
-        arr = arr.ravel()
-        small = arr.size == 0 or (arr.min() >= -2**31 and arr.max() < 2**31)
-        arr = np.ascontiguousarray(arr, dtype="<i4" if small else "<i8")
+        self._write_plan_parts([order], append, name)
+
+    def _write_plan_parts(self, parts, append=False, name=None):
+        """write_plan of the parts one after another, without joining them first."""
+        arrs = [_plan_array(p) for p in parts]
+        wide = any(a.size and (a.min() < -2**31 or a.max() >= 2**31) for a in arrs)
+        arrs = [np.ascontiguousarray(a, dtype="<i8" if wide else "<i4") for a in arrs]
+        total = sum(a.size for a in arrs)
         head = io.BytesIO()
-        np.lib.format.write_array_header_1_0(head, np.lib.format.header_data_from_array_1_0(arr))
+        np.lib.format.write_array_header_1_0(head, {"descr": "<i8" if wide else "<i4", "fortran_order": False,
+                                                    "shape": (total,)})
         with open(self.plan_path(name), "ab" if append else "wb", buffering=0) as f:
-            for part in (head.getbuffer(), memoryview(arr).cast("B")):
+            for part in [head.getbuffer()] + [memoryview(a).cast("B") for a in arrs]:
                 while part:  # a write to FUSE may be short
                     part = part[f.write(part):]
 
@@ -228,6 +229,16 @@ def _dist_env():
     except ImportError:
         pass
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+def _plan_array(order):
+    """A plan's sample indices as a 1-D integer NumPy array, from any iterable of them."""
+    arr = np.asarray(order)
+    if arr.dtype == object and arr.ndim == 0:  # an iterable that is not a sequence: a generator, a set
+        arr = np.fromiter((int(i) for i in order), dtype=np.int64)
+    elif arr.dtype.kind not in "iu":
+        arr = np.array([int(i) for i in arr.ravel()], dtype=np.int64)
+    return arr.ravel()
 
 
 def _permutation(n, seed):
@@ -302,6 +313,10 @@ class PlanSampler:
         self._written = None  # the epoch whose plan vidfs has
         self._write()  # vidfs starts decoding while the trainer sets up
 
+    def _every(self):
+        """Whether an epoch's samples are every sample in order: 0, 1, ... len(mount) - 1."""
+        return self.clips == "all" and not self.skip_failed
+
     def _samples(self, epoch):
         """epoch_samples, as an int64 NumPy array."""
         if self.clips == "all":
@@ -347,7 +362,9 @@ class PlanSampler:
             if not self.drop_last:
                 # DistributedSampler's padding: the first indices again, round and round.
                 idx = np.concatenate([idx, np.resize(idx, total - n)])
-            order = samples[idx[self.rank:total:self.world_size]]
+            pick = idx[self.rank:total:self.world_size]
+            # With every sample, samples[i] is i: no gather of millions to make a copy of pick.
+            order = pick if self._every() else samples[pick]
         self._orders = {e: o for e, o in self._orders.items() if e in (self.epoch, self.epoch + 1)}
         self._orders[epoch] = order
         return order
@@ -362,16 +379,16 @@ class PlanSampler:
         self._write()
 
     def _plan(self):
-        """This epoch's order and, unless it is the last, the next one's: an array."""
+        """This epoch's order and, unless it is the last, the next one's: a list of arrays."""
         last = self.epochs is not None and self.epoch + 1 >= self.epochs
         if last:
-            return self._order(self.epoch)
-        return np.concatenate([self._order(self.epoch), self._order(self.epoch + 1)])
+            return [self._order(self.epoch)]
+        return [self._order(self.epoch), self._order(self.epoch + 1)]
 
     def _write(self):
         """Write this epoch's plan, once: writing it again would restart vidfs's count."""
         if self._written != self.epoch:
-            self.mount.write_plan(self._plan(), name=self.name)
+            self.mount._write_plan_parts(self._plan(), name=self.name)
             self._written = self.epoch
 
     def __iter__(self):
