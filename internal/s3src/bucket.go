@@ -101,7 +101,6 @@ type Bucket struct {
 	counters       counters
 	global         chan struct{} // a token per GET in flight, in all
 
-	http   *http.Client    // the client's, whose idle connections Close closes
 	conns  conns           // every connection the client dials, which Close closes
 	ctx    context.Context // cancelled by Close: ends every read and GET
 	cancel context.CancelFunc
@@ -147,16 +146,6 @@ func Open(ctx context.Context, src string, opts Options) (*Bucket, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
-	// Frozen once the configuration has set it up (AWS_CA_BUNDLE, say), the client is used as
-	// it is, and Close can close its connections.
-	bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient)
-	if !ok {
-		return nil, fmt.Errorf("%s: the AWS configuration's HTTP client is a %T, not the SDK's own", src, cfg.HTTPClient)
-	}
-	if b.http, ok = bc.Freeze().(*http.Client); !ok {
-		return nil, fmt.Errorf("%s: the AWS SDK's HTTP client is not an *http.Client", src)
-	}
-	cfg.HTTPClient = b.http
 	b.client = s3.NewFromConfig(cfg, func(o *s3.Options) {
 		if opts.Endpoint != "" {
 			o.BaseEndpoint = aws.String(opts.Endpoint)
@@ -174,7 +163,6 @@ func Open(ctx context.Context, src string, opts Options) (*Bucket, error) {
 		o.Retryer = retry.AddWithMaxAttempts(o.Retryer, 2)
 	})
 	if err != nil {
-		b.http.CloseIdleConnections()
 		b.conns.closeAll()
 		return nil, b.startError(err)
 	}
@@ -190,7 +178,6 @@ func (b *Bucket) Close() {
 	b.mu.Unlock()
 	b.cancel()
 	b.gets.Wait()
-	b.http.CloseIdleConnections()
 	b.conns.closeAll()
 }
 
