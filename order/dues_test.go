@@ -126,3 +126,58 @@ func inOrder(n int) []int32 {
 	}
 	return entries
 }
+
+// TestDuesWhilePublishedOver: readers asking Due while plans are set back to back (each publish
+// refilling the table the one before replaced) never see a table part way through its refill:
+// every sample is in every plan, so every answer is a due, never -1.
+func TestDuesWhilePublishedOver(t *testing.T) {
+	const n = 5000
+	ps := NewPlans(8, 16, 0)
+	ps.Reserve(n)
+	plans := [2][]int32{inOrder(n), permutation(n, 9)}
+	ps.Set("p", plans[0], false)
+	var stop atomic.Bool
+	bad := make(chan int, 1)
+	done := make(chan struct{})
+	for r := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := r; !stop.Load(); i += 7 {
+				if s := i % n; ps.Due(s) < 0 {
+					select {
+					case bad <- s:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := range 300 {
+		ps.Set("p", plans[i%2], false)
+	}
+	stop.Store(true)
+	for range 4 {
+		<-done
+	}
+	select {
+	case s := <-bad:
+		t.Fatalf("Due(%d) = -1 while plans holding every sample were set: a table read part way through its refill", s)
+	default:
+	}
+}
+
+// TestPublishReusesTables: once plans are set over and over, a publish fills the table the one
+// before it replaced rather than a new array each time (16 MB at 4 million samples, faulted in
+// anew, and garbage for the collector).
+func TestPublishReusesTables(t *testing.T) {
+	ps := NewPlans(8, 16, 0)
+	entries := inOrder(1000)
+	arrays := map[*int32]bool{}
+	for range 10 {
+		ps.Set("p", entries, false)
+		arrays[&ps.dues.Load().d[0]] = true
+	}
+	if len(arrays) > 2 {
+		t.Errorf("10 publishes filled %d different arrays; want 2 (the dues and the spare)", len(arrays))
+	}
+}

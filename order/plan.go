@@ -71,20 +71,28 @@ func (d *planData) nextOf(q int) int {
 }
 
 // newPlanData indexes entries (which it keeps) as a plan from its start, with a window of span.
-// Its work grows with the plan: it runs off the lock, before the plan is swapped in.
-func newPlanData(entries []int32, span int) *planData {
-	d := &planData{entries: entries, next: links(entries), furthest: -1, span: span, ahead: map[int32]int{}}
+// Its work grows with the plan: it runs off the lock, before the plan is swapped in. scratch is
+// as for links.
+func newPlanData(entries []int32, span int, scratch []int32) (*planData, []int32) {
+	next, scratch := links(entries, scratch)
+	d := &planData{entries: entries, next: next, furthest: -1, span: span, ahead: map[int32]int{}}
 	d.extend()
-	return d
+	return d, scratch
 }
 
-// links returns, for each entry, the index of the next entry of the same sample (-1: none).
-func links(entries []int32) []int32 {
-	next := make([]int32, len(entries))
-	var last []int32 // sample -> its entry after the one at hand, -1: none
+// links returns, for each entry, the index of the next entry of the same sample (-1: none). It
+// works in scratch, an array of one int32 per sample that nothing else reads meanwhile (nil: it
+// makes one), and returns it for reuse.
+func links(entries []int32, scratch []int32) (next, _ []int32) {
+	next = make([]int32, len(entries))
+	n := 0
 	for _, v := range entries {
-		last = grow(last, int(sampleOf(v))+1)
+		n = max(n, int(sampleOf(v))+1)
 	}
+	if cap(scratch) < n {
+		scratch = make([]int32, n)
+	}
+	last := scratch[:n] // sample -> its entry after the one at hand, -1: none
 	for i := range last {
 		last[i] = -1
 	}
@@ -92,14 +100,7 @@ func links(entries []int32) []int32 {
 		s := sampleOf(entries[i])
 		next[i], last[s] = last[s], int32(i)
 	}
-	return next
-}
-
-func grow(s []int32, n int) []int32 {
-	if n > len(s) {
-		return append(s, make([]int32, n-len(s))...)
-	}
-	return s
+	return next, scratch
 }
 
 // sampleOf is the sample of an entry's value, consumed or not.

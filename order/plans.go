@@ -76,8 +76,14 @@ type Plans struct {
 	ownerGen atomic.Int64
 	// dues holds, for each sample, when it is next due over the plans (a tick: see tick), or 0
 	// when no plan has it. Read with atomic loads and no lock (Due); written under mu, with
-	// atomic stores (a new array is filled before it is stored here).
-	dues atomic.Pointer[[]int32]
+	// atomic stores (a new table is filled before it is stored here).
+	dues atomic.Pointer[dueTable]
+	// spare is the table the last publish replaced, kept for the next build to fill, so that
+	// keeping the dues fresh does not allocate (and fault in) a new array each time: taken only
+	// once no Due is reading it (see takeSpare). GUARDED_BY setMu.
+	spare *dueTable
+	// free is an array no Due can read (one takeSpare gave), for the next build. GUARDED_BY setMu.
+	free []int32
 	// buildHook, if set (by tests), is called as publish ends its build, off the lock.
 	buildHook func()
 	// building is set while publish works out dues off the lock: samples whose entries reads
@@ -156,8 +162,33 @@ func NewPlans(window, horizon int, idle time.Duration) *Plans {
 	ps := &Plans{window: max(window, 1), horizon: max(horizon, window, 1), idle: idle, start: time.Now(),
 		plans: map[string]*plan{}, open: map[int]*access{}, reading: map[int]int{}, after: map[int]int32{},
 		touched: map[int]struct{}{}}
-	ps.dues.Store(&[]int32{})
+	ps.dues.Store(&dueTable{})
 	return ps
+}
+
+// dueTable is one published array of dues. readers counts the Due calls under way on it: a
+// table replaced by a publish is filled anew (takeSpare) only once none is, and a Due that finds
+// its table replaced by the time it counts itself in asks the new one instead, so that no read
+// ever sees a table being refilled.
+type dueTable struct {
+	d       []int32
+	readers atomic.Int32
+}
+
+// takeSpare returns an array for a build to overwrite, of length 0: one a build left free, or the
+// replaced table's; nil when there is neither or a Due may still be reading the table. Called
+// with setMu held.
+func (ps *Plans) takeSpare() []int32 {
+	if f := ps.free; f != nil {
+		ps.free = nil
+		return f[:0]
+	}
+	t := ps.spare
+	if t == nil || t.readers.Load() != 0 {
+		return nil
+	}
+	ps.spare = nil
+	return t.d[:0]
 }
 
 // Reserve makes room among the published dues for samples [0, n), so that no read has to (a
@@ -170,7 +201,7 @@ func (ps *Plans) Reserve(n int) {
 
 // growLocked makes the dues hold at least n samples. Called with mu held.
 func (ps *Plans) growLocked(n int) []int32 {
-	d := *ps.dues.Load()
+	d := ps.dues.Load().d
 	if n <= len(d) {
 		return d
 	}
@@ -178,7 +209,7 @@ func (ps *Plans) growLocked(n int) []int32 {
 	for i := range d {
 		g[i] = atomic.LoadInt32(&d[i])
 	}
-	ps.dues.Store(&g)
+	ps.dues.Store(&dueTable{d: g})
 	return g
 }
 
@@ -209,8 +240,9 @@ func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner i
 	ps.mu.Unlock()
 
 	var d *planData
+	scratch := ps.takeSpare()
 	if old == nil {
-		d = newPlanData(append([]int32(nil), entries...), ps.horizon)
+		d, scratch = newPlanData(append([]int32(nil), entries...), ps.horizon, scratch)
 	} else {
 		// Drop what was read, so that appending epoch after epoch does not grow without bound.
 		kept := old.length() - pos0
@@ -219,8 +251,11 @@ func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner i
 			all[i] = atomic.LoadInt32(&old.entries[pos0-old.base+i])
 		}
 		copy(all[kept:], entries)
-		d = &planData{entries: all, next: links(all), base: pos0, span: ps.horizon}
+		var next []int32
+		next, scratch = links(all, scratch)
+		d = &planData{entries: all, next: next, base: pos0, span: ps.horizon}
 	}
+	ps.free = scratch
 
 	ps.mu.Lock()
 	if p == nil {
@@ -318,7 +353,7 @@ func (ps *Plans) publish() {
 	}
 	ps.mu.Lock()
 	now := time.Now()
-	pace, n := ps.fallbackPace(), len(*ps.dues.Load())
+	pace, n := ps.fallbackPace(), len(ps.dues.Load().d)
 	var views []view
 	for _, p := range ps.plans {
 		p.pubPace = 0
@@ -334,7 +369,13 @@ func (ps *Plans) publish() {
 			n = max(n, int(sampleOf(atomic.LoadInt32(&v.d.entries[i])))+1)
 		}
 	}
-	dues := make([]int32, n) // not shared until stored: plain writes
+	dues := ps.takeSpare() // no Due reads it, and none will until it is stored: plain writes
+	if cap(dues) >= n {
+		dues = dues[:n]
+		clear(dues)
+	} else {
+		dues = make([]int32, n)
+	}
 	t0 := ps.tick(now, 0)
 	for _, v := range views {
 		perEntry := 1000 / v.pace / tickMs // ticks
@@ -354,7 +395,8 @@ func (ps *Plans) publish() {
 	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	old := *ps.dues.Load()
+	oldTable := ps.dues.Load()
+	old := oldTable.d
 	if len(old) > n { // grown by a read meanwhile: what reads published past n stands
 		dues = append(dues, old[n:]...)
 	}
@@ -372,7 +414,8 @@ func (ps *Plans) publish() {
 	}
 	clear(ps.touched)
 	ps.building, ps.publishCost = false, time.Since(now)
-	ps.dues.Store(&dues)
+	ps.dues.Store(&dueTable{d: dues})
+	ps.spare = oldTable
 }
 
 // republishDue tells whether the published dues are due to be worked out anew (see
@@ -428,11 +471,20 @@ func (ps *Plans) tick(now time.Time, ms int) int32 {
 // worked out whole (at each Set and Remove, and in the background once a read finds them
 // republishEvery old or its reader's pace moved by a quarter), at the pace then.
 func (ps *Plans) Due(sample int) int {
-	d := *ps.dues.Load()
-	if sample < 0 || sample >= len(d) {
-		return -1
+	var v int32
+	for {
+		t := ps.dues.Load()
+		t.readers.Add(1)
+		if ps.dues.Load() != t { // replaced meanwhile: it may be being refilled (takeSpare)
+			t.readers.Add(-1)
+			continue
+		}
+		if sample >= 0 && sample < len(t.d) {
+			v = atomic.LoadInt32(&t.d[sample])
+		}
+		t.readers.Add(-1)
+		break
 	}
-	v := atomic.LoadInt32(&d[sample])
 	if v == 0 {
 		return -1
 	}
@@ -593,7 +645,7 @@ func (ps *Plans) settle(sample int) {
 	if !ok {
 		return
 	}
-	if d := *ps.dues.Load(); sample < len(d) {
+	if d := ps.dues.Load().d; sample < len(d) {
 		atomic.StoreInt32(&d[sample], after)
 	}
 	delete(ps.after, sample)
