@@ -113,9 +113,12 @@ const (
 	minRepublish = time.Second
 	// republishShare: a republish (its work grows with the plans) waits at least this many
 	// times as long as the last publish took, so that keeping the dues fresh costs at most
-	// 1/republishShare of a core however long the plans (a plan of 8 million entries takes
-	// some 0.1 s to work out).
-	republishShare = 50
+	// 1/republishShare of a core however long the plans. A plan of 8 million entries (two
+	// epochs of Kinetics-400's 4 million samples) takes some 0.1 s to work out: republished at
+	// most every 20 s, its far dues (the disk tier's order) may be that stale; the near ones
+	// move with each read, and the cache's prefetch asks NextUse, which is always fresh. At 50,
+	// republishes took 2 % of a core at that size: more than the rest of a read's work grows.
+	republishShare = 200
 )
 
 // tickMs is the resolution of published dues: a tick is 4 ms from Plans' start, so an int32
