@@ -37,6 +37,7 @@ func parseText(data []byte, n int) ([]int32, error) {
 	}
 	plan := make([]int32, len(fields))
 	for i, f := range fields {
+		yieldAt(i)
 		v, err := strconv.ParseInt(string(f), 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("entry %d, %q: not an integer", i, truncate(f))
@@ -72,6 +73,7 @@ func parseNpy(data []byte, n int) ([]int32, error) {
 	}
 	plan := make([]int32, count)
 	for i := range plan {
+		yieldAt(i)
 		var v int64
 		b := body[i*size : (i+1)*size]
 		switch {

@@ -1,6 +1,7 @@
 package order
 
 import (
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -86,8 +87,9 @@ func newPlanData(entries []int32, span int, scratch []int32) (*planData, []int32
 func links(entries []int32, scratch []int32) (next, _ []int32) {
 	next = make([]int32, len(entries))
 	n := 0
-	for _, v := range entries {
+	for i, v := range entries {
 		n = max(n, int(sampleOf(v))+1)
+		yieldAt(i)
 	}
 	if cap(scratch) < n {
 		scratch = make([]int32, n)
@@ -99,8 +101,22 @@ func links(entries []int32, scratch []int32) (next, _ []int32) {
 	for i := len(entries) - 1; i >= 0; i-- {
 		s := sampleOf(entries[i])
 		next[i], last[s] = last[s], int32(i)
+		yieldAt(i)
 	}
 	return next, scratch
+}
+
+// yieldEvery is how many entries work that grows with a plan (parsing it, linking it, working
+// out its dues: tenths of a second at millions of entries) does between yields of its goroutine.
+// On a machine whose cores are all busy, the goroutines answering readers' requests otherwise
+// wait for the Go processor such work holds, up to Go's 10 ms time slice at a time.
+const yieldEvery = 1 << 16
+
+// yieldAt yields the goroutine at every yieldEvery-th i.
+func yieldAt(i int) {
+	if i&(yieldEvery-1) == yieldEvery-1 {
+		runtime.Gosched()
+	}
 }
 
 // sampleOf is the sample of an entry's value, consumed or not.

@@ -252,6 +252,7 @@ func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner i
 		all := make([]int32, kept+len(entries))
 		for i := range kept {
 			all[i] = atomic.LoadInt32(&old.entries[pos0-old.base+i])
+			yieldAt(i)
 		}
 		copy(all[kept:], entries)
 		var next []int32
@@ -370,6 +371,7 @@ func (ps *Plans) publish() {
 	for _, v := range views {
 		for i := range v.d.entries {
 			n = max(n, int(sampleOf(atomic.LoadInt32(&v.d.entries[i])))+1)
+			yieldAt(i)
 		}
 	}
 	dues := ps.takeSpare() // no Due reads it, and none will until it is stored: plain writes
@@ -384,6 +386,7 @@ func (ps *Plans) publish() {
 		perEntry := 1000 / v.pace / tickMs // ticks
 		start := v.pos - v.d.base
 		for i := start; i < len(v.d.entries); i++ {
+			yieldAt(i)
 			s := atomic.LoadInt32(&v.d.entries[i])
 			if s < 0 {
 				continue // consumed
