@@ -82,8 +82,6 @@ type Plans struct {
 	// keeping the dues fresh does not allocate (and fault in) a new array each time: taken only
 	// once no Due is reading it (see takeSpare). GUARDED_BY setMu.
 	spare *dueTable
-	// free is an array no Due can read (one takeSpare gave), for the next build. GUARDED_BY setMu.
-	free []int32
 	// buildHook, if set (by tests), is called as publish ends its build, off the lock.
 	buildHook func()
 	// building is set while publish works out dues off the lock: samples whose entries reads
@@ -178,14 +176,9 @@ type dueTable struct {
 	readers atomic.Int32
 }
 
-// takeSpare returns an array for a build to overwrite, of length 0: one a build left free, or the
-// replaced table's; nil when there is neither or a Due may still be reading the table. Called
-// with setMu held.
+// takeSpare returns the replaced table's array for a build to overwrite, of length 0; nil when
+// there is none or a Due may still be reading it. Called with setMu held.
 func (ps *Plans) takeSpare() []int32 {
-	if f := ps.free; f != nil {
-		ps.free = nil
-		return f[:0]
-	}
 	t := ps.spare
 	if t == nil || t.readers.Load() != 0 {
 		return nil
@@ -259,7 +252,6 @@ func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner i
 		next, scratch = links(all, scratch)
 		d = &planData{entries: all, next: next, base: pos0, span: ps.horizon}
 	}
-	ps.free = scratch
 
 	ps.mu.Lock()
 	if p == nil {
@@ -282,7 +274,7 @@ func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner i
 	p.owner = owner
 	ps.ownerGen.Add(1)
 	ps.mu.Unlock()
-	ps.publish()
+	ps.publish(scratch)
 }
 
 // Owned returns the names of the plans process owner owns, sorted (nil: none). Its work grows
@@ -339,7 +331,7 @@ func (ps *Plans) Remove(name string) bool {
 	ps.ownerGen.Add(1)
 	ps.mu.Unlock()
 	if ok {
-		ps.publish()
+		ps.publish(ps.takeSpare())
 	}
 	return ok
 }
@@ -348,8 +340,9 @@ func (ps *Plans) Remove(name string) bool {
 // the result in. Its work grows with the plans; Set, Remove and republish call it with setMu
 // held. Reads go on meanwhile: a sample whose entry one consumes keeps the due that read
 // publishes (its next entry's), as the build may have counted the entry it consumed; a sample
-// being read stays due now until its read is Done.
-func (ps *Plans) publish() {
+// being read stays due now until its read is Done. spare is an array no Due reads (takeSpare's,
+// or a build's scratch from it) to work in; nil: it makes one.
+func (ps *Plans) publish(spare []int32) {
 	type view struct {
 		d    *planData
 		pos  int
@@ -374,7 +367,7 @@ func (ps *Plans) publish() {
 			yieldAt(i)
 		}
 	}
-	dues := ps.takeSpare() // no Due reads it, and none will until it is stored: plain writes
+	dues := spare // no Due reads it, and none will until it is stored: plain writes
 	if cap(dues) >= n {
 		dues = dues[:n]
 		clear(dues)
@@ -444,7 +437,7 @@ func (ps *Plans) republishDue(p *plan, now time.Time, pace float64) bool {
 // onRepublish, holding no lock.
 func (ps *Plans) republish() {
 	ps.setMu.Lock()
-	ps.publish()
+	ps.publish(ps.takeSpare())
 	ps.setMu.Unlock()
 	ps.mu.Lock()
 	ps.republishing = false
