@@ -65,6 +65,7 @@ var classVideos = []struct {
 	{"mpeg2_cut.mpg", "mpeg2video", 36, decode.TimingDecoded, 0, false, false},
 	{"mirrored.mp4", "h264", 30, decode.TimingPTS, 90, true, false},
 	{"h264_bframes.avi", "h264", 40, decode.TimingDecoded, 0, false, false},
+	{"h264_noreorder.mp4", "h264", 48, decode.TimingPTS, 0, false, false},
 }
 
 func newPool(t testing.TB, opts decode.PoolOptions) *decode.Pool {

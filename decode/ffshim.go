@@ -32,6 +32,8 @@ static int64_t vidfs_best_effort_ts(void *f) { return ((AVFrame *)f)->best_effor
 static int64_t vidfs_packet_pts(void *pkt) { return ((AVPacket *)pkt)->pts; }
 static void vidfs_set_packet_opaque(void *pkt, int64_t v) { ((AVPacket *)pkt)->opaque = (void *)(intptr_t)v; }
 static int64_t vidfs_frame_opaque(void *f) { return (int64_t)(intptr_t)((AVFrame *)f)->opaque; }
+static int vidfs_reorder_delay(void *cc) { return ((AVCodecContext *)cc)->has_b_frames; }
+static void vidfs_set_reorder_delay(void *cc, int d) { ((AVCodecContext *)cc)->has_b_frames = d; }
 static void vidfs_copy_opaque(void *cc) { ((AVCodecContext *)cc)->flags |= AV_CODEC_FLAG_COPY_OPAQUE; }
 static int vidfs_frame_damaged(void *f) {
 	AVFrame *fr = (AVFrame *)f;
@@ -125,3 +127,25 @@ func frameOpaque(f *astiav.Frame) int64 { return int64(C.vidfs_frame_opaque(f.Un
 
 // frameDamaged reports whether the decoder flagged the frame as corrupt or concealed errors in it.
 func frameDamaged(f *astiav.Frame) bool { return C.vidfs_frame_damaged(f.UnsafePointer()) != 0 }
+
+// reorderDelay is the reordering delay (in frames) st's parameters give a decoder: the
+// has_b_frames avformat_find_stream_info found. ok is false when it cannot be read.
+func reorderDelay(st *astiav.Stream) (d int, ok bool) {
+	cc := astiav.AllocCodecContext(nil)
+	if cc == nil {
+		return 0, false
+	}
+	defer cc.Free()
+	if err := st.CodecParameters().ToCodecContext(cc); err != nil {
+		return 0, false
+	}
+	return decoderDelay(cc), true
+}
+
+// decoderDelay is how many frames the decoder cc holds back for reordering (has_b_frames).
+func decoderDelay(cc *astiav.CodecContext) int { return int(C.vidfs_reorder_delay(cc.UnsafePointer())) }
+
+// setReorderDelay gives a decoder, before it opens, the reordering delay it starts from.
+func setReorderDelay(cc *astiav.CodecContext, d int) {
+	C.vidfs_set_reorder_delay(cc.UnsafePointer(), C.int(d))
+}

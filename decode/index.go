@@ -17,7 +17,7 @@ import (
 // are not worked out (no IDCT, no loop filter): which frames come out does not depend on them,
 // and the scan runs several times faster.
 func scanOutput(info *Info, open Opener, out func(packet int, ts int64) bool) error {
-	in, err := openInput(info.Path, open)
+	in, err := openInput(info.Path, open, nil)
 	if err != nil {
 		return err
 	}

@@ -149,6 +149,9 @@ func newDecoder(info *Info, in *input, codec *astiav.Codec, threads int, g *gpu)
 		cc.Free()
 		return nil, &Error{Path: info.Path, Kind: ErrCorrupt, Detail: "reading codec parameters", Err: err}
 	}
+	if in.quick {
+		setReorderDelay(cc, in.delay)
+	}
 	cc.SetTimeBase(in.st.TimeBase())
 	cc.SetThreadCount(threads)
 	copyOpaque(cc)
@@ -167,7 +170,7 @@ func newDecoder(info *Info, in *input, codec *astiav.Codec, threads int, g *gpu)
 // CPU, or with g, on the GPU through the named decoder (which holds a slot of g, given back at
 // close, whatever happens).
 func openVideo(info *Info, open Opener, st *videoState, threads int, g *gpu, gpuDecoder string) (*video, error) {
-	in, err := openInput(info.Path, open)
+	in, err := openInput(info.Path, open, info)
 	if err != nil {
 		if g != nil {
 			g.release()
@@ -383,7 +386,7 @@ const maxLanding = 16
 
 // rewind reopens the file so that decoding starts from its first packet.
 func (v *video) rewind() error {
-	in, err := openInput(v.info.Path, v.open)
+	in, err := openInput(v.info.Path, v.open, v.info)
 	if err != nil {
 		v.at = nil
 		return err

@@ -100,6 +100,11 @@ patch mp4-matrix "$tmp/plain.mp4" "$out/mirrored.mp4" 0 1 1 0
 #    than it holds.
 ff $(moving 176 144 40) $(x264) -g 16 "$tmp/h264.avi"
 patch avi-declare "$tmp/h264.avi" "$out/h264_bframes.avi" 1
+# 6. H.264 with B-frames in MP4 whose SPS does not say how many frames the decoder holds back for
+#    reordering (no bitstream_restriction in its VUI), as many phones and cameras write it: the
+#    decoder learns the delay from the frames themselves.
+ff $(moving 176 144 48) $(x264) -g 24 "$tmp/reorder.mp4"
+patch mp4-no-reorder "$tmp/reorder.mp4" "$out/h264_noreorder.mp4"
 
 # A codec this build cannot know: the MPEG-4 AVI with its FourCC (FMP4) replaced by a made-up one.
 /usr/bin/python3 - "$out/mpeg4.avi" "$out/unknown_codec.avi" <<'PY'

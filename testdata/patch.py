@@ -7,6 +7,9 @@ have and Debian's ffmpeg CLI does not write:
   patch.py avi-declare IN OUT N    AVI whose headers declare N frames more than it holds
   patch.py mp4-matrix IN OUT A B C D
                                    MP4 whose video track's display matrix is [A B 0; C D 0; 0 0 1]
+  patch.py mp4-no-reorder IN OUT   H.264 MP4 whose SPS (in avcC) does not say how many frames the
+                                   decoder reorders (no VUI bitstream_restriction), as many phones
+                                   and cameras write it
 """
 import struct
 import sys
@@ -60,6 +63,103 @@ def avi_declare(src, dst, extra):
     open(dst, "wb").write(d)
 
 
+class Bits:
+    """Reads an H.264 RBSP bit by bit, and copies what it reads."""
+
+    def __init__(self, rbsp):
+        self.bits = "".join(f"{b:08b}" for b in rbsp)
+        self.pos = 0
+
+    def u(self, n):
+        v = int(self.bits[self.pos:self.pos + n], 2)
+        self.pos += n
+        return v
+
+    def ue(self):
+        zeros = 0
+        while self.bits[self.pos + zeros] == "0":
+            zeros += 1
+        v = self.u(2 * zeros + 1) - 1
+        return v
+
+
+def unescape(nal):
+    out, zeros = bytearray(), 0
+    for b in nal:
+        if zeros >= 2 and b == 3:
+            zeros = 0
+            continue
+        out.append(b)
+        zeros = zeros + 1 if b == 0 else 0
+    return bytes(out)
+
+
+def escape(rbsp):
+    out, zeros = bytearray(), 0
+    for b in rbsp:
+        if zeros >= 2 and b <= 3:
+            out.append(3)
+            zeros = 0
+        out.append(b)
+        zeros = zeros + 1 if b == 0 else 0
+    return bytes(out)
+
+
+def sps_without_reorder(nal):
+    """The SPS NAL with its VUI cut before bitstream_restriction_flag, which is set to 0."""
+    r = Bits(unescape(nal[1:]))
+    profile = r.u(8)
+    r.u(16)  # constraint flags, level
+    r.ue()   # seq_parameter_set_id
+    if profile in (100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135):
+        if r.ue() == 3:  # chroma_format_idc
+            r.u(1)
+        r.ue(), r.ue(), r.u(1)  # bit depths, qpprime_y_zero_transform_bypass
+        assert r.u(1) == 0, "scaling matrices are not handled"
+    r.ue()  # log2_max_frame_num
+    assert r.ue() == 0, "only pic_order_cnt_type 0 is handled"
+    r.ue()  # log2_max_pic_order_cnt_lsb
+    r.ue(), r.u(1), r.ue(), r.ue()  # max_num_ref_frames, gaps, width, height in macroblocks
+    if r.u(1) == 0:  # frame_mbs_only_flag
+        r.u(1)
+    r.u(1)  # direct_8x8_inference
+    if r.u(1):  # frame_cropping
+        r.ue(), r.ue(), r.ue(), r.ue()
+    assert r.u(1) == 1, "the SPS has no VUI"
+    if r.u(1) and r.u(8) == 255:  # aspect_ratio_info
+        r.u(32)
+    if r.u(1):  # overscan_info
+        r.u(1)
+    if r.u(1):  # video_signal_type
+        r.u(4)
+        if r.u(1):
+            r.u(24)
+    if r.u(1):  # chroma_loc_info
+        r.ue(), r.ue()
+    if r.u(1):  # timing_info
+        r.u(65)
+    assert r.u(1) == 0 and r.u(1) == 0, "HRD parameters are not handled"
+    r.u(1)  # pic_struct_present
+    assert r.bits[r.pos] == "1", "the SPS has no bitstream_restriction"
+    bits = r.bits[:r.pos] + "0" + "1"  # bitstream_restriction_flag, rbsp_stop_one_bit
+    bits += "0" * (-len(bits) % 8)
+    return nal[:1] + escape(int(bits, 2).to_bytes(len(bits) // 8, "big"))
+
+
+def mp4_no_reorder(src, dst):
+    d = bytearray(open(src, "rb").read())
+    a = d.find(b"avcC")
+    assert a > 0 and d.find(b"avcC", a + 1) < 0, "want one avcC box"
+    assert d[a + 9] & 0x1f == 1, "want one SPS"
+    n = struct.unpack_from(">H", d, a + 10)[0]
+    sps = bytes(d[a + 12:a + 12 + n])
+    new = sps_without_reorder(sps)
+    assert len(new) <= n
+    # Same length, so that no box moves: H.264 parsers drop the zero bytes after the stop bit.
+    d[a + 12:a + 12 + n] = new + bytes(n - len(new))
+    open(dst, "wb").write(d)
+
+
 def mp4_matrix(src, dst, a, b, c, dd):
     d = bytearray(open(src, "rb").read())
 
@@ -95,5 +195,7 @@ if __name__ == "__main__":
         avi_declare(args[0], args[1], int(args[2]))
     elif cmd == "mp4-matrix":
         mp4_matrix(args[0], args[1], *(float(x) for x in args[2:6]))
+    elif cmd == "mp4-no-reorder":
+        mp4_no_reorder(*args)
     else:
         sys.exit(__doc__)
