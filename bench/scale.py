@@ -182,6 +182,7 @@ def loader_child(mnt, vidfs_pid, batches, warm, seed):
     it = iter(loader)
     for _ in range(warm):
         next(it)
+    d0 = m.stats()["decode"]
     c0, v0 = cpu()
     w0 = time.perf_counter()
     clips = 0
@@ -189,11 +190,15 @@ def loader_child(mnt, vidfs_pid, batches, warm, seed):
         clips += next(it)[0].shape[0]
     w1 = time.perf_counter()
     c1, v1 = cpu()
-    del it
     st = m.stats()
+    del it
+    frames = st["decode"]["frames_decoded"] - d0["frames_decoded"]
     return {"clips": clips, "seconds": w1 - w0, "clips_per_s": clips / (w1 - w0),
             "cpu_s_per_clip": (c1 - c0 + v1 - v0) / clips, "vidfs_cpu_s_per_clip": (v1 - v0) / clips,
-            "plan_sampler_s": plan_s, "hit_rate": st["cache"]["hit_rate"]}
+            "plan_sampler_s": plan_s, "hit_rate": st["cache"]["hit_rate"],
+            # the decode work behind those clips: frames the decoders put out (prefetch included)
+            "frames_decoded": frames, "frames_per_clip": frames / clips,
+            "vidfs_cpu_s_per_frame": (v1 - v0) / max(frames, 1)}
 
 
 def item_child(mnt, reps):
@@ -457,6 +462,12 @@ def table(r):
     row("CPU per clip against 40 videos", lambda n, x: ratio("cpu_s_per_clip", n, x))
     row("vidfs's own CPU s per clip", lambda n, x: rng([l["vidfs_cpu_s_per_clip"] for l in x["loader"]], "%.3f"))
     row("vidfs's CPU per clip against 40 videos", lambda n, x: ratio("vidfs_cpu_s_per_clip", n, x))
+    if all("frames_per_clip" in l for x in R.values() for l in x["loader"]):
+        # The decode work behind a clip read (prefetch included), and what each decoded frame cost.
+        row("frames decoded per clip read", lambda n, x: rng([l["frames_per_clip"] for l in x["loader"]]))
+        row("vidfs's CPU per frame decoded (ms)", lambda n, x: rng([l["vidfs_cpu_s_per_frame"] for l in x["loader"]],
+                                                                    "%.3f", 1000))
+        row("vidfs's CPU per frame decoded against 40 videos", lambda n, x: ratio("vidfs_cpu_s_per_frame", n, x))
     row("Go heap + runtime after the loader (MiB)", lambda n, x: rng([l["go_after"] for l in x["loader"] if "go_after" in l],
                                                                     "%.0f", 1 / MiB))
     row("`Dataset[i]` of a cached sample (ms)", lambda n, x: "%.2f" % (1000 * x["item"]["item_s"]) if "item" in x else "-")
@@ -507,13 +518,29 @@ def goals(R, sizes):
     if n == SMALL:
         return []
     verdict = lambda ok: "met" if ok else "not met"
+
+    def rounds(vals, ok):
+        """A ratio goal over the rounds: met in every round, by the median only, or not."""
+        if vals and all(ok(v) for v in vals):
+            return "met"
+        return "met by the median, not in every round" if vals and ok(med(vals)) else "not met"
     clips = [b / a for a, b in paired(R, n, "clips_per_s")]
     cpu = [b / a for a, b in paired(R, n, "cpu_s_per_clip")]
     per_video = (med(x["rss"]) - med(R[SMALL]["rss"])) / (n - SMALL)
     out = ["Goals, at %s videos (the goals are set at 240,000):" % format(n, ","), "",
-           "- clips/s at least 0.95x that of 40 videos: %s (%s)." % (verdict(clips and min(clips) >= 0.95), rng(clips, "%.2fx")),
-           "- CPU per clip at most 1.05x that of 40 videos: %s (%s)." % (verdict(cpu and max(cpu) <= 1.05), rng(cpu, "%.2fx")),
+           "- clips/s at least 0.95x that of 40 videos: %s (%s)." % (rounds(clips, lambda v: v >= 0.95), rng(clips, "%.2fx")),
+           "- CPU per clip at most 1.05x that of 40 videos: %s (%s)." % (rounds(cpu, lambda v: v <= 1.05), rng(cpu, "%.2fx")),
            "- resident memory beyond the cache at most 1 KiB per video: %s (%.0f B)." % (verdict(per_video <= 1024), per_video)]
+    if all("frames_per_clip" in l for l in R[SMALL]["loader"] + x["loader"]):
+        work = [b / a for a, b in paired(R, n, "frames_per_clip")]
+        per_frame = [b / a for a, b in paired(R, n, "vidfs_cpu_s_per_frame")]
+        line = ("  Split, vidfs's CPU per clip is the frames decoded per clip read (%s of 40 videos') times vidfs's"
+                " CPU per frame decoded (%s)." % (rng(work, "%.2fx"), rng(per_frame, "%.2fx")))
+        if med(per_frame) <= 1.05 < med(work):
+            line += (" The difference is in the work, not its cost: 40 videos' decoders more often find the next"
+                     " clip's frames where the last clip left them, and its prefetch stops at the end of its short plan.")
+        out.insert(4, line)
+
     if "step" in x:
         s = x["step"]
         ps = (s["4"]["rss"] - s["16"]["rss"]) / (s["4"]["samples"] - s["16"]["samples"])
