@@ -416,8 +416,12 @@ func newProgress(w io.Writer) func(catalog.Progress) {
 		last = time.Now()
 		var line string
 		if p.Final {
-			line = fmt.Sprintf("probed %d videos in %s (%.0f/s), %d from cache, %d unreadable",
-				p.Total, p.Elapsed.Round(100*time.Millisecond), p.Rate(), p.Cached, p.Failed)
+			rate := ""
+			if p.Done > p.Cached {
+				rate = fmt.Sprintf(" (%.0f/s)", p.Rate())
+			}
+			line = fmt.Sprintf("scanned %d videos in %s: %d probed%s, %d from the probe cache, %d unreadable",
+				p.Total, roundElapsed(p.Elapsed), p.Done-p.Cached, rate, p.Cached, p.Failed)
 		} else {
 			left := "time left unknown"
 			if d := p.Left(); d > 0 {
@@ -434,6 +438,17 @@ func newProgress(w io.Writer) func(catalog.Progress) {
 			fmt.Fprintln(w, line)
 		}
 	}
+}
+
+// roundElapsed rounds a scan's time for a person: to three figures or so, never to 0.
+func roundElapsed(d time.Duration) time.Duration {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond)
+	case d < time.Second:
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(100 * time.Millisecond)
 }
 
 func umountCommand() *command {

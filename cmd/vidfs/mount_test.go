@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -271,7 +272,7 @@ func TestProbeCacheAndUmount(t *testing.T) {
 	src, cache := makeSource(t), t.TempDir()
 	first := startMount(t, src, "--cache-mem", "16MiB", "--workers", "2", "--size", "32x32", "--probe-cache", cache)
 	n := len(sources)
-	if want := fmt.Sprintf("probed %d videos in ", n); !strings.Contains(first.log(), want) || !strings.Contains(first.log(), "/s), 0 from cache, 1 unreadable") {
+	if want := fmt.Sprintf(`scanned %d videos in \S+: %d probed \([0-9]+/s\), 0 from the probe cache, 1 unreadable`, n, n); !regexp.MustCompile(want).MatchString(first.log()) {
 		t.Errorf("first mount: no %q and its rate in\n%s", want, first.log())
 	}
 	if sc := scanStats(t, first.dir); sc.Videos != n || sc.Probed != n || sc.FromCache != 0 || sc.Unreadable != 1 {
@@ -284,7 +285,7 @@ func TestProbeCacheAndUmount(t *testing.T) {
 	<-first.done
 
 	second := startMount(t, src, "--cache-mem", "16MiB", "--workers", "2", "--size", "32x32", "--probe-cache", cache)
-	if want := fmt.Sprintf("/s), %d from cache", n); !strings.Contains(second.log(), want) {
+	if want := fmt.Sprintf(": 0 probed, %d from the probe cache, 1 unreadable", n); !strings.Contains(second.log(), want) {
 		t.Errorf("second mount: no %q in\n%s", want, second.log())
 	}
 	if sc := scanStats(t, second.dir); sc.Videos != n || sc.Probed != 0 || sc.FromCache != n {
