@@ -170,7 +170,7 @@ func TestS3ProbeCacheReused(t *testing.T) {
 	_, before, listsBefore, _ := p.Counts()
 	second := startMount(t, "s3://train/ds", bucketArgs(p, "--probe-cache", cache)...)
 	n := len(sources)
-	if want := fmt.Sprintf("/s), %d from cache", n); !strings.Contains(second.log(), want) {
+	if want := fmt.Sprintf(": 0 probed, %d from the probe cache", n); !strings.Contains(second.log(), want) {
 		t.Errorf("second mount: no %q in\n%s", want, second.log())
 	}
 	_, after, lists, _ := p.Counts()
