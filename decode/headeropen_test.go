@@ -71,7 +71,7 @@ func compareOpens(t *testing.T, info *Info) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		delays[in.quick] = int(decoderDelay(cc))
+		delays[in.quick] = decoderDelay(cc)
 		cc.Free()
 		in.close()
 	}

@@ -416,9 +416,8 @@ type input struct {
 	// and extradata), so the header had it all.
 	headerOnly bool
 	// quick: the input was opened from its header alone (Info.HeaderOpen), and its decoder is
-	// to start from a reordering delay of delay frames.
+	// to start from the table's ReorderDelay.
 	quick bool
-	delay int
 }
 
 // headerContainer tells whether a demuxer's header describes every stream fully enough to decode
@@ -539,7 +538,7 @@ func (in *input) fromHeader(known *Info) bool {
 	if codec == nil || codec.Name() != known.Codec {
 		return false
 	}
-	in.quick, in.delay = true, known.ReorderDelay
+	in.quick = true
 	in.choose(st, codec)
 	return true
 }

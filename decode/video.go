@@ -150,7 +150,7 @@ func newDecoder(info *Info, in *input, codec *astiav.Codec, threads int, g *gpu)
 		return nil, &Error{Path: info.Path, Kind: ErrCorrupt, Detail: "reading codec parameters", Err: err}
 	}
 	if in.quick {
-		setReorderDelay(cc, in.delay)
+		setReorderDelay(cc, info.ReorderDelay)
 	}
 	cc.SetTimeBase(in.st.TimeBase())
 	cc.SetThreadCount(threads)
