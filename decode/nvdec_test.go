@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/testvideo"
@@ -83,10 +87,106 @@ func TestNVDECRealFootage(t *testing.T) {
 	}
 }
 
-// BenchmarkNVDEC: clips/s for T=16, 224x224 from 720p and 1080p H.264 and HEVC (Megamind scaled
-// up), NVDEC against the CPU's every core, and the hardware's ceiling: NVDEC decoding every frame
-// of the file and downloading it (what `ffmpeg -hwaccel cuda -i FILE -f null -` does), in
-// frames/s. Runs only where a GPU is; see docs/benchmarks.md.
+// TestNVDECClassVideos: the videos whose decoders number frames otherwise than their packets
+// suggest (B-frames in AVI, a cut MPEG-2 program stream, no reorder hint, packed B-frames,
+// rotation with mirroring) give through NVDEC the frames the CPU gives, or the same error.
+func TestNVDECClassVideos(t *testing.T) {
+	gpu := gpuPool(t)
+	cpu := newPool(t, decode.PoolOptions{Concurrency: 1})
+	for _, v := range classVideos {
+		t.Run(v.name, func(t *testing.T) {
+			info := probe(t, v.name)
+			o := stretchOutput(info)
+			for _, c := range clipCases(info) {
+				got, ref := make([]byte, c.Frames*o.FrameBytes()), make([]byte, c.Frames*o.FrameBytes())
+				gerr := gpu.DecodeClip(context.Background(), info, c, o, got)
+				cerr := cpu.DecodeClip(context.Background(), info, c, o, ref)
+				if fmt.Sprint(gerr) != fmt.Sprint(cerr) {
+					t.Fatalf("clip %+v: NVDEC %v, CPU %v", c, gerr, cerr)
+				}
+				if p := psnr(got, ref); gerr == nil && (p < 35 || math.IsNaN(p)) {
+					t.Errorf("clip %+v: PSNR %.1f dB against the CPU, want at least 35", c, p)
+				}
+			}
+		})
+	}
+}
+
+// TestNVDECRefused: streams NVDEC cannot decode (H.264 4:4:4 and 10-bit: no NVDEC before
+// Blackwell has them) decode on the CPU in the same pool, exactly as a CPU pool does, and count
+// as CPU clips.
+func TestNVDECRefused(t *testing.T) {
+	gpu := gpuPool(t)
+	cpu := newPool(t, decode.PoolOptions{Concurrency: 1})
+	paths := []string{testvideo.Path("h264_refresh444.mp4"),
+		testvideo.Transcode(t, testvideo.Megamind, "-g 48 -frames:v 96 -pix_fmt yuv420p10le -profile:v high10")}
+	clips := 0
+	for _, path := range paths {
+		info, err := decode.Probe(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := decode.Output{Width: 64, Height: 48, Resize: decode.Stretch}
+		for _, c := range []decode.Clip{{Start: 0, Frames: 8, Stride: 1}, {Start: info.Frames / 2, Frames: 8, Stride: 2}, {Start: 1, Frames: 4, Stride: 3}} {
+			got, ref := make([]byte, c.Frames*o.FrameBytes()), make([]byte, c.Frames*o.FrameBytes())
+			if err := gpu.DecodeClip(context.Background(), info, c, o, got); err != nil {
+				t.Fatalf("%s clip %+v through the GPU pool: %v", path, c, err)
+			}
+			if err := cpu.DecodeClip(context.Background(), info, c, o, ref); err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(ref) {
+				t.Errorf("%s clip %+v: the GPU pool's CPU fallback differs from the CPU pool (PSNR %.1f dB)", path, c, psnr(got, ref))
+			}
+			clips++
+		}
+	}
+	if st := gpu.Stats(); st.ClipsGPU != 0 || st.ClipsCPU != int64(clips) {
+		t.Errorf("%d clips on NVDEC, %d on the CPU; want 0 and %d", st.ClipsGPU, st.ClipsCPU, clips)
+	}
+}
+
+// TestNVDECManyVideos: with more videos than GPU decoders, read in turn, every clip still
+// decodes on the GPU: a new video takes the slot of an idle decoder of an earlier one rather than
+// going to the CPU while the GPU idles.
+func TestNVDECManyVideos(t *testing.T) {
+	if _, err := decode.NewPool(decode.PoolOptions{HWAccel: decode.HWCUDA}); err != nil {
+		t.Skipf("NVDEC test not run: %v. It runs on machines with an NVIDIA GPU and driver.", err)
+	}
+	pool := newPool(t, decode.PoolOptions{Concurrency: 2, Idle: 8, GPUDecoders: 2, HWAccel: decode.HWCUDA})
+	defer pool.Close()
+	var infos []*decode.Info
+	for _, name := range []string{"h264_gop16.mp4", "h264_gop250.mp4", "hevc.mkv", "vp9.webm", "vfr.mkv", "cfr24.mp4", "cfr30.mp4", "rotated.mp4"} {
+		infos = append(infos, probe(t, name))
+	}
+	o := decode.Output{Width: 32, Height: 32, Resize: decode.Stretch}
+	buf := make([]byte, 4*o.FrameBytes())
+	clips := 0
+	for round := range 3 {
+		for _, info := range infos {
+			if err := pool.DecodeClip(context.Background(), info, decode.Clip{Start: round * 4, Frames: 4, Stride: 1}, o, buf); err != nil {
+				t.Fatalf("%s: %v", info.Path, err)
+			}
+			clips++
+		}
+	}
+	st := pool.Stats()
+	t.Logf("%d clips: %d on NVDEC, %d on the CPU; %d idle GPU decoders closed for another video", clips, st.ClipsGPU, st.ClipsCPU, st.GPUReclaims)
+	if st.ClipsGPU != int64(clips) || st.GPUReclaims == 0 {
+		t.Errorf("%d of %d clips on NVDEC, %d reclaims; want all, and reclaims", st.ClipsGPU, clips, st.GPUReclaims)
+	}
+}
+
+// gpuDecoderCounts are the --gpu-decoders values BenchmarkNVDEC sweeps. An H100 has 7 NVDEC
+// engines; SPDL found 7 decodes in flight the best there.
+var gpuDecoderCounts = []int{1, 2, 4, 7, 8, 16}
+
+// BenchmarkNVDEC: clips/s for T=16, stride 2, 224x224 from 720p and 1080p H.264 and HEVC
+// (Megamind scaled up), through NVDEC with 1 to 16 decoders at once, against the CPU's every core,
+// and NVDEC's ceiling: every frame of the file decoded and downloaded (what `ffmpeg -hwaccel cuda
+// -i FILE -f null -` does), by 1 and by 8 decoders at once, in frames/s. Each NVDEC run also reports
+// the frames it decoded per second (to set beside the ceiling) and the GPU memory in use at its
+// peak (nvidia-smi), for the --gpu-decoders sweep. Runs only where a GPU is: bench/gpu.sh.
 func BenchmarkNVDEC(b *testing.B) {
 	if _, err := decode.NewPool(decode.PoolOptions{HWAccel: decode.HWCUDA}); err != nil {
 		b.Skipf("NVDEC benchmark not run: %v", err)
@@ -102,53 +202,118 @@ func BenchmarkNVDEC(b *testing.B) {
 			b.Fatal(err)
 		}
 		clips := benchStarts(info, 2)
-		o := decode.Output{Width: 224, Height: 224}
-		for _, mode := range []struct {
+		type mode struct {
 			name string
 			opts decode.PoolOptions
-		}{
-			{"nvdec", decode.PoolOptions{Concurrency: 8, HWAccel: decode.HWCUDA}},
-			{"cpu-all-cores", decode.PoolOptions{Concurrency: runtime.NumCPU(), HWAccel: decode.HWNone}},
-		} {
-			b.Run(v.name+"/"+mode.name, func(b *testing.B) {
-				pool := newPool(b, mode.opts)
+		}
+		modes := []mode{{"cpu-all-cores", decode.PoolOptions{Concurrency: runtime.NumCPU(), HWAccel: decode.HWNone}}}
+		for _, n := range gpuDecoderCounts {
+			modes = append(modes, mode{fmt.Sprintf("nvdec-%d", n), decode.PoolOptions{Concurrency: n, GPUDecoders: n, HWAccel: decode.HWCUDA}})
+		}
+		for _, m := range modes {
+			b.Run(v.name+"/"+m.name, func(b *testing.B) {
+				peak := watchGPUMemory(b)
+				pool := newPool(b, m.opts)
 				defer pool.Close()
+				o := decode.Output{Width: 224, Height: 224}
+				cpu0 := cpuSeconds()
 				b.ResetTimer()
 				for range b.N {
-					var wg sync.WaitGroup
-					work := make(chan decode.Clip)
-					for range mode.opts.Concurrency {
-						wg.Go(func() {
-							buf := make([]byte, 16*o.FrameBytes())
-							for c := range work {
-								if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
-									b.Error(err)
-								}
-							}
-						})
-					}
-					for _, c := range clips {
-						work <- c
-					}
-					close(work)
-					wg.Wait()
+					decodeAll(b, pool, info, clips, o, m.opts.Concurrency)
 				}
-				b.ReportMetric(float64(b.N*len(clips))/b.Elapsed().Seconds(), "clips/s")
-				b.ReportMetric(float64(pool.Stats().ClipsGPU)/float64(b.N*len(clips)), "on-gpu")
+				b.StopTimer()
+				n, st := float64(b.N*len(clips)), pool.Stats()
+				b.ReportMetric(n/b.Elapsed().Seconds(), "clips/s")
+				b.ReportMetric(n/(cpuSeconds()-cpu0), "clips/cpu-s")
+				b.ReportMetric(float64(st.Frames)/b.Elapsed().Seconds(), "frames/s")
+				b.ReportMetric(float64(st.Frames)/n, "decoded-frames/clip")
+				b.ReportMetric(float64(st.ClipsGPU)/n, "on-gpu")
+				if mib := peak(); mib >= 0 {
+					b.ReportMetric(mib, "gpu-MiB")
+				}
 			})
 		}
-		b.Run(v.name+"/nvdec-ceiling", func(b *testing.B) {
-			pool := newPool(b, decode.PoolOptions{Concurrency: 1, HWAccel: decode.HWCUDA})
-			defer pool.Close()
-			tiny := decode.Output{Width: 16, Height: 16, Resize: decode.Stretch}
-			buf := make([]byte, info.Frames*tiny.FrameBytes())
-			b.ResetTimer()
-			for range b.N {
-				if err := pool.DecodeClip(context.Background(), info, decode.Clip{Start: 0, Frames: info.Frames, Stride: 1}, tiny, buf); err != nil {
-					b.Fatal(err)
+		for _, n := range []int{1, 8} {
+			b.Run(fmt.Sprintf("%s/nvdec-ceiling-%d", v.name, n), func(b *testing.B) {
+				pool := newPool(b, decode.PoolOptions{Concurrency: n, GPUDecoders: n, HWAccel: decode.HWCUDA})
+				defer pool.Close()
+				whole := make([]decode.Clip, n)
+				for i := range whole {
+					whole[i] = decode.Clip{Start: 0, Frames: info.Frames, Stride: 1}
+				}
+				b.ResetTimer()
+				for range b.N {
+					decodeAll(b, pool, info, whole, decode.Output{Width: 16, Height: 16, Resize: decode.Stretch}, n)
+				}
+				b.ReportMetric(float64(b.N*n*info.Frames)/b.Elapsed().Seconds(), "frames/s")
+				b.ReportMetric(float64(pool.Stats().ClipsGPU)/float64(b.N*n), "on-gpu")
+			})
+		}
+	}
+}
+
+// decodeAll decodes the clips into o by workers callers at once.
+func decodeAll(b *testing.B, pool *decode.Pool, info *decode.Info, clips []decode.Clip, o decode.Output, workers int) {
+	var wg sync.WaitGroup
+	work := make(chan decode.Clip)
+	for range workers {
+		wg.Go(func() {
+			buf := make([]byte, clips[0].Frames*o.FrameBytes())
+			for c := range work {
+				if err := pool.DecodeClip(context.Background(), info, c, o, buf[:c.Frames*o.FrameBytes()]); err != nil {
+					b.Error(err)
 				}
 			}
-			b.ReportMetric(float64(b.N*info.Frames)/b.Elapsed().Seconds(), "frames/s")
 		})
+	}
+	for _, c := range clips {
+		work <- c
+	}
+	close(work)
+	wg.Wait()
+}
+
+// watchGPUMemory samples the GPU memory in use (nvidia-smi, every 250 ms) until the benchmark
+// ends; the function it returns gives the peak so far less the memory in use when it was called,
+// in MiB, or -1 where nvidia-smi is missing.
+func watchGPUMemory(b *testing.B) func() float64 {
+	if _, err := exec.LookPath("nvidia-smi"); err != nil {
+		return func() float64 { return -1 }
+	}
+	var mu sync.Mutex
+	peak := -1.0
+	sample := func() {
+		out, err := exec.Command("nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits").Output()
+		if err != nil {
+			return
+		}
+		if mib, err := strconv.ParseFloat(strings.TrimSpace(strings.Split(string(out), "\n")[0]), 64); err == nil {
+			mu.Lock()
+			peak = max(peak, mib)
+			mu.Unlock()
+		}
+	}
+	sample()
+	base := peak
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				sample()
+			}
+		}
+	})
+	b.Cleanup(func() { close(done); wg.Wait() })
+	return func() float64 {
+		sample()
+		mu.Lock()
+		defer mu.Unlock()
+		return peak - base
 	}
 }

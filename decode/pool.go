@@ -67,6 +67,9 @@ type PoolStats struct {
 	GPUFallbacks int64
 	// KeyframeFallbacks counts clips that decoded only from an earlier start than their keyframe.
 	KeyframeFallbacks int64
+	// GPUReclaims counts idle GPU decoders closed so that a video without one could decode on
+	// the GPU.
+	GPUReclaims int64
 }
 
 // Stats returns the pool's counters.
@@ -222,6 +225,9 @@ func (p *Pool) open(info *Info, st *videoState, failed bool) (*video, error) {
 		return openVideo(info, p.opts.Open, st, p.opts.Threads, nil, "")
 	}
 	slot := p.gpu.take()
+	if !slot && !failed && hasCUDA(nvdecDecoder(info.Codec)) {
+		slot = p.reclaimGPUSlot()
+	}
 	dec, onGPU, reason := chooseDecoder(info.Codec, hasCUDA, slot, failed, p.opts.GPUDecoders)
 	if slot && !onGPU {
 		p.gpu.release()
@@ -237,6 +243,24 @@ func (p *Pool) open(info *Info, st *videoState, failed bool) (*video, error) {
 		return openVideo(info, p.opts.Open, st, p.opts.Threads, nil, "")
 	}
 	return openVideo(info, p.opts.Open, st, 1, p.gpu, dec)
+}
+
+// reclaimGPUSlot closes the least recently used idle decoder that holds a GPU slot, and takes
+// the slot. Without it, idle decoders of videos read earlier would hold every slot and each new
+// video would decode on the CPU, however idle the GPU. It reports false when every GPU decoder
+// is busy, or another caller took the freed slot first.
+func (p *Pool) reclaimGPUSlot() bool {
+	p.mu.Lock()
+	for e := p.idle.Back(); e != nil; e = e.Prev() {
+		if v := e.Value.(*video); v.g != nil {
+			p.idle.Remove(e)
+			p.closeLocked(v)
+			p.stats.GPUReclaims++
+			break
+		}
+	}
+	p.mu.Unlock()
+	return p.gpu.take()
 }
 
 // UnusableKeyframes returns, by video path, the frames of the keyframes found unusable since the
