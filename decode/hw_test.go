@@ -34,9 +34,14 @@ func TestChooseDecoder(t *testing.T) {
 		{"h264", false, false, "h264", false, "all 8 GPU decoders are in use"},
 		{"vp9", true, true, "vp9", false, "NVDEC failed on this video before"},
 	} {
-		dec, onGPU, reason := chooseDecoder(tc.sw, capable, tc.slot, tc.failedBefore, 8)
+		dec, onGPU, reason := chooseDecoder(tc.sw, 320, 240, capable, tc.slot, tc.failedBefore, 8)
 		if dec != tc.dec || onGPU != tc.onGPU || reason != tc.reason {
 			t.Errorf("%+v: got %s %v %q", tc, dec, onGPU, reason)
+		}
+	}
+	for _, size := range [][2]int{{321, 241}, {321, 240}, {320, 241}} {
+		if _, onGPU, reason := chooseDecoder("vp9", size[0], size[1], capable, true, false, 8); onGPU || !strings.Contains(reason, "odd picture size") {
+			t.Errorf("%dx%d: on the GPU %v, %q", size[0], size[1], onGPU, reason)
 		}
 	}
 	// What this FFmpeg build offers NVDEC for.

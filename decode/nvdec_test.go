@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -174,6 +175,57 @@ func TestNVDECManyVideos(t *testing.T) {
 	t.Logf("%d clips: %d on NVDEC, %d on the CPU; %d idle GPU decoders closed for another video", clips, st.ClipsGPU, st.ClipsCPU, st.GPUReclaims)
 	if st.ClipsGPU != int64(clips) || st.GPUReclaims == 0 {
 		t.Errorf("%d of %d clips on NVDEC, %d reclaims; want all, and reclaims", st.ClipsGPU, clips, st.GPUReclaims)
+	}
+}
+
+// TestNVDECSeekHistory: H.264 on NVDEC goes on from an IDR picture after a seek without flushing
+// the decoder (which would re-create it). A decoder that has seeked back and forth in a video
+// gives, clip for clip, the bytes of a decoder freshly opened for that clip alone.
+func TestNVDECSeekHistory(t *testing.T) {
+	gpuPool(t) // or skip
+	reused := newPool(t, decode.PoolOptions{Concurrency: 1, Idle: 16, HWAccel: decode.HWCUDA})
+	defer reused.Close()
+	fresh := newPool(t, decode.PoolOptions{Concurrency: 1, Idle: 1, HWAccel: decode.HWCUDA})
+	defer fresh.Close()
+	var infos []*decode.Info
+	for _, name := range []string{"h264_gop16.mp4", "h264_gop250.mp4", "vfr.mkv", "start10.ts", "rotated.mp4", "h264_bframes.avi", "h264_noreorder.mp4", "mirrored.mp4"} {
+		infos = append(infos, probe(t, name))
+	}
+	real, err := decode.Probe(testvideo.Transcode(t, testvideo.Megamind, "-vf scale=1280:720 -g 48"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos = append(infos, real)
+	rnd := rand.New(rand.NewPCG(22, 1))
+	o := decode.Output{Width: 64, Height: 48, Resize: decode.Stretch}
+	type job struct {
+		info *decode.Info
+		c    decode.Clip
+	}
+	var jobs []job
+	for range 12 {
+		for _, info := range infos { // one video after another: fresh opens a decoder per clip
+			stride := 1 + rnd.IntN(3)
+			jobs = append(jobs, job{info, decode.Clip{Start: rnd.IntN(info.Frames - 7*stride), Frames: 8, Stride: stride}})
+		}
+	}
+	for _, j := range jobs {
+		got, want := make([]byte, 8*o.FrameBytes()), make([]byte, 8*o.FrameBytes())
+		if err := reused.DecodeClip(context.Background(), j.info, j.c, o, got); err != nil {
+			t.Fatalf("%s clip %+v: %v", j.info.Path, j.c, err)
+		}
+		if err := fresh.DecodeClip(context.Background(), j.info, j.c, o, want); err != nil {
+			t.Fatalf("%s clip %+v, fresh decoder: %v", j.info.Path, j.c, err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s clip %+v: differs from a fresh decoder's (PSNR %.1f dB)", j.info.Path, j.c, psnr(got, want))
+		}
+	}
+	st := reused.Stats()
+	t.Logf("%d clips: %d on NVDEC, %d seeks, %d of them without a flush; the fresh pool opened %d decoders",
+		len(jobs), st.ClipsGPU, st.Seeks, st.FlushesSaved, fresh.Stats().Opens)
+	if st.ClipsGPU != int64(len(jobs)) || st.FlushesSaved == 0 || fresh.Stats().Opens < int64(len(jobs)) {
+		t.Errorf("want every clip on NVDEC, seeks without a flush, and a fresh decoder per clip")
 	}
 }
 

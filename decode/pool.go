@@ -67,6 +67,9 @@ type PoolStats struct {
 	GPUFallbacks int64
 	// KeyframeFallbacks counts clips that decoded only from an earlier start than their keyframe.
 	KeyframeFallbacks int64
+	// FlushesSaved counts seeks of H.264 on NVDEC that did without flushing the decoder,
+	// because decoding went on from an IDR picture (each flush costs a new hardware decoder).
+	FlushesSaved int64
 	// GPUReclaims counts idle GPU decoders closed so that a video without one could decode on
 	// the GPU.
 	GPUReclaims int64
@@ -153,6 +156,7 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 	p.stats.Frames += int64(work.Decoded)
 	p.stats.Seeks += int64(work.Seeks)
 	p.stats.KeyframeFallbacks += int64(work.Fallbacks)
+	p.stats.FlushesSaved += int64(work.FlushesSaved)
 	if err == nil {
 		if work.GPUFrames > 0 && work.CPUFrames == 0 {
 			p.stats.ClipsGPU++
@@ -225,10 +229,10 @@ func (p *Pool) open(info *Info, st *videoState, failed bool) (*video, error) {
 		return openVideo(info, p.opts.Open, st, p.opts.Threads, nil, "")
 	}
 	slot := p.gpu.take()
-	if !slot && !failed && hasCUDA(nvdecDecoder(info.Codec)) {
+	if _, wants, _ := chooseDecoder(info.Codec, info.Width, info.Height, hasCUDA, true, failed, p.opts.GPUDecoders); wants && !slot {
 		slot = p.reclaimGPUSlot()
 	}
-	dec, onGPU, reason := chooseDecoder(info.Codec, hasCUDA, slot, failed, p.opts.GPUDecoders)
+	dec, onGPU, reason := chooseDecoder(info.Codec, info.Width, info.Height, hasCUDA, slot, failed, p.opts.GPUDecoders)
 	if slot && !onGPU {
 		p.gpu.release()
 	}

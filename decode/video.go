@@ -79,11 +79,22 @@ type video struct {
 	g  *gpu
 	sw *astiav.Frame
 
-	at       *position // nil: not positioned
-	gen      int64     // counts positions: frames are tagged with the one they were decoded in
-	skip     int       // the decoder's skip_frame level now
-	fast     bool      // the decoder's shortcuts (Output.Fast) are on
-	prevLast int       // the last frame of the previous clip asked of this decoder; -1 before any
+	at  *position // nil: not positioned
+	gen int64     // counts positions: frames are tagged with the one they were decoded in
+	// idrFlush: a new position flushes the decoder only if its first packet holds no IDR
+	// picture (flushDue until that packet is seen), unless the decoder was told to end (ended).
+	// Set for H.264 on NVDEC, where each flush makes FFmpeg create the hardware decoder anew
+	// (h264_decode_flush clears context_initialized, so the next slice calls get_format and
+	// re-inits the hwaccel): 200 ms a seek, measured on an H100. An IDR picture resets all that
+	// a flush would, for decoding; frames the decoder held from before are told apart by gen.
+	// nalLength is the size of the NAL unit lengths in packets (AVCC), 0 for start codes.
+	idrFlush  bool
+	flushDue  bool
+	ended     bool
+	nalLength int
+	skip      int  // the decoder's skip_frame level now
+	fast      bool // the decoder's shortcuts (Output.Fast) are on
+	prevLast  int  // the last frame of the previous clip asked of this decoder; -1 before any
 	// state is what the decoders of this video have learnt of it (keyframes not to start from,
 	// damage confirmed), shared through the pool.
 	state *videoState
@@ -118,6 +129,8 @@ type clipWork struct {
 	GPUFrames int // of the clip's frames, those NVDEC decoded
 	CPUFrames int // and those the CPU decoded
 	Fallbacks int // 1 when the clip decoded only from an earlier start than its keyframe
+	// FlushesSaved counts seeks that did without flushing the decoder (video.idrFlush).
+	FlushesSaved int
 }
 
 // clipRun is one clip being decoded: the frames it needs, which of them have gone to the
@@ -192,6 +205,9 @@ func openVideo(info *Info, open Opener, st *videoState, threads int, g *gpu, gpu
 	}
 	v.pkt = astiav.AllocPacket()
 	v.frame = astiav.AllocFrame()
+	if g != nil && codec.Name() == "h264" {
+		v.idrFlush, v.nalLength = true, avcNALLength(in.st.CodecParameters().ExtraData())
+	}
 	return v, nil
 }
 
@@ -248,7 +264,7 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (c
 		v.fast = o.Fast
 	}
 	r := &clipRun{idx: idx}
-	drain := v.drainPays(idx)
+	drain := !v.idrFlush && v.drainPays(idx) // a drained decoder takes packets only after a flush
 	v.prevLast = idx[len(idx)-1]
 	starts := v.startsFor(idx[0])
 	var failed []int // keyframes started from that gave damage
@@ -420,9 +436,15 @@ func (r *clipRun) sending(i int) {
 	}
 }
 
-// reset empties the decoder and positions it anew, for decoding from a new place.
+// reset empties the decoder and positions it anew, for decoding from a new place; with idrFlush,
+// the flush waits for the first packet (see send).
 func (v *video) reset() {
-	flushDecoder(v.cc)
+	if v.idrFlush && !v.ended {
+		v.flushDue = true
+	} else {
+		flushDecoder(v.cc)
+		v.flushDue, v.ended = false, false
+	}
 	v.gen++
 	v.at = &position{}
 }
@@ -544,7 +566,7 @@ func (v *video) next(r *clipRun, rest []int) (int, bool, error) {
 		if !at.pending && r.drainEarly && r.unsent == 0 {
 			// Every frame the clip needs is in the decoder: drain it rather than decode more.
 			at.feed = drainedEarly
-			if err := v.cc.SendPacket(nil); err != nil && !errors.Is(err, astiav.ErrEof) {
+			if err := v.end(); err != nil {
 				return -1, false, err
 			}
 			continue
@@ -556,7 +578,7 @@ func (v *video) next(r *clipRun, rest []int) (int, bool, error) {
 				}
 				// The end of the file, or a read error (truncation): decode what was read.
 				at.feed = endOfFile
-				if err := v.cc.SendPacket(nil); err != nil && !errors.Is(err, astiav.ErrEof) {
+				if err := v.end(); err != nil {
 					return -1, false, err
 				}
 				continue
@@ -569,7 +591,7 @@ func (v *video) next(r *clipRun, rest []int) (int, bool, error) {
 		setPacketOpaque(v.pkt, v.tag(p, i)) // the frames decoded from it carry this
 		r.sending(i)
 		v.chooseSkip(i, rest)
-		if err := v.cc.SendPacket(v.pkt); err != nil && !errors.Is(err, astiav.ErrEagain) {
+		if err := v.send(&r.work); err != nil && !errors.Is(err, astiav.ErrEagain) {
 			// Invalid data in this packet: its frame will be missing or damaged, and so may the
 			// frames predicted from it.
 			if i < 0 {
@@ -581,6 +603,30 @@ func (v *video) next(r *clipRun, rest []int) (int, bool, error) {
 		}
 		v.pkt.Unref()
 	}
+}
+
+// send sends the packet in v.pkt to the decoder, first flushing it if a flush is due and the
+// packet does not start anew with an IDR picture.
+func (v *video) send(w *clipWork) error {
+	if v.flushDue {
+		v.flushDue = false
+		if startsIDR(v.pkt.Data(), v.nalLength) {
+			w.FlushesSaved++
+		} else {
+			flushDecoder(v.cc)
+		}
+	}
+	return v.cc.SendPacket(v.pkt)
+}
+
+// end tells the decoder that no packet follows, so that it puts out what it holds; it then takes
+// none until flushed.
+func (v *video) end() error {
+	v.ended = true
+	if err := v.cc.SendPacket(nil); err != nil && !errors.Is(err, astiav.ErrEof) {
+		return err
+	}
+	return nil
 }
 
 // packetFrame returns the frame decoded from the packet in v.pkt, packet p of the stream, or -1
