@@ -46,6 +46,8 @@ TRANSCODES = {
     "hevc-720p": "-vf scale=1280:720 -g 48 -c:v libx265 -x265-params log-level=error",
     "hevc-1080p": "-vf scale=1920:1080 -g 48 -c:v libx265 -x265-params log-level=error",
     "h264-high10": "-g 48 -frames:v 96 -pix_fmt yuv420p10le -profile:v high10",
+    "h264-720p-ss3": "-ss 3 -frames:v 96 -vf scale=1280:720 -g 48",
+    "h264-720p-ss6": "-ss 6 -frames:v 96 -vf scale=1280:720 -g 48",
 }
 
 

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -187,6 +189,7 @@ func TestNVDECSeekHistory(t *testing.T) {
 	defer reused.Close()
 	fresh := newPool(t, decode.PoolOptions{Concurrency: 1, Idle: 1, HWAccel: decode.HWCUDA})
 	defer fresh.Close()
+	decode.DisableAdoption(fresh)
 	var infos []*decode.Info
 	for _, name := range []string{"h264_gop16.mp4", "h264_gop250.mp4", "vfr.mkv", "start10.ts", "rotated.mp4", "h264_bframes.avi", "h264_noreorder.mp4", "mirrored.mp4"} {
 		infos = append(infos, probe(t, name))
@@ -226,6 +229,64 @@ func TestNVDECSeekHistory(t *testing.T) {
 		len(jobs), st.ClipsGPU, st.Seeks, st.FlushesSaved, fresh.Stats().Opens)
 	if st.ClipsGPU != int64(len(jobs)) || st.FlushesSaved == 0 || fresh.Stats().Opens < int64(len(jobs)) {
 		t.Errorf("want every clip on NVDEC, seeks without a flush, and a fresh decoder per clip")
+	}
+}
+
+// TestNVDECAdopt: an idle GPU decoder goes on to another video encoded alike (same codec, size
+// and parameter sets) instead of a new one being opened, and gives, clip for clip, the bytes of
+// a decoder opened for that video alone: H.264 transcodes of different parts of the footage,
+// copies of test videos, HEVC, and videos of other sizes among them.
+func TestNVDECAdopt(t *testing.T) {
+	gpuPool(t) // or skip
+	dir := t.TempDir()
+	var paths []string
+	for _, args := range []string{"-vf scale=1280:720 -g 48", "-ss 3 -frames:v 96 -vf scale=1280:720 -g 48", "-ss 6 -frames:v 96 -vf scale=1280:720 -g 48"} {
+		paths = append(paths, testvideo.Transcode(t, testvideo.Megamind, args))
+	}
+	for _, name := range []string{"h264_gop16.mp4", "hevc.mkv", "vfr.mkv"} {
+		for k := range 2 {
+			p := filepath.Join(dir, fmt.Sprintf("%d-%s", k, name))
+			if err := os.Link(testvideo.Path(name), p); err != nil {
+				t.Fatal(err)
+			}
+			paths = append(paths, p)
+		}
+	}
+	var infos []*decode.Info
+	for _, p := range paths {
+		info, err := decode.Probe(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, info)
+	}
+	reused := newPool(t, decode.PoolOptions{Concurrency: 1, Idle: 3, GPUDecoders: 3, HWAccel: decode.HWCUDA})
+	defer reused.Close()
+	fresh := newPool(t, decode.PoolOptions{Concurrency: 1, Idle: 1, HWAccel: decode.HWCUDA})
+	defer fresh.Close()
+	decode.DisableAdoption(fresh)
+	rnd := rand.New(rand.NewPCG(22, 2))
+	o := decode.Output{Width: 64, Height: 48, Resize: decode.Stretch}
+	clips := 0
+	for range 40 {
+		info := infos[rnd.IntN(len(infos))]
+		c := decode.Clip{Start: rnd.IntN(info.Frames - 7), Frames: 8, Stride: 1}
+		got, want := make([]byte, 8*o.FrameBytes()), make([]byte, 8*o.FrameBytes())
+		if err := reused.DecodeClip(context.Background(), info, c, o, got); err != nil {
+			t.Fatalf("%s clip %+v: %v", info.Path, c, err)
+		}
+		if err := fresh.DecodeClip(context.Background(), info, c, o, want); err != nil {
+			t.Fatalf("%s clip %+v, fresh decoder: %v", info.Path, c, err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s clip %+v: differs from a fresh decoder's (PSNR %.1f dB)", info.Path, c, psnr(got, want))
+		}
+		clips++
+	}
+	st := reused.Stats()
+	t.Logf("%d clips of %d videos: %d decoders opened, %d adopted, %d on NVDEC", clips, len(infos), st.Opens, st.Adoptions, st.ClipsGPU)
+	if st.Adoptions == 0 || st.ClipsGPU != int64(clips) {
+		t.Errorf("want adoptions and every clip on NVDEC")
 	}
 }
 

@@ -40,7 +40,8 @@ type Pool struct {
 	opts  PoolOptions
 	slots chan struct{} // one token per clip being decoded
 
-	gpu *gpu // nil: CPU only
+	gpu     *gpu // nil: CPU only
+	noAdopt bool // tests: no video.adopt
 
 	// mu guards the fields below, and videoState.users. LOCK ORDERING: mu before videoState.mu
 	// (a state's learned is asked under mu); the decoders' work is done without it.
@@ -62,7 +63,10 @@ type PoolStats struct {
 	ClipsGPU int64 // clips whose frames NVDEC decoded
 	Frames   int64 // frames that came out of the decoders (needed or not): decode work
 	Opens    int64 // decoders opened
-	Seeks    int64 // seeks (a clip that carries on from the last one needs none)
+	// Adoptions counts idle GPU decoders that went on to another video encoded alike instead
+	// of a decoder being opened for it (each open of an NVDEC decoder takes about 200 ms).
+	Adoptions int64
+	Seeks     int64 // seeks (a clip that carries on from the last one needs none)
 	// GPUFallbacks counts videos moved to the CPU after NVDEC failed on them.
 	GPUFallbacks int64
 	// KeyframeFallbacks counts clips that decoded only from an earlier start than their keyframe.
@@ -205,7 +209,6 @@ func (p *Pool) take(info *Info, start int) (*video, error) {
 		v.info = info
 		return v, nil
 	}
-	p.stats.Opens++
 	failed := p.cpuOnly[info.Path]
 	st := p.states[info.Path]
 	if st == nil {
@@ -223,13 +226,30 @@ func (p *Pool) take(info *Info, start int) (*video, error) {
 	return v, err
 }
 
-// open opens a decoder of the video, on the GPU where it may.
+// open opens a decoder of the video, on the GPU where it may: an idle GPU decoder of a video
+// encoded alike goes on with this one where there is one (video.adopt), else a new one opens.
 func (p *Pool) open(info *Info, st *videoState, failed bool) (*video, error) {
 	if p.gpu == nil {
+		p.count(func(s *PoolStats) { s.Opens++ })
 		return openVideo(info, p.opts.Open, st, p.opts.Threads, nil, "")
 	}
+	_, wants, _ := chooseDecoder(info.Codec, info.Width, info.Height, hasCUDA, true, failed, p.opts.GPUDecoders)
+	var in *input
+	if wants && !p.noAdopt {
+		var v *video
+		if v, in = p.adoptIdle(info, st); v != nil {
+			return v, nil
+		}
+	}
+	if in == nil {
+		var err error
+		if in, err = openInput(info.Path, p.opts.Open, info); err != nil {
+			return nil, err
+		}
+	}
+	p.count(func(s *PoolStats) { s.Opens++ })
 	slot := p.gpu.take()
-	if _, wants, _ := chooseDecoder(info.Codec, info.Width, info.Height, hasCUDA, true, failed, p.opts.GPUDecoders); wants && !slot {
+	if wants && !slot {
 		slot = p.reclaimGPUSlot()
 	}
 	dec, onGPU, reason := chooseDecoder(info.Codec, info.Width, info.Height, hasCUDA, slot, failed, p.opts.GPUDecoders)
@@ -244,9 +264,49 @@ func (p *Pool) open(info *Info, st *videoState, failed bool) (*video, error) {
 		if first {
 			p.opts.Log.Info("decoding a video on the CPU", "file", info.Path, "reason", reason)
 		}
-		return openVideo(info, p.opts.Open, st, p.opts.Threads, nil, "")
+		return openVideoIn(info, in, p.opts.Open, st, p.opts.Threads, nil, "")
 	}
-	return openVideo(info, p.opts.Open, st, 1, p.gpu, dec)
+	return openVideoIn(info, in, p.opts.Open, st, 1, p.gpu, dec)
+}
+
+// adoptIdle hands the video the least recently used idle GPU decoder that can go on with it
+// (video.adopt). Where none can, it returns the video's input if it opened it, for the caller.
+func (p *Pool) adoptIdle(info *Info, st *videoState) (*video, *input) {
+	p.mu.Lock()
+	var cand *video
+	for e := p.idle.Back(); e != nil; e = e.Prev() {
+		if v := e.Value.(*video); v.g != nil && v.info.Codec == info.Codec && v.info.Width == info.Width && v.info.Height == info.Height {
+			p.idle.Remove(e)
+			cand = v
+			break
+		}
+	}
+	p.mu.Unlock()
+	if cand == nil {
+		return nil, nil
+	}
+	in, err := openInput(info.Path, p.opts.Open, info)
+	if err != nil {
+		p.put(cand)
+		return nil, nil // the caller meets the error again, and reports it
+	}
+	was, wasState := cand.info.Path, cand.state
+	if !cand.adopt(info, in, st) {
+		p.put(cand)
+		return nil, in
+	}
+	p.mu.Lock()
+	p.release(was, wasState)
+	p.stats.Adoptions++
+	p.mu.Unlock()
+	return cand, nil
+}
+
+// count updates the pool's counters.
+func (p *Pool) count(f func(*PoolStats)) {
+	p.mu.Lock()
+	f(&p.stats)
+	p.mu.Unlock()
 }
 
 // reclaimGPUSlot closes the least recently used idle decoder that holds a GPU slot, and takes

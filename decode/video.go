@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -190,6 +191,13 @@ func openVideo(info *Info, open Opener, st *videoState, threads int, g *gpu, gpu
 		}
 		return nil, err
 	}
+	return openVideoIn(info, in, open, st, threads, g, gpuDecoder)
+}
+
+// openVideoIn is openVideo of a video whose input is open already; the video owns in from here
+// (on error too).
+func openVideoIn(info *Info, in *input, open Opener, st *videoState, threads int, g *gpu, gpuDecoder string) (*video, error) {
+	var err error
 	v := &video{info: info, open: open, in: in, threads: threads, skip: discardDefault, g: g, prevLast: -1, state: st}
 	codec := in.codec
 	if g != nil {
@@ -209,6 +217,30 @@ func openVideo(info *Info, open Opener, st *videoState, threads int, g *gpu, gpu
 		v.idrFlush, v.nalLength = true, avcNALLength(in.st.CodecParameters().ExtraData())
 	}
 	return v, nil
+}
+
+// adopt moves this decoder, idle and on the GPU, to another video whose stream it can decode as
+// it stands: the same decoder, picture size, pixel format and extradata (so the same parameter
+// sets), as videos encoded alike have. in is that video's input, opened; st its state. Opening an
+// NVDEC decoder takes about 200 ms (FFmpeg's hwaccel init creates the hardware decoder and its
+// surfaces), 4 times the decoding of a 1080p clip; a mount reading samples at random opens one
+// for nearly every clip otherwise. It reports false, changing nothing, when the streams differ.
+// The decoder is then positioned nowhere, so the next clip seeks: a new position, whose frames the
+// decoder tells apart from any it still holds of the old video by gen.
+func (v *video) adopt(info *Info, in *input, st *videoState) bool {
+	was, cp := v.in.st.CodecParameters(), in.st.CodecParameters()
+	if v.g == nil || in.st.Index() != info.Stream || in.codec.Name() != info.Codec || info.Codec != v.info.Codec ||
+		cp.Width() != was.Width() || cp.Height() != was.Height() || cp.PixelFormat() != was.PixelFormat() ||
+		!bytes.Equal(cp.ExtraData(), was.ExtraData()) {
+		return false
+	}
+	if in.quick && info.ReorderDelay > decoderDelay(v.cc) {
+		setReorderDelay(v.cc, info.ReorderDelay)
+	}
+	v.in.close()
+	v.in, v.info, v.state = in, info, st
+	v.at, v.prevLast = nil, -1
+	return true
 }
 
 func (v *video) close() {
