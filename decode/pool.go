@@ -15,8 +15,11 @@ type PoolOptions struct {
 	// Concurrency is how many clips decode at once (default: the number of CPUs). Callers past it
 	// wait.
 	Concurrency int
-	// Idle is how many open decoders are kept between clips for reuse (default: Concurrency).
-	// Each holds a demuxer, a decoder and its reference frames: a few MB to tens of MB for HD.
+	// Idle is how many open CPU decoders are kept between clips for reuse (default:
+	// Concurrency). Each holds a demuxer, a decoder and its reference frames: a few MB to tens of
+	// MB for HD. Idle GPU decoders are kept as long as they hold a GPU slot no one else wants
+	// (GPUDecoders bounds them): opening one costs far more, and a video encoded alike may
+	// adopt it.
 	Idle int
 	// Threads is each decoder's thread count (default 1: parallelism comes from Concurrency).
 	Threads int
@@ -272,34 +275,40 @@ func (p *Pool) open(info *Info, st *videoState, failed bool) (*video, error) {
 // adoptIdle hands the video the least recently used idle GPU decoder that can go on with it
 // (video.adopt). Where none can, it returns the video's input if it opened it, for the caller.
 func (p *Pool) adoptIdle(info *Info, st *videoState) (*video, *input) {
-	p.mu.Lock()
-	var cand *video
-	for e := p.idle.Back(); e != nil; e = e.Prev() {
-		if v := e.Value.(*video); v.g != nil && v.info.Codec == info.Codec && v.info.Width == info.Width && v.info.Height == info.Height {
-			p.idle.Remove(e)
-			cand = v
-			break
+	var in *input
+	for tried := map[*video]bool{}; ; {
+		p.mu.Lock()
+		var cand *video
+		for e := p.idle.Back(); e != nil; e = e.Prev() {
+			if v := e.Value.(*video); v.g != nil && !tried[v] && v.info.Codec == info.Codec && v.info.Width == info.Width && v.info.Height == info.Height {
+				p.idle.Remove(e)
+				cand = v
+				break
+			}
 		}
+		p.mu.Unlock()
+		if cand == nil {
+			return nil, in
+		}
+		tried[cand] = true
+		if in == nil {
+			var err error
+			if in, err = openInput(info.Path, p.opts.Open, info); err != nil {
+				p.put(cand)
+				return nil, nil // the caller meets the error again, and reports it
+			}
+		}
+		was, wasState := cand.info.Path, cand.state
+		if !cand.adopt(info, in, st) {
+			p.put(cand)
+			continue
+		}
+		p.mu.Lock()
+		p.release(was, wasState)
+		p.stats.Adoptions++
+		p.mu.Unlock()
+		return cand, nil
 	}
-	p.mu.Unlock()
-	if cand == nil {
-		return nil, nil
-	}
-	in, err := openInput(info.Path, p.opts.Open, info)
-	if err != nil {
-		p.put(cand)
-		return nil, nil // the caller meets the error again, and reports it
-	}
-	was, wasState := cand.info.Path, cand.state
-	if !cand.adopt(info, in, st) {
-		p.put(cand)
-		return nil, in
-	}
-	p.mu.Lock()
-	p.release(was, wasState)
-	p.stats.Adoptions++
-	p.mu.Unlock()
-	return cand, nil
 }
 
 // count updates the pool's counters.
@@ -354,8 +363,16 @@ func (p *Pool) put(v *video) {
 		return
 	}
 	p.idle.PushFront(v)
-	for p.idle.Len() > p.opts.Idle {
-		p.closeLocked(p.idle.Remove(p.idle.Back()).(*video))
+	cpu := 0
+	for e := p.idle.Front(); e != nil; {
+		next := e.Next()
+		if v := e.Value.(*video); v.g == nil {
+			if cpu++; cpu > p.opts.Idle {
+				p.idle.Remove(e)
+				p.closeLocked(v)
+			}
+		}
+		e = next
 	}
 }
 

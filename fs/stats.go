@@ -69,7 +69,7 @@ func (f *FS) Stats() wire.Stats {
 			ClipsPerSecond: f.decodeRate.PerSecond(now),
 			ByDecoder:      wire.DecoderClips{NVDEC: ds.ClipsGPU, CPU: ds.ClipsCPU}, GPUFallbacks: ds.GPUFallbacks,
 			FramesDecoded: ds.Frames, FramesServed: (hits + misses) * int64(f.lay.Spec.Frames),
-			Seeks: ds.Seeks, DecodersOpened: ds.Opens,
+			Seeks: ds.Seeks, DecodersOpened: ds.Opens, DecodersAdopted: ds.Adoptions,
 		},
 		Reads: wire.ReadStats{
 			Requests: requests, Bytes: bytes, Accesses: ts.Accesses, WaitSeconds: waited.Seconds(),

@@ -113,8 +113,8 @@ func printStats(w io.Writer, mnt string, lay wire.Dataset, st wire.Stats) {
 	fmt.Fprintf(w, "           %d queued prefetches dropped when the plan moved on\n", d.Cancelled)
 	fmt.Fprintf(w, "           %.2f frames decoded per frame served (%d / %d); %d seeks, %d decoders opened\n",
 		d.Amplification, d.FramesDecoded, d.FramesServed, d.Seeks, d.DecodersOpened)
-	fmt.Fprintf(w, "           by decoder: NVDEC %d clips, CPU %d clips; %d videos moved to the CPU after NVDEC failed\n",
-		d.ByDecoder.NVDEC, d.ByDecoder.CPU, d.GPUFallbacks)
+	fmt.Fprintf(w, "           by decoder: NVDEC %d clips, CPU %d clips; %d videos moved to the CPU after NVDEC failed; %d GPU decoders adopted by another video\n",
+		d.ByDecoder.NVDEC, d.ByDecoder.CPU, d.GPUFallbacks, d.DecodersAdopted)
 	if t := st.Tier; t != nil {
 		fmt.Fprintf(w, "  tier     %s of %s on disk in %s: %d samples, %s each (%s: %.1fx smaller)\n", formatBytes(t.UsedBytes),
 			formatBytes(t.CapacityBytes), t.Dir, t.Entries, formatBytes(int64(t.BytesPerSample)), t.Codec, t.Ratio)

@@ -68,6 +68,8 @@ func New(snapshot func() wire.Stats, latency func() metrics.Cumulative) *Collect
 	add("decode_frames_total", "Frames out of the decoders, needed or not.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.FramesDecoded) })
 	add("decode_seeks_total", "Seeks the decoders made.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.Seeks) })
 	add("decode_decoders_opened_total", "Decoders opened.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.DecodersOpened) })
+	add("decode_decoders_adopted_total", "Idle GPU decoders that went on to another video encoded alike instead of a decoder being opened.", counter,
+		func(s *wire.Stats) float64 { return float64(s.Decode.DecodersAdopted) })
 	add("served_frames_total", "Frames in the samples served to readers.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.FramesServed) })
 	add("read_requests_total", "Read requests.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Requests) })
 	add("read_bytes_total", "Bytes read.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Bytes) })

@@ -178,6 +178,9 @@ type DecodeStats struct {
 	Amplification  float64      `json:"amplification"`
 	Seeks          int64        `json:"seeks"`
 	DecodersOpened int64        `json:"decoders_opened"`
+	// DecodersAdopted counts clips of a video that went to an idle GPU decoder of another video
+	// encoded alike, where a new NVDEC decoder would have been opened.
+	DecodersAdopted int64 `json:"decoders_adopted"`
 }
 
 // DecoderClips counts the samples each kind of decoder decoded.
