@@ -17,7 +17,7 @@ Steps (--steps, default all):
            720p/1080p, refused streams falling back, more videos than GPU decoders)
   bench    BenchmarkNVDEC: T=16, stride 2, 224x224 from 720p/1080p H.264 and HEVC, through NVDEC
            with 1-16 decoders at once (GPU memory at each), all CPU cores, and NVDEC's ceiling
-  mount    vidfs mount --hwaccel cuda over 200 videos (hard links to the four transcodes), read
+  mount    vidfs mount --hwaccel cuda over 200 videos (hard links to the transcodes, --kinds), read
            by vidfs bench with a plan: hit rate, clips/s, clips by decoder, nvidia-smi dmon
   scale    the CPU path: the same mount with --hwaccel none and --workers 1, 2, 4, 8, 16 (and
            the machine's core count): clips/s and vidfs's CPU seconds per clip
@@ -119,6 +119,7 @@ class Run:
         self.d, self.out = os.path.abspath(d), out
         self.bin = "/tmp/vidfs-gpu-bin"  # unpacked outside DIR, which travels
         self.summary = []
+        self.kinds = ["h264-720p", "h264-1080p", "hevc-720p", "hevc-1080p"]
         os.makedirs(out, exist_ok=True)
 
     def note(self, line):
@@ -181,7 +182,7 @@ class Run:
         self.note("tests: exit %d" % rc)
 
     def bench(self, timeout, benchtime, only):
-        rc, text = self.run("bench", [os.path.join(self.bin, "decode.test"), "-test.run", "^$", "-test.bench", "NVDEC/" + only,
+        rc, text = self.run("bench", [os.path.join(self.bin, "decode.test"), "-test.run", "^$", "-test.bench", "NVDEC" + only,
                                       "-test.benchtime", benchtime, "-test.count", "1"], timeout, cwd=os.path.join(ROOT, "decode"))
         for line in text.splitlines():
             if line.startswith("Benchmark") or "FAIL" in line or "panic" in line:
@@ -189,13 +190,14 @@ class Run:
         self.note("bench: exit %d" % rc)
 
     def dataset(self):
-        ds = "/tmp/vidfs-gpu-dataset"
+        """200 videos: hard links to the transcodes named by --kinds, in one folder each."""
+        ds = "/tmp/vidfs-gpu-dataset-" + "-".join(self.kinds)
         if os.path.exists(ds):
             return ds
         cache = os.path.join(self.d, "cache", "vidfs", "testvideos")
-        for name in ("h264-720p", "h264-1080p", "hevc-720p", "hevc-1080p"):
+        for name in self.kinds:
             os.makedirs(os.path.join(ds, name))
-            for k in range(50):
+            for k in range(200 // len(self.kinds)):
                 os.link(os.path.join(cache, transcode_name(TRANSCODES[name])), os.path.join(ds, name, "v%02d.mp4" % k))
         return ds
 
@@ -280,9 +282,11 @@ def main():
     ap.add_argument("--tests-timeout", type=int, default=240)
     ap.add_argument("--bench-timeout", type=int, default=300)
     ap.add_argument("--benchtime", default="1x", help="go test -benchtime for BenchmarkNVDEC")
-    ap.add_argument("--bench-only", default="", help="sub-benchmark pattern, e.g. 1080p")
+    ap.add_argument("--bench-only", default="", help="benchmark pattern after NVDEC, e.g. /1080p or Mixed")
     ap.add_argument("--duration", default="20s", help="vidfs bench --duration of each mount")
     ap.add_argument("--workers", default="1,2,4,8,16", help="--workers values of the CPU scale step")
+    ap.add_argument("--kinds", default="", help="the transcodes the mounts' 200 videos link to (default: "
+                    "h264-720p,h264-1080p,hevc-720p,hevc-1080p)")
     ap.add_argument("--scale-jobs", type=int, default=1,
                     help="vidfs bench --jobs of the scale step: with one reader following the plan, decodes are the "
                          "prefetches of --workers; more readers than the prefetch keeps ahead of add their misses, up to "
@@ -295,6 +299,8 @@ def main():
             f.write(ROOT + "\n")
         return
     r = Run(a.dir, a.out)
+    if a.kinds:
+        r.kinds = a.kinds.split(",")
     r.setup()
     steps = a.steps.split(",")
     if "env" in steps:

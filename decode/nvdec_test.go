@@ -367,6 +367,87 @@ func BenchmarkNVDEC(b *testing.B) {
 	}
 }
 
+// BenchmarkNVDECMixed: clips as a mount reads them, each of another video: 40 videos (10 hard
+// links to each of the 720p and 1080p H.264 and HEVC transcodes), random clips of T=16, stride 2,
+// 224x224, by 8 callers at once, NVDEC with 8 and 32 GPU decoders against all CPU cores. It
+// reports decoders opened and adopted per clip beside clips/s, to tell the decoding of many videos
+// apart from what a mount adds.
+func BenchmarkNVDECMixed(b *testing.B) {
+	if _, err := decode.NewPool(decode.PoolOptions{HWAccel: decode.HWCUDA}); err != nil {
+		b.Skipf("NVDEC benchmark not run: %v", err)
+	}
+	dir := b.TempDir()
+	var infos []*decode.Info
+	for _, args := range []string{"-vf scale=1280:720 -g 48", "-vf scale=1920:1080 -g 48",
+		"-vf scale=1280:720 -g 48 -c:v libx265 -x265-params log-level=error", "-vf scale=1920:1080 -g 48 -c:v libx265 -x265-params log-level=error"} {
+		src := testvideo.Transcode(b, testvideo.Megamind, args)
+		for k := range 10 {
+			p := filepath.Join(dir, fmt.Sprintf("%d-%s", k, filepath.Base(src)))
+			if err := os.Link(src, p); err != nil {
+				b.Fatal(err)
+			}
+			info, err := decode.Probe(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			infos = append(infos, info)
+		}
+	}
+	rnd := rand.New(rand.NewPCG(22, 3))
+	type job struct {
+		info *decode.Info
+		c    decode.Clip
+	}
+	jobs := make([]job, 200)
+	for i := range jobs {
+		info := infos[rnd.IntN(len(infos))]
+		jobs[i] = job{info, decode.Clip{Start: rnd.IntN(info.Frames - 30), Frames: 16, Stride: 2}}
+	}
+	o := decode.Output{Width: 224, Height: 224, Resize: decode.Crop}
+	for _, m := range []struct {
+		name string
+		opts decode.PoolOptions
+	}{
+		{"cpu-all-cores", decode.PoolOptions{Concurrency: runtime.NumCPU(), HWAccel: decode.HWNone}},
+		{"nvdec-8-of-8", decode.PoolOptions{Concurrency: 8, GPUDecoders: 8, HWAccel: decode.HWCUDA}},
+		{"nvdec-8-of-32", decode.PoolOptions{Concurrency: 8, GPUDecoders: 32, HWAccel: decode.HWCUDA}},
+		{"nvdec-16-of-32", decode.PoolOptions{Concurrency: 16, GPUDecoders: 32, HWAccel: decode.HWCUDA}},
+	} {
+		b.Run(m.name, func(b *testing.B) {
+			pool := newPool(b, m.opts)
+			defer pool.Close()
+			cpu0 := cpuSeconds()
+			b.ResetTimer()
+			for range b.N {
+				var wg sync.WaitGroup
+				work := make(chan job)
+				for range m.opts.Concurrency {
+					wg.Go(func() {
+						buf := make([]byte, 16*o.FrameBytes())
+						for j := range work {
+							if err := pool.DecodeClip(context.Background(), j.info, j.c, o, buf); err != nil {
+								b.Error(err)
+							}
+						}
+					})
+				}
+				for _, j := range jobs {
+					work <- j
+				}
+				close(work)
+				wg.Wait()
+			}
+			b.StopTimer()
+			n, st := float64(b.N*len(jobs)), pool.Stats()
+			b.ReportMetric(n/b.Elapsed().Seconds(), "clips/s")
+			b.ReportMetric(n/(cpuSeconds()-cpu0), "clips/cpu-s")
+			b.ReportMetric(float64(st.Opens)/n, "opens/clip")
+			b.ReportMetric(float64(st.Adoptions)/n, "adoptions/clip")
+			b.ReportMetric(float64(st.ClipsGPU)/n, "on-gpu")
+		})
+	}
+}
+
 // decodeAll decodes the clips into o by workers callers at once.
 func decodeAll(b *testing.B, pool *decode.Pool, info *decode.Info, clips []decode.Clip, o decode.Output, workers int) {
 	var wg sync.WaitGroup
