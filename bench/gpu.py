@@ -32,6 +32,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -120,6 +121,7 @@ class Run:
         self.bin = "/tmp/vidfs-gpu-bin"  # unpacked outside DIR, which travels
         self.summary = []
         self.kinds = ["h264-720p", "h264-1080p", "hevc-720p", "hevc-1080p"]
+        self.profile = False
         os.makedirs(out, exist_ok=True)
 
     def note(self, line):
@@ -209,6 +211,8 @@ class Run:
         pidf, logf = "/tmp/vidfs-gpu.pid", os.path.join(self.out, "mount-%s.log" % tag)
         args = ["vidfs", "mount", ds, mnt, "--frames", "16", "--stride", "2", "--size", "224x224", "--cache-mem", "2GiB",
                 "--probe-cache", "/tmp/vidfs-gpu-probe", "--daemon", "--log-file", logf, "--pid-file", pidf] + extra
+        if self.profile:
+            args += ["--metrics-addr", "127.0.0.1:9191"]
         rc, text = self.run("mount-" + tag, args, 300)
         if rc != 0:
             self.note("%s: mount failed (exit %d): %s" % (tag, rc, text.strip()[-300:]))
@@ -219,7 +223,13 @@ class Run:
         if "--hwaccel" in extra and extra[extra.index("--hwaccel") + 1] != "none" and shutil.which("nvidia-smi"):
             dmon = subprocess.Popen(["nvidia-smi", "dmon", "-s", "um", "-d", "1"], stdout=open(os.path.join(self.out, "dmon-%s.txt" % tag), "w"),
                                     stderr=subprocess.STDOUT)
+        prof = None
+        if self.profile:
+            prof = threading.Thread(target=profile, args=("http://127.0.0.1:9191/debug/pprof", os.path.join(self.out, tag)))
+            prof.start()
         rc, text = self.run("bench-" + tag, ["vidfs", "bench", mnt, "--pattern", "plan", "--jobs", str(jobs), "--duration", duration], 600)
+        if prof:
+            prof.join()
         cpu1, t1 = cputime(pid), time.time()
         if dmon:
             dmon.send_signal(signal.SIGINT)
@@ -249,6 +259,22 @@ class Run:
             r["dmon"] = dmon_summary(os.path.join(self.out, "dmon-%s.txt" % tag))
         self.note("%s: %s" % (tag, json.dumps(r)))
         return r
+
+
+def profile(base, prefix):
+    """While a mount is read: 5 goroutine dumps a second apart (where each goroutine waits), then
+    an 8 s CPU profile, saved as PREFIX-goroutines.txt and PREFIX-cpu.pprof."""
+    import urllib.request
+    time.sleep(3)
+    try:
+        with open(prefix + "-goroutines.txt", "wb") as f:
+            for _ in range(5):
+                f.write(urllib.request.urlopen(base + "/goroutine?debug=2", timeout=10).read())
+                time.sleep(1)
+        with open(prefix + "-cpu.pprof", "wb") as f:
+            f.write(urllib.request.urlopen(base + "/profile?seconds=6", timeout=30).read())
+    except OSError as e:
+        log("profile:", e)
 
 
 def cputime(pid):
@@ -287,6 +313,8 @@ def main():
     ap.add_argument("--workers", default="1,2,4,8,16", help="--workers values of the CPU scale step")
     ap.add_argument("--kinds", default="", help="the transcodes the mounts' 200 videos link to (default: "
                     "h264-720p,h264-1080p,hevc-720p,hevc-1080p)")
+    ap.add_argument("--profile", action="store_true", help="mount with --metrics-addr and save goroutine dumps and a CPU "
+                    "profile of each mount while it is read")
     ap.add_argument("--scale-jobs", type=int, default=1,
                     help="vidfs bench --jobs of the scale step: with one reader following the plan, decodes are the "
                          "prefetches of --workers; more readers than the prefetch keeps ahead of add their misses, up to "
@@ -301,6 +329,7 @@ def main():
     r = Run(a.dir, a.out)
     if a.kinds:
         r.kinds = a.kinds.split(",")
+    r.profile = a.profile
     r.setup()
     steps = a.steps.split(",")
     if "env" in steps:

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,7 +17,9 @@ import (
 	"github.com/vidfs/vidfs/internal/promstats"
 )
 
-// serveMetrics serves the mount's stats as Prometheus metrics on addr, until stop is called.
+// serveMetrics serves the mount's stats as Prometheus metrics on addr, and Go's profiles under
+// /debug/pprof/ (where its time goes: `go tool pprof http://ADDR/debug/pprof/profile`, and where
+// each goroutine waits: /debug/pprof/goroutine?debug=2), until stop is called.
 func serveMetrics(addr string, f *vfs.FS, log *slog.Logger) (stop func(), err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(promstats.New(f.Stats, f.ReadLatency))
@@ -26,6 +29,11 @@ func serveMetrics(addr string, f *vfs.FS, log *slog.Logger) (stop func(), err er
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -65,6 +66,15 @@ func TestMetrics(t *testing.T) {
 	st, err := readStats(mp.dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	prof, err := http.Get(strings.TrimSuffix(url[1], "/metrics") + "/debug/pprof/goroutine?debug=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump, _ := io.ReadAll(prof.Body)
+	prof.Body.Close()
+	if prof.StatusCode != http.StatusOK || !strings.Contains(string(dump), "goroutine ") {
+		t.Errorf("goroutine profile: %s, %.200s", prof.Status, dump)
 	}
 	resp, err := http.Get(url[1])
 	if err != nil {
