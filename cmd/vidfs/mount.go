@@ -214,7 +214,7 @@ Exit status:
 			fs.IntVar(&o.prefetch, "prefetch", 0, "samples to keep decoded ahead of the reader (default: as many as fit in the cache)")
 			fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "samples decoded at once ahead of the reader")
 			fs.Var(&o.hwaccel, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto (if there is one), cuda (require one) or none")
-			fs.IntVar(&o.gpuDecoders, "gpu-decoders", 8, "decoders open on the GPU at once, which bounds its memory; more videos decode on the CPU")
+			fs.IntVar(&o.gpuDecoders, "gpu-decoders", 8, "decoders open on the GPU at once, busy or idle, which bounds its memory (about 60 MiB each at 1080p); more videos decode on the CPU. Idle ones are reused by videos encoded alike: give it more than 2x --workers")
 			fs.BoolVar(&o.allowOther, "allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
 			fs.StringVar(&o.logLevel, "log-level", "info", "log detail on stderr: debug, info, warn or error")
 			fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9100 (path /metrics; Go's profiles under /debug/pprof/)")
