@@ -8,6 +8,7 @@ package decode
 #include <libavcodec/avcodec.h>
 #include <libavutil/frame.h>
 #include <libavutil/avutil.h>
+#include <libavutil/hwcontext.h>
 #include <malloc.h>
 
 // The frames whose in-loop filter fast decoding skips (see Output.Fast).
@@ -35,6 +36,22 @@ static int64_t vidfs_frame_opaque(void *f) { return (int64_t)(intptr_t)((AVFrame
 static int vidfs_reorder_delay(void *cc) { return ((AVCodecContext *)cc)->has_b_frames; }
 static void vidfs_set_reorder_delay(void *cc, int d) { ((AVCodecContext *)cc)->has_b_frames = d; }
 static void vidfs_copy_opaque(void *cc) { ((AVCodecContext *)cc)->flags |= AV_CODEC_FLAG_COPY_OPAQUE; }
+// Downloads the GPU frame src into dst, into dst's own buffer when it has one of src's size and
+// software format that nothing else holds; else into a new one.
+static int vidfs_download(void *dstp, void *srcp) {
+	AVFrame *dst = (AVFrame *)dstp, *src = (AVFrame *)srcp;
+	if (dst->buf[0]) {
+		const AVHWFramesContext *fc = src->hw_frames_ctx ? (const AVHWFramesContext *)src->hw_frames_ctx->data : NULL;
+		if (!fc || dst->width != src->width || dst->height != src->height || dst->format != fc->sw_format || !av_frame_is_writable(dst)) {
+			av_frame_unref(dst);
+		} else {
+			// What the last frame's props left (av_frame_copy_props adds, it does not replace).
+			av_frame_side_data_free(&dst->side_data, &dst->nb_side_data);
+			av_dict_free(&dst->metadata);
+		}
+	}
+	return av_hwframe_transfer_data(dst, src, 0);
+}
 static int vidfs_frame_damaged(void *f) {
 	AVFrame *fr = (AVFrame *)f;
 	return (fr->flags & AV_FRAME_FLAG_CORRUPT) != 0 || fr->decode_error_flags != 0;
@@ -63,6 +80,17 @@ import (
 func TuneMalloc(arenas int) {
 	C.mallopt(C.M_ARENA_MAX, C.int(arenas))
 	C.mallopt(C.M_MMAP_THRESHOLD, 256<<10)
+}
+
+// download copies the GPU frame src into host memory in dst, reusing dst's buffer from the last
+// frame where it fits. A new buffer per frame is a mapping of its own (3 MB at 1080p, over
+// TuneMalloc's threshold), faulted in page by page: measured in a mount on an H100, 2.8 ms of CPU
+// a frame against 0.2 ms in a process without TuneMalloc.
+func download(dst, src *astiav.Frame) error {
+	if ret := C.vidfs_download(dst.UnsafePointer(), src.UnsafePointer()); ret < 0 {
+		return astiav.Error(ret)
+	}
+	return nil
 }
 
 // FFmpegVersion is the version of the FFmpeg libraries vidfs runs on, as FFmpeg states it.

@@ -84,10 +84,15 @@ func newConverter(f *astiav.Frame, info *Info, o Output) (c *converter, err erro
 	return c, nil
 }
 
-// convert writes frame f, converted, into dst (exactly o.FrameBytes() long). f is left unreferenced.
-func (c *converter) convert(f *astiav.Frame, dst []byte) error {
+// convert writes frame f, converted, into dst (exactly o.FrameBytes() long). f is left unreferenced,
+// unless keep: then it keeps its buffers, and the graph takes references of its own.
+func (c *converter) convert(f *astiav.Frame, dst []byte, keep bool) error {
 	f.SetPts(0) // timestamps mean nothing to this graph; keeps buffersrc from complaining
-	if err := c.src.AddFrame(f, astiav.NewBuffersrcFlags()); err != nil {
+	flags := astiav.NewBuffersrcFlags()
+	if keep {
+		flags = astiav.NewBuffersrcFlags(astiav.BuffersrcFlagKeepRef)
+	}
+	if err := c.src.AddFrame(f, flags); err != nil {
 		return fmt.Errorf("filtering frame: %w", err)
 	}
 	if err := c.sink.GetFrame(c.out, astiav.NewBuffersinkFlags()); err != nil {

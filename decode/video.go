@@ -732,7 +732,7 @@ func (v *video) setSkip(level int) {
 func (v *video) convert(o Output, dst []byte, w *clipWork) error {
 	f := v.frame
 	if f.PixelFormat() == astiav.PixelFormatCuda {
-		if err := f.TransferHardwareData(v.sw); err != nil {
+		if err := download(v.sw, f); err != nil {
 			f.Unref()
 			return fmt.Errorf("downloading a frame from the GPU: %w", err)
 		}
@@ -755,5 +755,6 @@ func (v *video) convert(o Output, dst []byte, w *clipWork) error {
 		}
 		v.conv = c
 	}
-	return v.conv.convert(f, dst)
+	// v.sw keeps its buffer for the next frame's download (the graph takes a reference of its own).
+	return v.conv.convert(f, dst, f == v.sw)
 }
