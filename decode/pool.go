@@ -152,6 +152,7 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 		p.stats.GPUFallbacks++
 		p.stats.Frames += int64(work.Decoded)
 		p.stats.Seeks += int64(work.Seeks)
+		p.stats.FlushesSaved += int64(work.FlushesSaved)
 		p.mu.Unlock()
 		p.opts.Log.Warn("NVDEC failed on a video; decoding it on the CPU", "file", info.Path, "err", err)
 		if v, err = p.take(info, info.firstFrame(c)); err != nil {
@@ -294,13 +295,13 @@ func (p *Pool) adoptIdle(info *Info, st *videoState) (*video, *input) {
 		if in == nil {
 			var err error
 			if in, err = openInput(info.Path, p.opts.Open, info); err != nil {
-				p.put(cand)
+				p.putBack(cand)
 				return nil, nil // the caller meets the error again, and reports it
 			}
 		}
 		was, wasState := cand.info.Path, cand.state
 		if !cand.adopt(info, in, st) {
-			p.put(cand)
+			p.putBack(cand)
 			continue
 		}
 		p.mu.Lock()
@@ -374,6 +375,18 @@ func (p *Pool) put(v *video) {
 		}
 		e = next
 	}
+}
+
+// putBack returns an idle decoder taken out for adoption and not adopted to where it was: the
+// least recently used end.
+func (p *Pool) putBack(v *video) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		p.closeLocked(v)
+		return
+	}
+	p.idle.PushBack(v)
 }
 
 // closeLocked closes a decoder the pool opened, and forgets its video's state if no other decoder

@@ -231,12 +231,18 @@ func (v *video) adopt(info *Info, in *input, st *videoState) bool {
 	was, cp := v.in.st.CodecParameters(), in.st.CodecParameters()
 	if v.g == nil || in.st.Index() != info.Stream || in.codec.Name() != info.Codec || info.Codec != v.info.Codec ||
 		cp.Width() != was.Width() || cp.Height() != was.Height() || cp.PixelFormat() != was.PixelFormat() ||
-		!bytes.Equal(cp.ExtraData(), was.ExtraData()) {
+		!bytes.Equal(cp.ExtraData(), was.ExtraData()) ||
+		// Parameter sets only in the packets (Annex B): those of the last video stay in the decoder.
+		len(cp.ExtraData()) == 0 && (info.Codec == "h264" || info.Codec == "hevc") ||
+		// The container's colour tags: frames whose bitstream says none take the decoder's.
+		cp.ColorRange() != was.ColorRange() || cp.ColorSpace() != was.ColorSpace() || cp.ColorPrimaries() != was.ColorPrimaries() ||
+		cp.ColorTransferCharacteristic() != was.ColorTransferCharacteristic() || cp.ChromaLocation() != was.ChromaLocation() {
 		return false
 	}
 	if in.quick && info.ReorderDelay > decoderDelay(v.cc) {
 		setReorderDelay(v.cc, info.ReorderDelay)
 	}
+	v.cc.SetTimeBase(in.st.TimeBase())
 	v.in.close()
 	v.in, v.info, v.state = in, info, st
 	v.at, v.prevLast = nil, -1
@@ -477,7 +483,7 @@ func (v *video) reset() {
 		flushDecoder(v.cc)
 		v.flushDue, v.ended = false, false
 	}
-	v.gen++
+	v.gen = (v.gen + 1) & (1<<(63-genShift) - 1) // a decoder adopted from video to video lives long
 	v.at = &position{}
 }
 

@@ -217,7 +217,7 @@ Exit status:
 			fs.IntVar(&o.gpuDecoders, "gpu-decoders", 8, "decoders open on the GPU at once, busy or idle, which bounds its memory (about 60 MiB each at 1080p); more videos decode on the CPU. Idle ones are reused by videos encoded alike: give it more than 2x --workers")
 			fs.BoolVar(&o.allowOther, "allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
 			fs.StringVar(&o.logLevel, "log-level", "info", "log detail on stderr: debug, info, warn or error")
-			fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9100 (path /metrics; Go's profiles under /debug/pprof/)")
+			fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9100 (path /metrics; Go's profiles under /debug/pprof/, for anyone who can reach it: keep it on loopback)")
 			fs.BoolVar(&o.debugFUSE, "debug-fuse", false, "log every FUSE request")
 			fs.BoolVar(&o.daemon, "daemon", false, "serve in the background: return once the mount serves, log to --log-file, write --pid-file")
 			fs.StringVar(&o.logFile, "log-file", "", "with --daemon, where the mount logs (default: ~/.cache/vidfs/mounts/MNT-HASH.log)")
