@@ -220,8 +220,8 @@ func openVideoIn(info *Info, in *input, open Opener, st *videoState, threads int
 }
 
 // adopt moves this decoder, idle and on the GPU, to another video whose stream it can decode as
-// it stands: the same decoder, picture size, pixel format and extradata (so the same parameter
-// sets), as videos encoded alike have. in is that video's input, opened; st its state. Opening an
+// it stands: the same decoder, picture size, pixel format, colour tags and extradata (so the same
+// parameter sets), as videos encoded alike have. in is that video's input, opened; st its state. Opening an
 // NVDEC decoder takes about 200 ms (FFmpeg's hwaccel init creates the hardware decoder and its
 // surfaces), 4 times the decoding of a 1080p clip; a mount reading samples at random opens one
 // for nearly every clip otherwise. It reports false, changing nothing, when the streams differ.
