@@ -325,15 +325,20 @@ func (p *Pool) count(f func(*PoolStats)) {
 // is busy, or another caller took the freed slot first.
 func (p *Pool) reclaimGPUSlot() bool {
 	p.mu.Lock()
+	var victim *video
 	for e := p.idle.Back(); e != nil; e = e.Prev() {
 		if v := e.Value.(*video); v.g != nil {
 			p.idle.Remove(e)
-			p.closeLocked(v)
+			p.release(v.info.Path, v.state)
 			p.stats.GPUReclaims++
+			victim = v
 			break
 		}
 	}
 	p.mu.Unlock()
+	if victim != nil {
+		victim.close() // outside mu: destroying an NVDEC decoder takes a while
+	}
 	return p.gpu.take()
 }
 
