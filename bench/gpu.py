@@ -308,7 +308,9 @@ def main():
     ap.add_argument("--tests-timeout", type=int, default=240)
     ap.add_argument("--bench-timeout", type=int, default=300)
     ap.add_argument("--benchtime", default="1x", help="go test -benchtime for BenchmarkNVDEC")
-    ap.add_argument("--bench-only", default="", help="benchmark pattern after NVDEC, e.g. /1080p or Mixed")
+    ap.add_argument("--bench-only", default="", help="what follows NVDEC in go test's -bench pattern, e.g. /h264-1080p/ or Mixed. Go splits the "
+                         "pattern at each / into one per level, so a group may not hold a /: "
+                         "'(/a|Mixed/b)' matches nothing")
     ap.add_argument("--duration", default="20s", help="vidfs bench --duration of each mount")
     ap.add_argument("--workers", default="1,2,4,8,16", help="--workers values of the CPU scale step")
     ap.add_argument("--kinds", default="", help="the transcodes the mounts' 200 videos link to (default: "
