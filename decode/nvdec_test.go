@@ -153,9 +153,7 @@ func TestNVDECRefused(t *testing.T) {
 // decodes on the GPU: a new video takes the slot of an idle decoder of an earlier one rather than
 // going to the CPU while the GPU idles.
 func TestNVDECManyVideos(t *testing.T) {
-	if _, err := decode.NewPool(decode.PoolOptions{HWAccel: decode.HWCUDA}); err != nil {
-		t.Skipf("NVDEC test not run: %v. It runs on machines with an NVIDIA GPU and driver.", err)
-	}
+	gpuPool(t) // or skip
 	pool := newPool(t, decode.PoolOptions{Concurrency: 2, Idle: 8, GPUDecoders: 2, HWAccel: decode.HWCUDA})
 	defer pool.Close()
 	var infos []*decode.Info
@@ -303,8 +301,10 @@ var gpuDecoderCounts = []int{1, 2, 4, 7, 8, 16}
 // the frames it decoded per second (to set beside the ceiling) and the GPU memory in use at its
 // peak (nvidia-smi), for the --gpu-decoders sweep. Runs only where a GPU is: bench/gpu.sh.
 func BenchmarkNVDEC(b *testing.B) {
-	if _, err := decode.NewPool(decode.PoolOptions{HWAccel: decode.HWCUDA}); err != nil {
+	if p, err := decode.NewPool(decode.PoolOptions{HWAccel: decode.HWCUDA}); err != nil {
 		b.Skipf("NVDEC benchmark not run: %v", err)
+	} else {
+		p.Close()
 	}
 	for _, v := range []struct{ name, args string }{
 		{"h264-720p", "-vf scale=1280:720 -g 48"}, {"h264-1080p", "-vf scale=1920:1080 -g 48"},
@@ -373,8 +373,10 @@ func BenchmarkNVDEC(b *testing.B) {
 // reports decoders opened and adopted per clip beside clips/s, to tell the decoding of many videos
 // apart from what a mount adds.
 func BenchmarkNVDECMixed(b *testing.B) {
-	if _, err := decode.NewPool(decode.PoolOptions{HWAccel: decode.HWCUDA}); err != nil {
+	if p, err := decode.NewPool(decode.PoolOptions{HWAccel: decode.HWCUDA}); err != nil {
 		b.Skipf("NVDEC benchmark not run: %v", err)
+	} else {
+		p.Close()
 	}
 	dir := b.TempDir()
 	var infos []*decode.Info
