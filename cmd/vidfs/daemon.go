@@ -21,13 +21,19 @@ const readyEnv = "VIDFS_DAEMON_READY_FD"
 
 // daemonPaths returns where a daemon mounted on mnt logs and writes its pid, by default.
 func daemonPaths(mnt string) (logFile, pidFile string) {
+	base := mountFilesBase(mnt)
+	return base + ".log", base + ".pid"
+}
+
+// mountFilesBase is where the files about a mount on mnt (an absolute path) live, less their
+// extension: ~/.cache/vidfs/mounts/NAME-HASH.
+func mountFilesBase(mnt string) string {
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		dir = os.TempDir()
 	}
 	sum := sha256.Sum256([]byte(mnt))
-	base := filepath.Join(dir, "vidfs", "mounts", filepath.Base(mnt)+"-"+hex.EncodeToString(sum[:4]))
-	return base + ".log", base + ".pid"
+	return filepath.Join(dir, "vidfs", "mounts", filepath.Base(mnt)+"-"+hex.EncodeToString(sum[:4]))
 }
 
 // daemonChild tells whether this process is the one a --daemon mount started to serve: its

@@ -74,10 +74,15 @@ func (l *layoutOptions) spec() (layout.Spec, error) {
 // scan finds and probes the videos of src and lays them out under spec, reporting progress on w
 // and naming (on log) the first videos left out; figures gets the scan's. The caller closes the
 // tables.
-func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src catalog.Files, figures *wire.ScanStats) (*layout.Layout, *videoTables, []wire.Problem, error) {
+// report, if set, is told the progress too.
+func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src catalog.Files, figures *wire.ScanStats,
+	report func(catalog.Progress)) (*layout.Layout, *videoTables, []wire.Problem, error) {
 	show := newProgress(w)
 	progress := func(p catalog.Progress) {
 		show(p)
+		if report != nil {
+			report(p)
+		}
 		if p.Final && figures != nil {
 			*figures = wire.ScanStats{Videos: p.Total, Probed: p.Done - p.Cached, FromCache: p.Cached, Unreadable: p.Failed,
 				Seconds: p.Elapsed.Seconds(), ProbesPerSecond: p.Rate()}
@@ -301,7 +306,9 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 		return err
 	}
 	var figures wire.ScanStats
-	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, &figures)
+	scanning := newScanReport(mnt, log) // for vidfs stats MNT meanwhile
+	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, &figures, scanning.update)
+	scanning.remove()
 	if err != nil {
 		return err
 	}

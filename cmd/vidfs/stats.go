@@ -48,7 +48,9 @@ func statsCommand() *command {
 		help: `Prints a snapshot of MNT/.vidfs/stats readably: cache use and hit rate, the reader's position
 in the plan and how many samples are ready ahead of it, decodes in flight and done, decode
 amplification, how long readers waited, read latency, and errors. --json prints the snapshot
-as vidfs wrote it. ` + "`vidfs top`" + ` shows the same, live.`,
+as vidfs wrote it. ` + "`vidfs top`" + ` shows the same, live. While a mount still finds and probes its
+videos (a first mount of many), MNT is not mounted yet: this prints how far it has got
+(--json: pid, mountpoint and scan).`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.BoolVar(&asJSON, "json", false, "print the raw JSON snapshot")
 		},
@@ -59,6 +61,9 @@ as vidfs wrote it. ` + "`vidfs top`" + ` shows the same, live.`,
 			if asJSON {
 				b, err := os.ReadFile(filepath.Join(args[0], ".vidfs", "stats"))
 				if err != nil {
+					if sc, ok := scanningOf(args[0]); ok {
+						return json.NewEncoder(e.stdout).Encode(sc)
+					}
 					return fmt.Errorf("%s is not a vidfs mount (or it stopped): %w", args[0], err)
 				}
 				_, err = e.stdout.Write(b)
@@ -66,6 +71,10 @@ as vidfs wrote it. ` + "`vidfs top`" + ` shows the same, live.`,
 			}
 			st, err := readStats(args[0])
 			if err != nil {
+				if sc, ok := scanningOf(args[0]); ok {
+					_, err := fmt.Fprintln(e.stdout, scanningLine(sc))
+					return err
+				}
 				return err
 			}
 			lay, err := readDataset(args[0])

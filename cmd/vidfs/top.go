@@ -38,8 +38,20 @@ reads per second, latency, and recent errors. Rates are over the last interval. 
 				return usageError{"want the mount point"}
 			}
 			lay, err := readDataset(args[0])
-			if err != nil {
-				return err
+			for err != nil {
+				// A mount still finding its videos: show how far it has got until it serves.
+				sc, ok := scanningOf(args[0])
+				if !ok {
+					return err
+				}
+				fmt.Fprintf(e.stdout, "\r%s\x1b[K", scanningLine(sc))
+				select {
+				case <-ctx.Done():
+					fmt.Fprintln(e.stdout)
+					return nil
+				case <-time.After(interval):
+				}
+				lay, err = readDataset(args[0])
 			}
 			if !isTerminal(e.stdout) {
 				return fmt.Errorf("vidfs top draws on a terminal, and its output is not one: vidfs stats %s prints a snapshot (--json for the raw one)", args[0])

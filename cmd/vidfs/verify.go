@@ -123,7 +123,7 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 		return err
 	}
 	defer source.close() // after the pool's decoders
-	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, nil)
+	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, nil, nil)
 	if err != nil {
 		return err
 	}

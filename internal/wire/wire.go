@@ -61,6 +61,16 @@ type ScanStats struct {
 	Unreadable      int     `json:"unreadable"`
 	Seconds         float64 `json:"seconds"`
 	ProbesPerSecond float64 `json:"probes_per_s"`
+	// SecondsLeft estimates the time the scan still takes, while it runs (see Scanning).
+	SecondsLeft float64 `json:"seconds_left,omitempty"`
+}
+
+// Scanning is what a mount writes while it finds and probes its videos, before MNT is mounted
+// (vidfs stats and vidfs top show it): the process, the mount point, and how far it has got.
+type Scanning struct {
+	PID        int       `json:"pid"`
+	Mountpoint string    `json:"mountpoint"`
+	Scan       ScanStats `json:"scan"`
 }
 
 // CacheStats is the memory cache of decoded samples. Hits and misses count accesses to samples
