@@ -72,6 +72,11 @@ func TestScanProgress(t *testing.T) {
 			t.Errorf("vidfs stats while scanning: %q", out)
 		}
 		sawLine = true
+		// vidfs top, not on a terminal, says the same and stops (on one it shows it until the
+		// mount serves).
+		if code, _, errs := vidfs(t, "top", mnt); code != 1 || !strings.Contains(errs, "not mounted yet") && !strings.Contains(errs, "draws on a terminal") {
+			t.Errorf("vidfs top while scanning: exit %d, %q", code, errs)
+		}
 		if code, out, _ := vidfs(t, "stats", mnt, "--json"); code == 0 {
 			var sc wire.Scanning
 			if json.Unmarshal([]byte(out), &sc) == nil && sc.PID != 0 {

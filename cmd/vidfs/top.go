@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -41,7 +42,10 @@ reads per second, latency, and recent errors. Rates are over the last interval. 
 			for err != nil {
 				// A mount still finding its videos: show how far it has got until it serves.
 				sc, ok := scanningOf(args[0])
-				if !ok {
+				if !ok || !isTerminal(e.stdout) {
+					if ok {
+						return errors.New(scanningLine(sc))
+					}
 					return err
 				}
 				fmt.Fprintf(e.stdout, "\r%s\x1b[K", scanningLine(sc))
