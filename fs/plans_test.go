@@ -506,7 +506,14 @@ func TestPlanWritersConcurrent(t *testing.T) {
 				buf := make([]byte, S)
 				for i := range rounds {
 					s := half + (w*7+i*3)%(n-half)
-					if k, err := unix.Pread(fd, buf, hdr+int64(s)*S); err != nil || int64(k) != S || string(buf) != string(want(f, s)) {
+					k, err := unix.Pread(fd, buf, hdr+int64(s)*S)
+					for errors.Is(err, syscall.EINTR) {
+						// A signal (the Go runtime's preemption, SIGURG) reached this thread while the
+						// read waited on the mount: the kernel interrupts the FUSE request. os.File
+						// retries such reads; unix.Pread does not.
+						k, err = unix.Pread(fd, buf, hdr+int64(s)*S)
+					}
+					if err != nil || int64(k) != S || string(buf) != string(want(f, s)) {
 						t.Errorf("sample %d: %d bytes, %v, or not its bytes", s, k, err)
 					}
 				}
