@@ -199,28 +199,15 @@ func TestNVDECSeekHistory(t *testing.T) {
 	infos = append(infos, real)
 	rnd := rand.New(rand.NewPCG(22, 1))
 	o := decode.Output{Width: 64, Height: 48, Resize: decode.Stretch}
-	type job struct {
-		info *decode.Info
-		c    decode.Clip
-	}
-	var jobs []job
+	var jobs []clipJob
 	for range 12 {
 		for _, info := range infos { // one video after another: fresh opens a decoder per clip
 			stride := 1 + rnd.IntN(3)
-			jobs = append(jobs, job{info, decode.Clip{Start: rnd.IntN(info.Frames - 7*stride), Frames: 8, Stride: stride}})
+			jobs = append(jobs, clipJob{info, decode.Clip{Start: rnd.IntN(info.Frames - 7*stride), Frames: 8, Stride: stride}})
 		}
 	}
 	for _, j := range jobs {
-		got, want := make([]byte, 8*o.FrameBytes()), make([]byte, 8*o.FrameBytes())
-		if err := reused.DecodeClip(context.Background(), j.info, j.c, o, got); err != nil {
-			t.Fatalf("%s clip %+v: %v", j.info.Path, j.c, err)
-		}
-		if err := fresh.DecodeClip(context.Background(), j.info, j.c, o, want); err != nil {
-			t.Fatalf("%s clip %+v, fresh decoder: %v", j.info.Path, j.c, err)
-		}
-		if string(got) != string(want) {
-			t.Errorf("%s clip %+v: differs from a fresh decoder's (PSNR %.1f dB)", j.info.Path, j.c, psnr(got, want))
-		}
+		sameAsFresh(t, reused, fresh, j.info, j.c, o)
 	}
 	st := reused.Stats()
 	t.Logf("%d clips: %d on NVDEC, %d seeks, %d of them without a flush; the fresh pool opened %d decoders",
@@ -270,17 +257,7 @@ func TestNVDECAdopt(t *testing.T) {
 	clips := 0
 	for range 40 {
 		info := infos[rnd.IntN(len(infos))]
-		c := decode.Clip{Start: rnd.IntN(info.Frames - 7), Frames: 8, Stride: 1}
-		got, want := make([]byte, 8*o.FrameBytes()), make([]byte, 8*o.FrameBytes())
-		if err := reused.DecodeClip(context.Background(), info, c, o, got); err != nil {
-			t.Fatalf("%s clip %+v: %v", info.Path, c, err)
-		}
-		if err := fresh.DecodeClip(context.Background(), info, c, o, want); err != nil {
-			t.Fatalf("%s clip %+v, fresh decoder: %v", info.Path, c, err)
-		}
-		if string(got) != string(want) {
-			t.Errorf("%s clip %+v: differs from a fresh decoder's (PSNR %.1f dB)", info.Path, c, psnr(got, want))
-		}
+		sameAsFresh(t, reused, fresh, info, decode.Clip{Start: rnd.IntN(info.Frames - 7), Frames: 8, Stride: 1}, o)
 		clips++
 	}
 	st := reused.Stats()
@@ -334,7 +311,7 @@ func BenchmarkNVDEC(b *testing.B) {
 				cpu0 := cpuSeconds()
 				b.ResetTimer()
 				for range b.N {
-					decodeAll(b, pool, info, clips, o, m.opts.Concurrency)
+					decodeAll(b, pool, clipsOf(info, clips), o, m.opts.Concurrency)
 				}
 				b.StopTimer()
 				n, st := float64(b.N*len(clips)), pool.Stats()
@@ -358,7 +335,7 @@ func BenchmarkNVDEC(b *testing.B) {
 				}
 				b.ResetTimer()
 				for range b.N {
-					decodeAll(b, pool, info, whole, decode.Output{Width: 16, Height: 16, Resize: decode.Stretch}, n)
+					decodeAll(b, pool, clipsOf(info, whole), decode.Output{Width: 16, Height: 16, Resize: decode.Stretch}, n)
 				}
 				b.ReportMetric(float64(b.N*n*info.Frames)/b.Elapsed().Seconds(), "frames/s")
 				b.ReportMetric(float64(pool.Stats().ClipsGPU)/float64(b.N*n), "on-gpu")
@@ -396,14 +373,10 @@ func BenchmarkNVDECMixed(b *testing.B) {
 		}
 	}
 	rnd := rand.New(rand.NewPCG(22, 3))
-	type job struct {
-		info *decode.Info
-		c    decode.Clip
-	}
-	jobs := make([]job, 200)
+	jobs := make([]clipJob, 200)
 	for i := range jobs {
 		info := infos[rnd.IntN(len(infos))]
-		jobs[i] = job{info, decode.Clip{Start: rnd.IntN(info.Frames - 30), Frames: 16, Stride: 2}}
+		jobs[i] = clipJob{info, decode.Clip{Start: rnd.IntN(info.Frames - 30), Frames: 16, Stride: 2}}
 	}
 	o := decode.Output{Width: 224, Height: 224, Resize: decode.Crop}
 	for _, m := range []struct {
@@ -421,23 +394,7 @@ func BenchmarkNVDECMixed(b *testing.B) {
 			cpu0 := cpuSeconds()
 			b.ResetTimer()
 			for range b.N {
-				var wg sync.WaitGroup
-				work := make(chan job)
-				for range m.opts.Concurrency {
-					wg.Go(func() {
-						buf := make([]byte, 16*o.FrameBytes())
-						for j := range work {
-							if err := pool.DecodeClip(context.Background(), j.info, j.c, o, buf); err != nil {
-								b.Error(err)
-							}
-						}
-					})
-				}
-				for _, j := range jobs {
-					work <- j
-				}
-				close(work)
-				wg.Wait()
+				decodeAll(b, pool, jobs, o, m.opts.Concurrency)
 			}
 			b.StopTimer()
 			n, st := float64(b.N*len(jobs)), pool.Stats()
@@ -450,25 +407,59 @@ func BenchmarkNVDECMixed(b *testing.B) {
 	}
 }
 
-// decodeAll decodes the clips into o by workers callers at once.
-func decodeAll(b *testing.B, pool *decode.Pool, info *decode.Info, clips []decode.Clip, o decode.Output, workers int) {
+// clipJob is a clip of a video.
+type clipJob struct {
+	info *decode.Info
+	c    decode.Clip
+}
+
+// clipsOf makes jobs of clips of one video.
+func clipsOf(info *decode.Info, clips []decode.Clip) []clipJob {
+	jobs := make([]clipJob, len(clips))
+	for i, c := range clips {
+		jobs[i] = clipJob{info, c}
+	}
+	return jobs
+}
+
+// decodeAll decodes the jobs' clips into o by workers callers at once.
+func decodeAll(b *testing.B, pool *decode.Pool, jobs []clipJob, o decode.Output, workers int) {
 	var wg sync.WaitGroup
-	work := make(chan decode.Clip)
+	work := make(chan clipJob)
 	for range workers {
 		wg.Go(func() {
-			buf := make([]byte, clips[0].Frames*o.FrameBytes())
-			for c := range work {
-				if err := pool.DecodeClip(context.Background(), info, c, o, buf[:c.Frames*o.FrameBytes()]); err != nil {
+			var buf []byte
+			for j := range work {
+				if n := j.c.Frames * o.FrameBytes(); len(buf) < n {
+					buf = make([]byte, n)
+				}
+				if err := pool.DecodeClip(context.Background(), j.info, j.c, o, buf[:j.c.Frames*o.FrameBytes()]); err != nil {
 					b.Error(err)
 				}
 			}
 		})
 	}
-	for _, c := range clips {
-		work <- c
+	for _, j := range jobs {
+		work <- j
 	}
 	close(work)
 	wg.Wait()
+}
+
+// sameAsFresh decodes clip c of the video through reused and through fresh, a pool whose
+// decoders are opened for the clip, and fails the test where the bytes differ.
+func sameAsFresh(t *testing.T, reused, fresh *decode.Pool, info *decode.Info, c decode.Clip, o decode.Output) {
+	t.Helper()
+	got, want := make([]byte, c.Frames*o.FrameBytes()), make([]byte, c.Frames*o.FrameBytes())
+	if err := reused.DecodeClip(context.Background(), info, c, o, got); err != nil {
+		t.Fatalf("%s clip %+v: %v", info.Path, c, err)
+	}
+	if err := fresh.DecodeClip(context.Background(), info, c, o, want); err != nil {
+		t.Fatalf("%s clip %+v, fresh decoder: %v", info.Path, c, err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s clip %+v: differs from a fresh decoder's (PSNR %.1f dB)", info.Path, c, psnr(got, want))
+	}
 }
 
 // watchGPUMemory samples the GPU memory in use (nvidia-smi, every 250 ms) until the benchmark

@@ -360,12 +360,25 @@ func (p *Pool) UnusableKeyframes() map[string][]int {
 	return marks
 }
 
-// put returns a decoder for reuse, closing the least recently used beyond the Idle bound.
-func (p *Pool) put(v *video) {
+// put returns a decoder for reuse, as the most recently used, closing the least recently used
+// CPU decoders beyond the Idle bound (idle GPU decoders are bounded by their slots).
+func (p *Pool) put(v *video) { p.park(v, true) }
+
+// putBack returns an idle decoder taken out for adoption and not adopted to where it was: the
+// least recently used end.
+func (p *Pool) putBack(v *video) { p.park(v, false) }
+
+// park adds an idle decoder at the front of the idle list (recent) or its back, or closes it if
+// the pool is closed.
+func (p *Pool) park(v *video, recent bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		p.closeLocked(v)
+		return
+	}
+	if !recent {
+		p.idle.PushBack(v)
 		return
 	}
 	p.idle.PushFront(v)
@@ -380,18 +393,6 @@ func (p *Pool) put(v *video) {
 		}
 		e = next
 	}
-}
-
-// putBack returns an idle decoder taken out for adoption and not adopted to where it was: the
-// least recently used end.
-func (p *Pool) putBack(v *video) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		p.closeLocked(v)
-		return
-	}
-	p.idle.PushBack(v)
 }
 
 // closeLocked closes a decoder the pool opened, and forgets its video's state if no other decoder
