@@ -4,7 +4,9 @@
 // reader's miss is loaded ahead of prefetch work; and eviction drops samples the plan will not
 // read soon before those it will. It knows nothing of video: a Loader makes a sample's bytes,
 // and a Fetch, when there is one, makes those a quicker source holds (a disk tier), in a lane of
-// its own, so that they never wait behind the slow loads.
+// its own, so that they never wait behind the slow loads. A Fetch may lend the cache memory
+// that holds the sample already (Fetched.Lent: a disk tier's file mapped from the page cache),
+// which the cache serves in place of a buffer, without a copy.
 //
 // Eviction is the plan-aware policy of package evict, which the disk tier shares: samples no
 // plan wants first, least recently used first, then the one due last, in work that does not grow
@@ -41,12 +43,12 @@ type Options struct {
 	// beside what readers and loads hold; see Depth).
 	Prefetch int
 	Load     Loader
-	// Fetch, if set, makes sample's bytes in buf from a quicker source than Load (a disk tier) if
-	// that source has them, and says whether it did. Every sample goes to Fetch first, and to
-	// Load only when Fetch did not make it. Fetches run in a lane of their own, beside Load's:
+	// Fetch, if set, makes sample's bytes from a quicker source than Load (a disk tier) if that
+	// source has them, and says whether it did. Every sample goes to Fetch first, and to Load
+	// only when Fetch did not make it. Fetches run in a lane of their own, beside Load's:
 	// FetchWorkers prefetches at once, and readers' misses beside them (up to twice as many in
 	// all), so that with every Load busy what Fetch can make is still made ahead of the reader.
-	Fetch func(ctx context.Context, sample int, buf []byte) bool
+	Fetch func(ctx context.Context, sample int, buf []byte) Fetched
 	// FetchWorkers is how many prefetches Fetch makes at once (0: Workers).
 	FetchWorkers int
 	// NextUse says how soon a sample is due, in milliseconds at its readers' pace, or -1 when it
@@ -64,6 +66,23 @@ type Options struct {
 	// readers waiting get the error, but the sample is not recorded as failed, and the next
 	// read loads it again.
 	Transient func(err error) bool
+}
+
+// Fetched is what a Fetch made. With OK, the sample's bytes are in the buffer Fetch was given,
+// or, when Lent is set, in memory of the source's own that holds them already (a disk tier's
+// file mapped from the page cache), which the cache serves without copying, keeps the buffer
+// unused beside (so that its bound on buffers still holds), and hands back with Lent.Release
+// when it drops the sample; never while a reader holds it.
+type Fetched struct {
+	OK   bool
+	Lent *Lent
+}
+
+// Lent is memory a Fetch lends the cache: the sample's Bytes, and Release, called once when the
+// cache is done with them (with the cache's lock held: it must be quick and take no lock).
+type Lent struct {
+	Bytes   []byte
+	Release func()
 }
 
 // MaxLoads is how many loads run at once in a cache of the given Workers: prefetches on up to
@@ -112,7 +131,9 @@ const (
 type entry struct {
 	sample  int
 	state   state
-	buf     []byte
+	buf     []byte // the sample's bytes: a buffer of the cache's, or lent's
+	lent    *Lent  // the memory a Fetch lent, if it did; the buffer then waits in spare
+	spare   []byte
 	demand  bool // a reader asked for it: load ahead of prefetch work
 	lane    lane // the lane it is queued or loading in
 	started bool // a load of it has started (counted in Stats.Prefetched or Demand)
@@ -158,6 +179,7 @@ type Stats struct {
 	Used      int // samples holding a buffer: ready, loading or queued
 	Ready     int
 	Pinned    int // ready samples readers are copying from
+	Lent      int // ready samples whose bytes a Fetch lent (Fetched.Lent), not in a buffer
 	Loading   int
 	Queued    int
 
@@ -499,7 +521,13 @@ func (c *Cache) run(e *entry, j job) {
 
 // fetched settles a fetch: the sample is ready if Fetch made it, else it is queued for Load,
 // ahead of prefetch work if a reader waits for it (unless the cache is closing).
-func (c *Cache) fetched(e *entry, j job, ok bool) {
+func (c *Cache) fetched(e *entry, j job, f Fetched) {
+	ok := f.OK
+	if ok && f.Lent != nil {
+		c.mu.Lock()
+		e.spare, e.buf, e.lent = e.buf, f.Lent.Bytes, f.Lent // nobody looks at a loading entry's buffer
+		c.mu.Unlock()
+	}
 	if !ok {
 		c.mu.Lock()
 		if !c.closed {
@@ -534,8 +562,7 @@ func (c *Cache) finish(e *entry, j job, err error, failed bool) {
 	c.running[e.lane][j]--
 	if err != nil {
 		delete(c.entries, e.sample)
-		c.free = append(c.free, e.buf)
-		e.buf = nil
+		c.free = append(c.free, c.takeBack(e))
 		e.err = err
 		if failed {
 			c.failed[e.sample] = err
@@ -627,7 +654,17 @@ func (c *Cache) drop(e *entry) []byte {
 		e.err = context.Canceled
 		close(e.done)
 	}
+	return c.takeBack(e)
+}
+
+// takeBack returns the cache's buffer that e holds, giving back the memory a Fetch lent it
+// instead, if it did. Called with c.mu held.
+func (c *Cache) takeBack(e *entry) []byte {
 	b := e.buf
+	if e.lent != nil {
+		e.lent.Release()
+		b, e.lent, e.spare = e.spare, nil, nil
+	}
 	e.buf = nil
 	return b
 }
@@ -689,6 +726,9 @@ func (c *Cache) Stats() Stats {
 		switch e.state {
 		case ready:
 			s.Ready++
+			if e.lent != nil {
+				s.Lent++
+			}
 			if e.pins > 0 {
 				s.Pinned++
 			}
@@ -733,8 +773,7 @@ func (c *Cache) Close() {
 	}
 	for _, e := range c.entries {
 		if e.buf != nil {
-			c.free = append(c.free, e.buf)
-			e.buf = nil
+			c.free = append(c.free, c.takeBack(e))
 		}
 	}
 	c.entries = map[int]*entry{}

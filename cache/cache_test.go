@@ -450,17 +450,17 @@ type fetcher struct {
 	calls map[int]int
 }
 
-func (f *fetcher) fetch(ctx context.Context, s int, buf []byte) bool {
+func (f *fetcher) fetch(ctx context.Context, s int, buf []byte) Fetched {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls[s]++
 	if !f.has[s] {
-		return false
+		return Fetched{}
 	}
 	for i := range buf {
 		buf[i] = byte(s)
 	}
-	return true
+	return Fetched{OK: true}
 }
 
 func (f *fetcher) count(s int) int {
@@ -590,11 +590,11 @@ func TestReaderOfMissedFetchKept(t *testing.T) {
 		ld := newLoader()
 		ld.gate[1] = make(chan struct{}) // holds the one load worker
 		fetchGate := make(chan struct{})
-		fetch := func(ctx context.Context, s int, buf []byte) bool {
+		fetch := func(ctx context.Context, s int, buf []byte) Fetched {
 			if s == 5 {
 				<-fetchGate
 			}
-			return false // the tier has nothing
+			return Fetched{} // the tier has nothing
 		}
 		var mu sync.Mutex
 		plan := []int{1, 5}
@@ -629,6 +629,95 @@ func TestReaderOfMissedFetchKept(t *testing.T) {
 		close(ld.gate[1])
 		if err := <-errc; err != nil {
 			t.Fatalf("reader of sample 5: %v, want its bytes", err)
+		}
+	})
+}
+
+// lender is a test's Fetch that lends memory of its own for every sample, and counts what it
+// lent and what came back.
+type lender struct {
+	mu       sync.Mutex
+	out      map[int]int // lent and not yet released, by sample
+	released int
+}
+
+func (l *lender) fetch(ctx context.Context, s int, buf []byte) Fetched {
+	mem := make([]byte, sampleBytes)
+	for i := range mem {
+		mem[i] = byte(s)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.out[s]++
+	return Fetched{OK: true, Lent: &Lent{Bytes: mem, Release: func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.out[s]--
+		if l.out[s] < 0 {
+			panic("lent memory released twice")
+		}
+		l.released++
+	}}}
+}
+
+func (l *lender) outstanding() (n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range l.out {
+		n += k
+	}
+	return n
+}
+
+// TestLentMemory: a sample whose Fetch lent its bytes is served from them, not from the buffer;
+// they are handed back once, when the sample is evicted and never while a reader holds them,
+// and at Close; the buffers still number at most Capacity.
+func TestLentMemory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &lender{out: map[int]int{}}
+		c, err := New(Options{SampleBytes: sampleBytes, Capacity: 3, Workers: 1, Load: newLoader().load, Fetch: l.fetch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _, err := c.Get(context.Background(), 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := c.Stats(); st.Lent != 1 || st.Fetched != 1 {
+			t.Fatalf("stats after one fetch: %d lent, %d fetched; want 1, 1", st.Lent, st.Fetched)
+		}
+		// Readers of other samples evict everything that is not held: 7 stays, and its memory.
+		for s := range 10 {
+			if s != 7 {
+				get(t, c, s)
+			}
+		}
+		if b := h.Bytes(); b[0] != 7 || b[sampleBytes-1] != 7 {
+			t.Fatal("a held sample's lent bytes changed")
+		}
+		if l.out[7] != 1 {
+			t.Fatalf("sample 7's lent memory released while held (%d out)", l.out[7])
+		}
+		if n := l.outstanding(); n > 3 {
+			t.Errorf("%d samples' memory lent at once; the cache holds 3", n)
+		}
+		h.Release()
+		for s := 10; s < 14; s++ {
+			get(t, c, s)
+		}
+		if l.out[7] != 0 {
+			t.Error("sample 7's lent memory kept after it was evicted")
+		}
+		st := c.Stats()
+		if st.Allocated > 3 || st.Lent != st.Ready {
+			t.Errorf("%d buffers allocated (capacity 3), %d lent of %d ready", st.Allocated, st.Lent, st.Ready)
+		}
+		c.Close()
+		if n := l.outstanding(); n != 0 {
+			t.Errorf("%d lent memories not handed back at Close", n)
+		}
+		if l.released != 14 {
+			t.Errorf("%d handed back; 14 were lent", l.released)
 		}
 	})
 }

@@ -48,10 +48,10 @@ func TestCloseWhileFetching(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ld := newLoader()
 		fetching := make(chan struct{})
-		fetch := func(ctx context.Context, s int, buf []byte) bool {
+		fetch := func(ctx context.Context, s int, buf []byte) Fetched {
 			close(fetching)
 			<-ctx.Done()
-			return false
+			return Fetched{}
 		}
 		c, err := New(Options{SampleBytes: sampleBytes, Capacity: 4, Workers: 1, Load: ld.load, Fetch: fetch})
 		if err != nil {

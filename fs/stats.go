@@ -128,7 +128,8 @@ func decodeMode(fast bool) string {
 
 // memory is the process's resident memory by part (wire.MemoryStats).
 func (f *FS) memory(cs cache.Stats, backlog int64) wire.MemoryStats {
-	m := wire.MemoryStats{CacheBytes: int64(cs.Allocated) * f.lay.Spec.SampleBytes(), TierBacklogBytes: backlog}
+	S := f.lay.Spec.SampleBytes()
+	m := wire.MemoryStats{CacheBytes: int64(cs.Allocated) * S, TierBacklogBytes: backlog, TierMappedBytes: int64(cs.Lent) * S}
 	if p, err := f.proc.Self(); err == nil {
 		if st, err := p.NewStatus(); err == nil {
 			m.ResidentBytes = int64(st.VmRSS)
@@ -140,6 +141,6 @@ func (f *FS) memory(cs cache.Stats, backlog int64) wire.MemoryStats {
 	m.GoHeapBytes = int64(s[0].Value.Uint64())
 	// Released heap memory is returned to the kernel: not resident.
 	m.GoRuntimeBytes = int64(s[1].Value.Uint64()) - int64(s[2].Value.Uint64()) - m.GoHeapBytes
-	m.NativeBytes = max(0, m.ResidentBytes-m.CacheBytes-m.GoHeapBytes-m.GoRuntimeBytes)
+	m.NativeBytes = max(0, m.ResidentBytes-m.CacheBytes-m.TierMappedBytes-m.GoHeapBytes-m.GoRuntimeBytes)
 	return m
 }

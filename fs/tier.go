@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/tier"
@@ -80,11 +81,20 @@ func (f *FS) current(i int) bool {
 	return err == nil && st.Size() == v.Size && st.ModTime().UnixNano() == v.ModTime && v.Size > 0
 }
 
-// fetchSample makes sample i's bytes in buf from the disk tier if it holds them, for the cache's
-// quick lane (cache.Options.Fetch), so that tier hits never wait behind decodes. A sample of a
-// video changed under the mount is not served from the tier.
-func (f *FS) fetchSample(ctx context.Context, i int, buf []byte) bool {
-	return ctx.Err() == nil && f.current(i) && f.tier.t.Get(f.sampleKey(i), i, buf)
+// fetchSample makes sample i's bytes from the disk tier if it holds them, for the cache's quick
+// lane (cache.Options.Fetch), so that tier hits never wait behind decodes: an entry stored as it
+// is lends the cache its file, mapped from the page cache (tier.Map), which saves copying it;
+// a compressed one is decompressed into buf. A sample of a video changed under the mount is not
+// served from the tier.
+func (f *FS) fetchSample(ctx context.Context, i int, buf []byte) cache.Fetched {
+	if ctx.Err() != nil || !f.current(i) {
+		return cache.Fetched{}
+	}
+	m, ok := f.tier.t.Map(f.sampleKey(i), i, buf)
+	if !ok || m.Bytes == nil {
+		return cache.Fetched{OK: ok}
+	}
+	return cache.Fetched{OK: true, Lent: &cache.Lent{Bytes: m.Bytes, Release: m.Unmap}}
 }
 
 // loadSample decodes sample i into buf, for the cache, after which the disk tier, if there is

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
@@ -40,11 +41,35 @@ func sample(i int) []byte {
 	return b
 }
 
-// eachCodec runs test once for every codec: what the tier promises holds for each.
-func eachCodec(t *testing.T, test func(t *testing.T, c Codec)) {
+// eachCodec runs test once for every codec and way of reading: what the tier promises holds for
+// each.
+func eachCodec(t *testing.T, test func(t *testing.T, c Codec, w way)) {
 	for _, c := range Codecs {
-		t.Run(c.String(), func(t *testing.T) { test(t, c) })
+		for _, w := range ways {
+			t.Run(c.String()+"/"+w.name, func(t *testing.T) { test(t, c, w) })
+		}
 	}
+}
+
+// way is how a test reads entries: with Get, which reads them into dst, or with Map, which maps
+// those stored as they are (here copied into dst, and unmapped).
+type way struct {
+	name string
+	read func(tr *Tier, k Key, tag int, dst []byte) bool
+}
+
+var ways = []way{{"get", (*Tier).Get}, {"map", mapInto}}
+
+func mapInto(tr *Tier, k Key, tag int, dst []byte) bool {
+	m, ok := tr.Map(k, tag, dst)
+	if ok && m.Bytes != nil {
+		if len(m.Bytes) != len(dst) {
+			panic("mapped an entry of another size")
+		}
+		copy(dst, m.Bytes)
+		m.Unmap()
+	}
+	return ok
 }
 
 func open(t *testing.T, c Codec, dir string, maxBytes int64, due func(int) int) *Tier {
@@ -57,10 +82,10 @@ func open(t *testing.T, c Codec, dir string, maxBytes int64, due func(int) int) 
 }
 
 // get reads entry i and says whether it was there; it fails the test if wrong bytes came back.
-func get(t *testing.T, tr *Tier, i int) bool {
+func (w way) get(t *testing.T, tr *Tier, i int) bool {
 	t.Helper()
 	dst := make([]byte, sampleBytes)
-	if !tr.Get(key(i), i, dst) {
+	if !w.read(tr, key(i), i, dst) {
 		return false
 	}
 	if !bytes.Equal(dst, sample(i)) {
@@ -90,7 +115,7 @@ func onDisk(t *testing.T, dir string) (int64, int) {
 // reopen too; a size that does not match is a miss.
 func TestRoundTrip(t *testing.T) { eachCodec(t, testRoundTrip) }
 
-func testRoundTrip(t *testing.T, c Codec) {
+func testRoundTrip(t *testing.T, c Codec, w way) {
 	dir := t.TempDir()
 	tr := open(t, c, dir, 64<<20, nil)
 	for i := range 10 {
@@ -100,11 +125,11 @@ func testRoundTrip(t *testing.T, c Codec) {
 	}
 	tr.Flush()
 	for i := range 10 {
-		if !get(t, tr, i) {
+		if !w.get(t, tr, i) {
 			t.Errorf("entry %d missing", i)
 		}
 	}
-	if get(t, tr, 99) {
+	if w.get(t, tr, 99) {
 		t.Error("an entry never put was found")
 	}
 	st := tr.Stats()
@@ -121,11 +146,11 @@ func testRoundTrip(t *testing.T, c Codec) {
 	tr = open(t, c, dir, 64<<20, nil)
 	defer tr.Close()
 	for i := range 10 {
-		if !get(t, tr, i) {
+		if !w.get(t, tr, i) {
 			t.Errorf("entry %d missing after reopening", i)
 		}
 	}
-	if tr.Get(key(1), 1, make([]byte, sampleBytes-1)) {
+	if w.read(tr, key(1), 1, make([]byte, sampleBytes-1)) {
 		t.Error("an entry was served into a buffer of another size")
 	}
 }
@@ -135,7 +160,7 @@ func testRoundTrip(t *testing.T, c Codec) {
 // never served.
 func TestDamage(t *testing.T) { eachCodec(t, testDamage) }
 
-func testDamage(t *testing.T, c Codec) {
+func testDamage(t *testing.T, c Codec, w way) {
 	dir := t.TempDir()
 	tr := open(t, c, dir, 64<<20, nil)
 	const n = 10
@@ -170,17 +195,17 @@ func testDamage(t *testing.T, c Codec) {
 	tr = open(t, c, dir, 64<<20, nil)
 	defer tr.Close()
 	for i := range damagedN {
-		if get(t, tr, i) {
+		if w.get(t, tr, i) {
 			t.Errorf("damaged entry %d served", i)
 		}
 		if _, err := os.Stat(path(i)); !os.IsNotExist(err) {
 			t.Errorf("damaged entry %d left on disk", i)
 		}
 	}
-	if get(t, tr, n) {
+	if w.get(t, tr, n) {
 		t.Error("an entry holding another key's bytes served")
 	}
-	if !get(t, tr, damagedN) || !get(t, tr, damagedN+1) {
+	if !w.get(t, tr, damagedN) || !w.get(t, tr, damagedN+1) {
 		t.Error("a sound entry missing")
 	}
 	if st := tr.Stats(); st.Corrupt != damagedN+1 {
@@ -189,7 +214,7 @@ func testDamage(t *testing.T, c Codec) {
 	// Put again, it is served again.
 	tr.Put(key(0), 0, sample(0))
 	tr.Flush()
-	if !get(t, tr, 0) {
+	if !w.get(t, tr, 0) {
 		t.Error("entry 0 not served after it was written again")
 	}
 }
@@ -199,7 +224,7 @@ func testDamage(t *testing.T, c Codec) {
 // damage; it stays on disk and in the index, and is served once it can be read again.
 func TestReadError(t *testing.T) { eachCodec(t, testReadError) }
 
-func testReadError(t *testing.T, c Codec) {
+func testReadError(t *testing.T, c Codec, w way) {
 	dir := t.TempDir()
 	var logged strings.Builder // written by Get on this goroutine alone
 	tr, err := Open(Options{Dir: dir, MaxBytes: 64 << 20, Codec: c, Log: slog.New(slog.NewTextHandler(&logged, nil))})
@@ -227,7 +252,7 @@ func testReadError(t *testing.T, c Codec) {
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
 		t.Fatal(err)
 	}
-	served := tr.Get(key(0), 0, make([]byte, sampleBytes))
+	served := w.read(tr, key(0), 0, make([]byte, sampleBytes))
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +270,7 @@ func testReadError(t *testing.T, c Codec) {
 	if log := logged.String(); !strings.Contains(log, "too many open files") || strings.Contains(log, "damaged") {
 		t.Errorf("log %q: want the read error as it is, not damage", log)
 	}
-	if !get(t, tr, 0) {
+	if !w.get(t, tr, 0) {
 		t.Error("the entry was not served once it could be read")
 	}
 }
@@ -254,7 +279,7 @@ func testReadError(t *testing.T, c Codec) {
 // keeps the entries due soonest over those not due.
 func TestBound(t *testing.T) { eachCodec(t, testBound) }
 
-func testBound(t *testing.T, c Codec) {
+func testBound(t *testing.T, c Codec, w way) {
 	dir := t.TempDir()
 	var mu sync.Mutex
 	due := map[int]int{} // tag (entry number) -> how soon it is due
@@ -293,7 +318,7 @@ func testBound(t *testing.T, c Codec) {
 		}
 	}
 	for i := range 5 {
-		if !get(t, tr, i) {
+		if !w.get(t, tr, i) {
 			t.Errorf("entry %d, due soon, was evicted for entries not due", i)
 		}
 	}
@@ -316,7 +341,7 @@ func testBound(t *testing.T, c Codec) {
 // TestBacklog: Put never waits; past the backlog bound it skips.
 func TestBacklog(t *testing.T) { eachCodec(t, testBacklog) }
 
-func testBacklog(t *testing.T, c Codec) {
+func testBacklog(t *testing.T, c Codec, w way) {
 	tr, err := Open(Options{Dir: t.TempDir(), MaxBytes: 1 << 30, Codec: c, Backlog: 3 * sampleBytes})
 	if err != nil {
 		t.Fatal(err)
@@ -369,7 +394,7 @@ func TestKilledWhileWriting(t *testing.T) {
 	eachCodec(t, testKilledWhileWriting)
 }
 
-func testKilledWhileWriting(t *testing.T, c Codec) {
+func testKilledWhileWriting(t *testing.T, c Codec, w way) {
 	dir := t.TempDir()
 	for round := range 3 {
 		_, before := onDisk(t, dir)
@@ -401,7 +426,7 @@ func testKilledWhileWriting(t *testing.T, c Codec) {
 		st := tr.Stats()
 		served := 0
 		for i := 0; i < st.Entries+st.Backlog+1000 && i < 100000; i++ {
-			if tr.Has(key(i)) && get(t, tr, i) {
+			if tr.Has(key(i)) && w.get(t, tr, i) {
 				served++
 			}
 		}
@@ -425,10 +450,11 @@ func TestCodecChange(t *testing.T) {
 		tr.Close()
 	}
 	for _, c := range Codecs {
+		w := ways[int(c)%len(ways)] // each way reads entries of every codec
 		tr := open(t, c, dir, 64<<20, nil)
 		for k := range Codecs {
 			for i := range 3 {
-				if !get(t, tr, 10*k+i) {
+				if !w.get(t, tr, 10*k+i) {
 					t.Errorf("opened with %v: entry %d, written with %v, missing", c, 10*k+i, Codecs[k])
 				}
 			}
@@ -443,7 +469,7 @@ func TestCodecChange(t *testing.T) {
 // TestIncompressible: bytes that compressing does not shrink are stored as they are, whatever the
 // codec, and read back.
 func TestIncompressible(t *testing.T) {
-	eachCodec(t, func(t *testing.T, c Codec) {
+	eachCodec(t, func(t *testing.T, c Codec, w way) {
 		tr := open(t, c, t.TempDir(), 64<<20, nil)
 		defer tr.Close()
 		noise := make([]byte, sampleBytes)
@@ -454,7 +480,7 @@ func TestIncompressible(t *testing.T) {
 		tr.Put(key(0), 0, noise)
 		tr.Flush()
 		dst := make([]byte, sampleBytes)
-		if !tr.Get(key(0), 0, dst) || !bytes.Equal(dst, noise) {
+		if !w.read(tr, key(0), 0, dst) || !bytes.Equal(dst, noise) {
 			t.Fatal("incompressible entry not served as written")
 		}
 		if st := tr.Stats(); st.StoredBytes != sampleBytes+headerSize {
@@ -485,7 +511,7 @@ func legacyEntry(t *testing.T, i int) []byte {
 // TestLegacyEntries: entries written before codecs are served, exactly, by a tier of any codec;
 // a damaged one is dropped.
 func TestLegacyEntries(t *testing.T) {
-	eachCodec(t, func(t *testing.T, c Codec) {
+	eachCodec(t, func(t *testing.T, c Codec, w way) {
 		dir := t.TempDir()
 		for i := range 3 {
 			b := legacyEntry(t, i)
@@ -500,10 +526,10 @@ func TestLegacyEntries(t *testing.T) {
 		}
 		tr := open(t, c, dir, 64<<20, nil)
 		defer tr.Close()
-		if !get(t, tr, 0) || !get(t, tr, 2) {
+		if !w.get(t, tr, 0) || !w.get(t, tr, 2) {
 			t.Error("a sound entry written before codecs was not served")
 		}
-		if get(t, tr, 1) || tr.Stats().Corrupt != 1 {
+		if w.get(t, tr, 1) || tr.Stats().Corrupt != 1 {
 			t.Error("a damaged entry written before codecs was not dropped")
 		}
 	})
@@ -549,5 +575,126 @@ func waitForEntries(t *testing.T, dir string, n int, limit time.Duration) int {
 			_, got := onDisk(t, dir)
 			t.Fatalf("%d entries on disk after %v, want %d: the writer writes nothing", got, limit, n)
 		}
+	}
+}
+
+// TestMapChecksOnce: Map checks an entry's bytes the first time it maps its file, and not again
+// while the file is that version; a file changed in place since (same inode and size) is checked
+// again and, damaged, dropped; a file whose change time is too recent to tell versions apart is
+// checked every time. A mapping outlives its entry's eviction. A compressed entry is read into
+// dst instead.
+func TestMapChecksOnce(t *testing.T) {
+	dir := t.TempDir()
+	tr := open(t, None, dir, 64<<20, nil)
+	for i := range 3 {
+		tr.Put(key(i), i, sample(i))
+	}
+	tr.Flush()
+	byMap := ways[1]
+	// Just written: the change times are too recent to trust, so every Map checks.
+	for range 2 {
+		if !byMap.get(t, tr, 0) {
+			t.Fatal("entry 0 missing")
+		}
+	}
+	if st := tr.Stats(); st.Checked != 0 {
+		t.Fatalf("%d versions trusted with change times under %v old", st.Checked, trustAge)
+	}
+	tr.Close()
+	// Age the files, as if written long ago, and reopen: the first Map checks, the next trust.
+	old := time.Now().Add(-time.Hour)
+	for i := range 3 {
+		s := key(i).String()
+		p := filepath.Join(dir, version, s[:2], s)
+		if err := os.Chtimes(p, old, old); err != nil { // sets the change time to now
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(trustAge + 100*time.Millisecond)
+	tr = open(t, None, dir, 64<<20, nil)
+	defer tr.Close()
+	for range 3 {
+		if !byMap.get(t, tr, 0) || !byMap.get(t, tr, 1) {
+			t.Fatal("entries 0 and 1 missing")
+		}
+	}
+	if st := tr.Stats(); st.Checked != 2 || st.Hits != 6 {
+		t.Fatalf("%d versions checked and trusted in %d hits; want 2 in 6", st.Checked, st.Hits)
+	}
+	// Changed in place, same inode and size: checked again, and dropped.
+	s := key(0).String()
+	p := filepath.Join(dir, version, s[:2], s)
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff, 0xfe}, headerSize+1000); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if byMap.get(t, tr, 0) {
+		t.Fatal("an entry changed in place after it was checked was served")
+	}
+	if st := tr.Stats(); st.Corrupt != 1 {
+		t.Errorf("%d entries counted damaged, want 1", st.Corrupt)
+	}
+	// A mapping outlives its entry.
+	m, ok := tr.Map(key(1), 1, make([]byte, sampleBytes))
+	if !ok || m.Bytes == nil {
+		t.Fatal("entry 1 not mapped")
+	}
+	s = key(1).String()
+	if err := os.Remove(filepath.Join(dir, version, s[:2], s)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(m.Bytes, sample(1)) {
+		t.Error("a mapping changed when its entry's file was removed")
+	}
+	m.Unmap()
+	if byMap.get(t, tr, 1) {
+		t.Error("a removed entry was served")
+	}
+
+	// Compressed: read into dst, not mapped.
+	z := open(t, Zstd, t.TempDir(), 64<<20, nil)
+	defer z.Close()
+	z.Put(key(5), 5, sample(5))
+	z.Flush()
+	dst := make([]byte, sampleBytes)
+	m, ok = z.Map(key(5), 5, dst)
+	if !ok || m.Bytes != nil || !bytes.Equal(dst, sample(5)) {
+		t.Errorf("a compressed entry: served %v, mapped %v, bytes right %v; want it read into dst", ok, m.Bytes != nil, bytes.Equal(dst, sample(5)))
+	}
+}
+
+// TestTouchMappedCutShort: reading a mapped file that was cut short under the mapping (SIGBUS)
+// is an error of a damaged entry, not the end of the process.
+func TestTouchMappedCutShort(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, make([]byte, 3*4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mem, err := unix.Mmap(int(f.Fd()), 0, 3*4096, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	if err := os.Truncate(p, 4096); err != nil {
+		t.Fatal(err)
+	}
+	var sum byte
+	err = touchMapped(func() error {
+		for _, b := range mem {
+			sum += b
+		}
+		return nil
+	})
+	if !errors.Is(err, errDamaged) {
+		t.Errorf("reading past the end of a file cut short under its mapping: %v, want a damaged entry", err)
 	}
 }

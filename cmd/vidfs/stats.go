@@ -139,8 +139,12 @@ func printStats(w io.Writer, mnt string, lay wire.Dataset, st wire.Stats) {
 		fmt.Fprintf(w, "           %d samples put in the page cache whole for memory-mapped readers\n", r.PageFills)
 	}
 	mem := st.Memory
-	fmt.Fprintf(w, "  memory   %s resident: cache buffers %s, Go heap %s, Go runtime %s, native (FFmpeg, binary) %s\n",
-		formatBytes(mem.ResidentBytes), formatBytes(mem.CacheBytes), formatBytes(mem.GoHeapBytes), formatBytes(mem.GoRuntimeBytes), formatBytes(mem.NativeBytes))
+	mapped := ""
+	if mem.TierMappedBytes > 0 {
+		mapped = ", disk tier files mapped " + formatBytes(mem.TierMappedBytes)
+	}
+	fmt.Fprintf(w, "  memory   %s resident: cache buffers %s%s, Go heap %s, Go runtime %s, native (FFmpeg, binary) %s\n",
+		formatBytes(mem.ResidentBytes), formatBytes(mem.CacheBytes), mapped, formatBytes(mem.GoHeapBytes), formatBytes(mem.GoRuntimeBytes), formatBytes(mem.NativeBytes))
 	fmt.Fprintf(w, "  errors   %d\n", len(st.Errors))
 	for i, e := range st.Errors {
 		if i == 10 {

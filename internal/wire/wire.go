@@ -209,7 +209,10 @@ type MemoryStats struct {
 	GoHeapBytes      int64 `json:"go_heap_bytes"`      // live and not yet collected heap objects
 	GoRuntimeBytes   int64 `json:"go_runtime_bytes"`   // the rest the Go runtime holds: free heap spans, stacks, metadata
 	TierBacklogBytes int64 `json:"tier_backlog_bytes"` // samples waiting to be written to the disk tier (in the Go heap)
-	NativeBytes      int64 `json:"native_bytes"`       // resident less all the above: FFmpeg, the binary, C stacks
+	// Samples the memory cache serves from disk tier files mapped from the page cache (in place
+	// of their buffers, which wait unused): resident in the process while mapped.
+	TierMappedBytes int64 `json:"tier_mapped_bytes"`
+	NativeBytes     int64 `json:"native_bytes"` // resident less all the above: FFmpeg, the binary, C stacks
 }
 
 // ReadStats is what readers asked for and how long they waited.
