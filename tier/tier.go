@@ -3,9 +3,12 @@
 // It knows nothing of video: an entry is the bytes of one sample under a Key the caller derives
 // from everything that makes those bytes (the video's identity and every layout parameter).
 //
-// Entries are files of their own, written to a temporary name, synced and renamed into place
-// (renameio), so a crash, kill -9 or power cut mid-write leaves at worst a temporary file, removed
-// at the next Open, never a short file under an entry's name. Every entry carries its key, its
+// Entries are files of their own, written to a temporary name and renamed into place, so a crash
+// or kill -9 mid-write leaves at worst a temporary file, removed at the next Open, never a short
+// file under an entry's name. They are not synced: a power cut may leave an entry's file short or
+// empty under its name, which its checksum catches like any damage (a sync cost the writer the
+// disk's latency for each entry, so that it fell behind the decodes and skipped samples, which
+// later epochs then decoded again). Every entry carries its key, its
 // length, the codec it is stored with (Codec: none, LZ4 or zstd, each entry its own, so a tier
 // reopened with another codec reads what the last one wrote) and a CRC-32 of its header and its
 // stored bytes, checked before anything is decompressed: an entry that is torn, cut short or
@@ -38,7 +41,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/google/renameio/v2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 	"golang.org/x/sys/unix"
@@ -850,7 +852,7 @@ func (t *Tier) write(key Key, tag int, raw []byte) error {
 	final := t.path(key)
 	err := os.MkdirAll(filepath.Dir(final), 0o755)
 	if err == nil {
-		// Written and synced under a temporary name in tmp/ (which Open empties), then renamed.
+		// Written under a temporary name in tmp/ (which Open empties), then renamed.
 		err = writeFile(final, filepath.Join(t.dir, "tmp"), hdr[:], stored)
 	}
 	if err != nil {
@@ -872,20 +874,32 @@ func (t *Tier) write(key Key, tag int, raw []byte) error {
 	return nil
 }
 
-// writeFile writes the parts, one after the other, to a temporary file in tmp, syncs it and
-// renames it to path (renameio): path is whole or absent, whatever happens.
-func writeFile(path, tmp string, parts ...[]byte) error {
-	f, err := renameio.NewPendingFile(path, renameio.WithTempDir(tmp), renameio.WithPermissions(0o644))
+// writeFile writes the parts, one after the other, to a temporary file in tmp and renames it to
+// path, without syncing: path is whole or absent, unless the power fails before the kernel has
+// written it out (see the package's doc).
+func writeFile(path, tmp string, parts ...[]byte) (err error) {
+	f, err := os.CreateTemp(tmp, "entry-")
 	if err != nil {
 		return err
 	}
-	defer f.Cleanup()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
 	for _, p := range parts {
 		if _, err := f.Write(p); err != nil {
 			return err
 		}
 	}
-	return f.CloseAtomicallyReplace()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 // unreserve gives back room reserved for an entry that was not written.
