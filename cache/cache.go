@@ -51,6 +51,11 @@ type Options struct {
 	Fetch func(ctx context.Context, sample int, buf []byte) Fetched
 	// FetchWorkers is how many prefetches Fetch makes at once (0: Workers).
 	FetchWorkers int
+	// MaxLent bounds the samples held in memory a Fetch lent (Fetched.Lent) at once: beyond it,
+	// what is lent is copied into the sample's buffer and handed back at once. (Each lent
+	// mapping is one of the process's memory maps, of which the kernel allows a fixed number:
+	// vm.max_map_count.) 0: none is kept lent.
+	MaxLent int
 	// NextUse says how soon a sample is due, in milliseconds at its readers' pace, or -1 when it
 	// is not due soon. It is asked with the cache's lock held, and must be quick and take no lock
 	// that is held while calling into the cache. Nil: nothing is due (plain LRU).
@@ -70,16 +75,20 @@ type Options struct {
 
 // Fetched is what a Fetch made. With OK, the sample's bytes are in the buffer Fetch was given,
 // or, when Lent is set, in memory of the source's own that holds them already (a disk tier's
-// file mapped from the page cache), which the cache serves without copying, keeps the buffer
-// unused beside (so that its bound on buffers still holds), and hands back with Lent.Release
-// when it drops the sample; never while a reader holds it.
+// file mapped from the page cache), which the cache serves without copying (up to
+// Options.MaxLent samples at once), and hands back with Lent.Release when it drops the sample;
+// never while a reader holds it. The buffer waits unused meanwhile, its memory given back to
+// the kernel (MADV_DONTNEED), so that the cache's bound on buffers still holds. A Lent given
+// without OK is released at once.
 type Fetched struct {
 	OK   bool
 	Lent *Lent
 }
 
-// Lent is memory a Fetch lends the cache: the sample's Bytes, and Release, called once when the
-// cache is done with them (with the cache's lock held: it must be quick and take no lock).
+// Lent is memory a Fetch lends the cache: the sample's Bytes (Options.SampleBytes of them), and
+// Release, called once when the cache is done with them. Release is called with the cache's
+// lock held: it must not call into the cache (unmapping a file, a system call of some tens of
+// microseconds, is what it is for).
 type Lent struct {
 	Bytes   []byte
 	Release func()
@@ -163,6 +172,7 @@ type Cache struct {
 	failed    map[int]error // samples whose load failed, and why: the record of it (see Failures)
 	free      [][]byte
 	allocated int
+	lent      int                   // entries holding lent memory (Options.MaxLent bounds them)
 	queue     [lanes][jobs][]*entry // queued loads, by lane and job
 	running   [lanes][jobs]int      // loads running, by lane and job
 	closed    bool
@@ -523,10 +533,27 @@ func (c *Cache) run(e *entry, j job) {
 // ahead of prefetch work if a reader waits for it (unless the cache is closing).
 func (c *Cache) fetched(e *entry, j job, f Fetched) {
 	ok := f.OK
-	if ok && f.Lent != nil {
-		c.mu.Lock()
-		e.spare, e.buf, e.lent = e.buf, f.Lent.Bytes, f.Lent // nobody looks at a loading entry's buffer
-		c.mu.Unlock()
+	if l := f.Lent; l != nil {
+		lend := false
+		if ok && len(l.Bytes) == len(e.buf) {
+			c.mu.Lock()
+			if lend = c.lent < c.opts.MaxLent; lend {
+				c.lent++
+			}
+			c.mu.Unlock()
+		}
+		if lend {
+			// Nobody looks at a loading entry's buffer: it waits, its pages given back.
+			syscall.Madvise(e.buf, syscall.MADV_DONTNEED)
+			c.mu.Lock()
+			e.spare, e.buf, e.lent = e.buf, l.Bytes, l
+			c.mu.Unlock()
+		} else {
+			if ok { // over MaxLent (or of another size: not the sample): a copy, outside the lock
+				ok = copy(e.buf, l.Bytes) == len(e.buf)
+			}
+			l.Release()
+		}
 	}
 	if !ok {
 		c.mu.Lock()
@@ -663,6 +690,7 @@ func (c *Cache) takeBack(e *entry) []byte {
 	b := e.buf
 	if e.lent != nil {
 		e.lent.Release()
+		c.lent--
 		b, e.lent, e.spare = e.spare, nil, nil
 	}
 	e.buf = nil

@@ -671,11 +671,12 @@ func (l *lender) outstanding() (n int) {
 
 // TestLentMemory: a sample whose Fetch lent its bytes is served from them, not from the buffer;
 // they are handed back once, when the sample is evicted and never while a reader holds them,
-// and at Close; the buffers still number at most Capacity.
+// and at Close; the buffers still number at most Capacity, and the samples kept lent at most
+// MaxLent: beyond, what is lent is copied and handed back at once.
 func TestLentMemory(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := &lender{out: map[int]int{}}
-		c, err := New(Options{SampleBytes: sampleBytes, Capacity: 3, Workers: 1, Load: newLoader().load, Fetch: l.fetch})
+		c, err := New(Options{SampleBytes: sampleBytes, Capacity: 3, Workers: 1, Load: newLoader().load, Fetch: l.fetch, MaxLent: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -698,8 +699,8 @@ func TestLentMemory(t *testing.T) {
 		if l.out[7] != 1 {
 			t.Fatalf("sample 7's lent memory released while held (%d out)", l.out[7])
 		}
-		if n := l.outstanding(); n > 3 {
-			t.Errorf("%d samples' memory lent at once; the cache holds 3", n)
+		if n := l.outstanding(); n > 2 {
+			t.Errorf("%d samples' memory kept lent at once; MaxLent is 2", n)
 		}
 		h.Release()
 		for s := 10; s < 14; s++ {
@@ -709,8 +710,13 @@ func TestLentMemory(t *testing.T) {
 			t.Error("sample 7's lent memory kept after it was evicted")
 		}
 		st := c.Stats()
-		if st.Allocated > 3 || st.Lent != st.Ready {
-			t.Errorf("%d buffers allocated (capacity 3), %d lent of %d ready", st.Allocated, st.Lent, st.Ready)
+		if st.Allocated > 3 || st.Lent != 2 || st.Ready != 3 {
+			t.Errorf("%d buffers allocated (capacity 3), %d lent of %d ready; want 2 lent of 3", st.Allocated, st.Lent, st.Ready)
+		}
+		for s := 11; s < 14; s++ { // lent or copied, the bytes are the sample's
+			if !get(t, c, s) {
+				t.Errorf("sample %d not ready", s)
+			}
 		}
 		c.Close()
 		if n := l.outstanding(); n != 0 {

@@ -147,7 +147,7 @@ func (f *FS) tierStats() *wire.TierStats {
 	s := f.tier.t.Stats()
 	w := &wire.TierStats{Dir: s.Dir, Codec: s.Codec.String(), CapacityBytes: s.MaxBytes, UsedBytes: s.Bytes, Entries: s.Entries,
 		Hits: s.Hits, Misses: s.Misses, Written: s.Written, Skipped: s.Skipped, Corrupt: s.Corrupt,
-		ReadErrors: s.ReadErrors, Evicted: s.Evicted, Backlog: s.Backlog, BacklogBytes: s.BacklogBytes}
+		ReadErrors: s.ReadErrors, Checked: s.Checked, Evicted: s.Evicted, Backlog: s.Backlog, BacklogBytes: s.BacklogBytes}
 	if s.Written > 0 {
 		w.BytesPerSample = float64(s.StoredBytes) / float64(s.Written)
 		w.Ratio = float64(s.WrittenBytes) / float64(s.StoredBytes)

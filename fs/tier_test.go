@@ -104,6 +104,10 @@ func testTier(t *testing.T, codec tier.Codec) {
 		if st.Tier.Hits != n || st.Decode.Clips != 0 || st.Tier.Written != 0 {
 			t.Errorf("remount with %v: %d tier hits, %d decoded, %d written; want %d, 0, 0", other, st.Tier.Hits, st.Decode.Clips, st.Tier.Written, n)
 		}
+		// Entries stored as they are are served mapped, not copied (tier.Map, cache.Fetched.Lent).
+		if lent := st.Memory.TierMappedBytes > 0; lent != (codec == tier.None) {
+			t.Errorf("remount with %v over entries written with %v: %d bytes of tier files mapped", other, codec, st.Memory.TierMappedBytes)
+		}
 		b.close()
 	}
 

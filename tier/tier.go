@@ -167,7 +167,9 @@ type Tier struct {
 	closed  bool
 	stats   Stats
 	done    chan struct{}
-	pool    sync.Pool // *[]byte buffers for queueing
+	// trustAge is the package's trustAge, which tests change between calls.
+	trustAge time.Duration
+	pool     sync.Pool // *[]byte buffers for queueing
 }
 
 type entry struct {
@@ -189,7 +191,7 @@ type fileID struct {
 }
 
 // trustAge is how old a file's change time must be for Map to take its version as checked, well
-// above the coarse clock's tick (1-10 ms, by the kernel's HZ).
+// above the coarse clock's tick (1-10 ms, by the kernel's HZ). (Tier.trustAge: tests change it.)
 const trustAge = time.Second
 
 func idOf(st *unix.Stat_t) fileID {
@@ -275,7 +277,8 @@ func Open(opts Options) (*Tier, error) {
 		return nil, fmt.Errorf("disk tier: %w", err)
 	}
 	t := &Tier{opts: opts, dir: dir, dirFD: dirFD, lock: lock, enc: enc, dec: dec, log: opts.Log, scratch: make(chan *scratch, 4),
-		entries: map[Key]*entry{}, evict: evict.New[Key](opts.Due), wake: make(chan struct{}, 1), done: make(chan struct{})}
+		entries: map[Key]*entry{}, evict: evict.New[Key](opts.Due), wake: make(chan struct{}, 1), done: make(chan struct{}),
+		trustAge: trustAge}
 	t.idle = sync.NewCond(&t.mu)
 	t.stats.Dir, t.stats.MaxBytes, t.stats.Codec = opts.Dir, opts.MaxBytes, opts.Codec
 	if err := t.scan(); err != nil {
@@ -400,10 +403,7 @@ func (t *Tier) Map(key Key, tag int, dst []byte) (m Mapping, ok bool) {
 	if !ok {
 		return Mapping{}, false
 	}
-	m, id, err := t.mapEntry(key, len(dst), checked)
-	if err == errNotStoredAsIs {
-		return Mapping{}, t.settle(e, fileID{}, t.read(key, dst))
-	}
+	m, id, err := t.mapEntry(key, dst, checked)
 	if !t.settle(e, id, err) {
 		m.Unmap()
 		return Mapping{}, false
@@ -459,17 +459,16 @@ func (t *Tier) settle(e *entry, checked fileID, err error) bool {
 	return false
 }
 
-// errNotStoredAsIs is mapEntry's answer for an entry that is compressed (or of the format before
-// codecs), which must be read and decompressed instead.
-var errNotStoredAsIs = errors.New("not stored as it is")
-
-// mapEntry maps the file of the entry under key, a sample of n bytes stored as it is, checks its
-// header, and its bytes unless its file is the version checked; it returns the mapping and the
-// version of the file it checked (zero when it checked none).
-func (t *Tier) mapEntry(key Key, n int, checked fileID) (Mapping, fileID, error) {
+// mapEntry maps the file of the entry under key, a sample of len(dst) bytes, if it is stored as
+// it is, and checks its header, and its bytes unless its file is the version checked; it returns
+// the mapping and the version of the file it checked (zero when it checked none). An entry of
+// another kind (compressed, of the format before codecs, or of another length: damaged) is read
+// into dst instead, and the mapping is the zero one.
+func (t *Tier) mapEntry(key Key, dst []byte, checked fileID) (Mapping, fileID, error) {
+	n := len(dst)
 	s := t.getScratch()
+	defer t.putScratch(s)
 	fd, err := t.openEntry(key, s)
-	t.putScratch(s)
 	if err != nil {
 		return Mapping{}, fileID{}, err
 	}
@@ -478,8 +477,8 @@ func (t *Tier) mapEntry(key Key, n int, checked fileID) (Mapping, fileID, error)
 	if err := unix.Fstat(fd, &st); err != nil {
 		return Mapping{}, fileID{}, err
 	}
-	if st.Size != int64(headerSize+n) { // compressed, of the old format, or damaged: read finds out
-		return Mapping{}, fileID{}, errNotStoredAsIs
+	if st.Size != int64(headerSize+n) {
+		return Mapping{}, fileID{}, t.readFD(fd, &st, s, key, dst)
 	}
 	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
@@ -487,37 +486,56 @@ func (t *Tier) mapEntry(key Key, n int, checked fileID) (Mapping, fileID, error)
 	}
 	m := Mapping{Bytes: mem[headerSize:], mem: mem}
 	id := idOf(&st)
+	asIs := true
 	err = touchMapped(func() error {
 		h, err := parseHeader(mem[:headerSize], st.Size, key, n)
 		switch {
 		case err != nil:
 			return err
-		case h.codec != None || h.legacy:
-			return errNotStoredAsIs
+		case h.codec != None || h.legacy: // as long as the sample, but compressed
+			asIs = false
+			return nil
 		case id == checked:
 			id = fileID{} // nothing checked now
 			return nil
 		case crc32.Update(crc32.ChecksumIEEE(mem[:60]), crc32.IEEETable, m.Bytes) != h.sum:
 			return damaged("checksum mismatch")
-		case time.Since(time.Unix(0, id.ctime)) < trustAge:
+		case time.Since(time.Unix(0, id.ctime)) < t.trustAge:
 			id = fileID{} // checked, but the version might not be told from the next: check again
 		}
 		return nil
 	})
-	if err != nil {
+	if errors.Is(err, errFault) {
+		// The file was cut short under the mapping (damaged), or the disk failed to give a page
+		// (an I/O error: the entry is kept, as read keeps it).
+		var now unix.Stat_t
+		if unix.Fstat(fd, &now) == nil && now.Size < st.Size {
+			err = damaged("cut short while read (%v)", err)
+		} else {
+			err = fmt.Errorf("reading: %w (%w)", unix.EIO, err)
+		}
+	}
+	if err != nil || !asIs {
 		m.Unmap()
+		if err == nil {
+			err = t.readFD(fd, &st, s, key, dst)
+		}
 		return Mapping{}, fileID{}, err
 	}
 	return m, id, nil
 }
 
-// touchMapped runs f, which reads a mapped file, and turns the fault of a file cut short under
-// the mapping (SIGBUS) into an error of its own rather than the end of the process.
+// errFault is touchMapped's error for a fault on a mapped file (SIGBUS): the file was cut short
+// under the mapping, or the disk failed to give a page.
+var errFault = errors.New("fault reading a mapped file")
+
+// touchMapped runs f, which reads a mapped file, and turns a fault (SIGBUS) into errFault rather
+// than the end of the process.
 func touchMapped(f func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = damaged("cut short while read (%v)", r)
+			err = fmt.Errorf("%w: %v", errFault, r)
 		}
 	}()
 	return f()
@@ -619,6 +637,11 @@ func (t *Tier) read(key Key, dst []byte) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
+	return t.readFD(fd, &st, s, key, dst)
+}
+
+// readFD is read of the entry's file open as fd, of status st.
+func (t *Tier) readFD(fd int, st *unix.Stat_t, s *scratch, key Key, dst []byte) error {
 	n, err := preadFull(fd, s.hdr[:min(int64(len(s.hdr)), st.Size)], 0)
 	if err != nil {
 		return fmt.Errorf("reading: %w", err)

@@ -129,6 +129,7 @@ type TierStats struct {
 	Skipped        int64   `json:"skipped"`     // not written: write backlog full, no room, or the disk refused
 	Corrupt        int64   `json:"corrupt"`     // damaged entries found, dropped and decoded again
 	ReadErrors     int64   `json:"read_errors"` // entries the disk would not give (EMFILE, EIO ...): kept, the sample decoded
+	Checked        int64   `json:"checked"`     // entries of none checked once and then trusted while their files stay as they were
 	Evicted        int64   `json:"evicted"`
 	Backlog        int     `json:"backlog"` // samples waiting to be written
 	BacklogBytes   int64   `json:"backlog_bytes"`
@@ -210,7 +211,7 @@ type MemoryStats struct {
 	GoRuntimeBytes   int64 `json:"go_runtime_bytes"`   // the rest the Go runtime holds: free heap spans, stacks, metadata
 	TierBacklogBytes int64 `json:"tier_backlog_bytes"` // samples waiting to be written to the disk tier (in the Go heap)
 	// Samples the memory cache serves from disk tier files mapped from the page cache (in place
-	// of their buffers, which wait unused): resident in the process while mapped.
+	// of their buffers, which wait unused with their memory given back): resident once read.
 	TierMappedBytes int64 `json:"tier_mapped_bytes"`
 	NativeBytes     int64 `json:"native_bytes"` // resident less all the above: FFmpeg, the binary, C stacks
 }
