@@ -169,6 +169,8 @@ type Tier struct {
 	done    chan struct{}
 	// trustAge is the package's trustAge, which tests change between calls.
 	trustAge time.Duration
+	// beforeWrite, when set (by tests, before any Put), runs on the writer before each entry.
+	beforeWrite func()
 	pool     sync.Pool // *[]byte buffers for queueing
 }
 
@@ -822,6 +824,9 @@ func (t *Tier) writer() {
 		}
 		j := t.queue[0]
 		t.mu.Unlock()
+		if t.beforeWrite != nil {
+			t.beforeWrite()
+		}
 		err := t.write(j.key, j.tag, *j.buf)
 		t.mu.Lock()
 		t.queue = t.queue[1:]
