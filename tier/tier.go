@@ -171,7 +171,7 @@ type Tier struct {
 	trustAge time.Duration
 	// beforeWrite, when set (by tests, before any Put), runs on the writer before each entry.
 	beforeWrite func()
-	pool     sync.Pool // *[]byte buffers for queueing
+	pool        sync.Pool // *[]byte buffers for queueing
 }
 
 type entry struct {
