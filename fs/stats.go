@@ -129,7 +129,8 @@ func decodeMode(fast bool) string {
 // memory is the process's resident memory by part (wire.MemoryStats).
 func (f *FS) memory(cs cache.Stats, backlog int64) wire.MemoryStats {
 	S := f.lay.Spec.SampleBytes()
-	m := wire.MemoryStats{CacheBytes: int64(cs.Allocated) * S, TierBacklogBytes: backlog, TierMappedBytes: int64(cs.Lent) * S}
+	// The buffers of lent samples wait with their pages given back: the mappings stand for them.
+	m := wire.MemoryStats{CacheBytes: int64(cs.Allocated-cs.Lent) * S, TierBacklogBytes: backlog, TierMappedBytes: int64(cs.Lent) * S}
 	if p, err := f.proc.Self(); err == nil {
 		if st, err := p.NewStatus(); err == nil {
 			m.ResidentBytes = int64(st.VmRSS)

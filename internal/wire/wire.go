@@ -206,7 +206,7 @@ type DecoderClips struct {
 // (glibc malloc), the binary and thread stacks.
 type MemoryStats struct {
 	ResidentBytes    int64 `json:"resident_bytes"`     // VmRSS
-	CacheBytes       int64 `json:"cache_bytes"`        // sample buffers mapped
+	CacheBytes       int64 `json:"cache_bytes"`        // sample buffers mapped, less those lent samples leave unused (their pages given back)
 	GoHeapBytes      int64 `json:"go_heap_bytes"`      // live and not yet collected heap objects
 	GoRuntimeBytes   int64 `json:"go_runtime_bytes"`   // the rest the Go runtime holds: free heap spans, stacks, metadata
 	TierBacklogBytes int64 `json:"tier_backlog_bytes"` // samples waiting to be written to the disk tier (in the Go heap)
