@@ -189,7 +189,7 @@ type Stats struct {
 	Used      int // samples holding a buffer: ready, loading or queued
 	Ready     int
 	Pinned    int // ready samples readers are copying from
-	Lent      int // ready samples whose bytes a Fetch lent (Fetched.Lent), not in a buffer
+	Lent      int // samples whose bytes a Fetch lent (Fetched.Lent), not in a buffer
 	Loading   int
 	Queued    int
 
@@ -534,20 +534,18 @@ func (c *Cache) run(e *entry, j job) {
 func (c *Cache) fetched(e *entry, j job, f Fetched) {
 	ok := f.OK
 	if l := f.Lent; l != nil {
-		lend := false
-		if ok && len(l.Bytes) == len(e.buf) {
+		buf, lend := e.buf, false
+		if ok && len(l.Bytes) == len(buf) {
 			c.mu.Lock()
 			if lend = c.lent < c.opts.MaxLent; lend {
 				c.lent++
+				e.spare, e.buf, e.lent = buf, l.Bytes, l
 			}
 			c.mu.Unlock()
 		}
 		if lend {
-			// Nobody looks at a loading entry's buffer: it waits, its pages given back.
-			syscall.Madvise(e.buf, syscall.MADV_DONTNEED)
-			c.mu.Lock()
-			e.spare, e.buf, e.lent = e.buf, l.Bytes, l
-			c.mu.Unlock()
+			// The buffer waits, its pages given back: nobody touches a loading entry's spare.
+			syscall.Madvise(buf, syscall.MADV_DONTNEED)
 		} else {
 			if ok { // over MaxLent (or of another size: not the sample): a copy, outside the lock
 				ok = copy(e.buf, l.Bytes) == len(e.buf)
@@ -747,16 +745,13 @@ func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
-	s.Capacity, s.Allocated = c.opts.Capacity, c.allocated
+	s.Capacity, s.Allocated, s.Lent = c.opts.Capacity, c.allocated, c.lent
 	s.EvictWork = c.evict.Asks + c.evict.Visits
 	for _, e := range c.entries {
 		s.Used++
 		switch e.state {
 		case ready:
 			s.Ready++
-			if e.lent != nil {
-				s.Lent++
-			}
 			if e.pins > 0 {
 				s.Pinned++
 			}

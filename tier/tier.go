@@ -470,15 +470,12 @@ func (t *Tier) mapEntry(key Key, dst []byte, checked fileID) (Mapping, fileID, e
 	n := len(dst)
 	s := t.getScratch()
 	defer t.putScratch(s)
-	fd, err := t.openEntry(key, s)
+	var st unix.Stat_t
+	fd, err := t.openEntry(key, s, &st)
 	if err != nil {
 		return Mapping{}, fileID{}, err
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return Mapping{}, fileID{}, err
-	}
 	if st.Size != int64(headerSize+n) {
 		return Mapping{}, fileID{}, t.readFD(fd, &st, s, key, dst)
 	}
@@ -630,15 +627,12 @@ func parseHeader(b []byte, size int64, key Key, n int) (header, error) {
 func (t *Tier) read(key Key, dst []byte) error {
 	s := t.getScratch()
 	defer t.putScratch(s)
-	fd, err := t.openEntry(key, s)
+	var st unix.Stat_t
+	fd, err := t.openEntry(key, s, &st)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
 	return t.readFD(fd, &st, s, key, dst)
 }
 
@@ -689,9 +683,10 @@ func (t *Tier) readFD(fd int, st *unix.Stat_t, s *scratch, key Key, dst []byte) 
 	return nil
 }
 
-// openEntry opens the file of the entry under key for reading. Its name, relative to t.dir, is
-// made in s.name, so that opening allocates nothing (unix.Openat would, for the name).
-func (t *Tier) openEntry(key Key, s *scratch) (int, error) {
+// openEntry opens the file of the entry under key for reading, and fills st with its status. Its
+// name, relative to t.dir, is made in s.name, so that opening allocates nothing (unix.Openat
+// would, for the name).
+func (t *Tier) openEntry(key Key, s *scratch, st *unix.Stat_t) (int, error) {
 	hex.Encode(s.name[3:len(s.name)-1], key[:])
 	s.name[0], s.name[1], s.name[2] = s.name[3], s.name[4], '/'
 	s.name[len(s.name)-1] = 0
@@ -700,6 +695,10 @@ func (t *Tier) openEntry(key Key, s *scratch) (int, error) {
 			unix.O_RDONLY|unix.O_CLOEXEC, 0, 0, 0)
 		switch errno {
 		case 0:
+			if err := unix.Fstat(int(fd), st); err != nil {
+				unix.Close(int(fd))
+				return -1, err
+			}
 			return int(fd), nil
 		case unix.EINTR:
 			continue
