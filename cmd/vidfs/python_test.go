@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -104,13 +105,7 @@ func TestDDP(t *testing.T) {
 	if capacity := (1 << 20) / lay.SampleBytes; int64(lay.Samples) <= capacity {
 		t.Fatalf("%d samples fit the cache (%d): the test needs more", lay.Samples, capacity)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	out := runPython(t, "ddp.py", mp.dir, strconv.Itoa(port), "4")
+	out := runPython(t, "ddp.py", mp.dir, strconv.Itoa(rendezvousPort(t)), "4")
 	var sum struct {
 		Samples, Read, Distinct int
 		Decodes                 int64
@@ -145,4 +140,28 @@ func TestDDP(t *testing.T) {
 	if sum.Decodes < int64(sum.Distinct) || float64(sum.Decodes) > 1.1*float64(sum.Read) {
 		t.Errorf("%d decodes for %d reads of %d samples over 2 epochs: want about one a read at most, one a sample at least", sum.Decodes, sum.Read, sum.Distinct)
 	}
+}
+
+// rendezvousPort is a free port for torch.distributed's rendezvous, below the kernel's range of
+// ephemeral ports: a port the kernel handed out (127.0.0.1:0) and let go could be handed to
+// another test's connection before rank 0 binds it (it was once: EADDRINUSE).
+func rendezvousPort(t *testing.T) int {
+	t.Helper()
+	low := 32768 // the kernel's default start of net.ipv4.ip_local_port_range
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	for range 100 {
+		port := 10000 + rand.IntN(max(low-10000, 1))
+		if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+			ln.Close()
+			return port
+		}
+	}
+	t.Fatalf("no free port between 10000 and %d", low)
+	return 0
 }
