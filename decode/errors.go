@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -87,3 +88,24 @@ func (e *Error) Unwrap() []error {
 
 // frame returns a pointer to i, for Error.Frame.
 func frame(i int) *int { return &i }
+
+// permanentKinds are the kinds a file proves about itself: decoding it again gives the same
+// answer until the file changes.
+var permanentKinds = []error{ErrNotVideo, ErrNoVideo, ErrUnsupportedCodec, ErrCorrupt, ErrTooFewFrames}
+
+// Permanent reports whether err is the video's own fault, which trying again cannot mend: not a
+// container, no video stream, no decoder for its codec, damaged data, too few frames. Errors of
+// the path to the file (I/O, network, descriptors, timeouts, cancellation), an internal FFmpeg
+// failure and a file that changed are not: they may pass, so they must not be remembered.
+// An error wrapping a context error is never permanent, whatever its kind.
+func Permanent(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	for _, k := range permanentKinds {
+		if errors.Is(err, k) {
+			return true
+		}
+	}
+	return false
+}
