@@ -106,15 +106,6 @@ func (s Spec) step() int {
 	return s.Step
 }
 
-// Starts returns the first frame of each sample of a video of n frames, and pad as Count does.
-func (s Spec) Starts(n int) (starts []int, pad bool) {
-	count, pad := s.Count(n)
-	for k := range count {
-		starts = append(starts, s.Start(n, k))
-	}
-	return starts, pad
-}
-
 // Video is a source video as the layout needs it.
 type Video struct {
 	Path string // relative to SRC, with / separators
@@ -145,9 +136,7 @@ type Layout struct {
 	Classes []string
 	labels  []int // per video: index into Classes, or -1 for a video at the top of SRC
 	// Directories under samples/: dir path ("" is samples/ itself) to its sorted entries.
-	dirs map[string][]DirEntry
-	// videoDir maps "dir/name.mp4" (the video's directory under samples/) to the video index.
-	videoDir  map[string]int
+	dirs      map[string][]DirEntry
 	npyHeader []byte
 }
 
@@ -163,7 +152,7 @@ func New(spec Spec, videos []Video) (*Layout, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Layout{Spec: spec, Videos: append([]Video(nil), videos...), dirs: map[string][]DirEntry{"": nil}, videoDir: map[string]int{}}
+	l := &Layout{Spec: spec, Videos: append([]Video(nil), videos...), dirs: map[string][]DirEntry{"": nil}}
 	sort.Slice(l.Videos, func(i, j int) bool { return l.Videos[i].Path < l.Videos[j].Path })
 	classSet := map[string]bool{}
 	for i, v := range l.Videos {
@@ -209,7 +198,6 @@ func New(spec Spec, videos []Video) (*Layout, error) {
 
 // addVideoDir records samples/<p>/, video vi's folder, in its parent folder.
 func (l *Layout) addVideoDir(p string, vi int) {
-	l.videoDir[p] = vi
 	parent := parentDir(p)
 	l.addDir(parent)
 	l.dirs[parent] = append(l.dirs[parent], DirEntry{Name: path.Base(p), Video: vi})
@@ -268,12 +256,6 @@ func (l *Layout) Dirs() []string {
 	return ds
 }
 
-// VideoDir returns the video whose folder is samples/<p>.
-func (l *Layout) VideoDir(p string) (int, bool) {
-	v, ok := l.videoDir[p]
-	return v, ok
-}
-
 // Times returns the span of time sample i stands for, in seconds from its video's first frame,
 // under Spec.FPS: from its first frame's instant to one frame interval of the sample (Stride
 // frames at FPS) past its last, as PyTorchVideo's clip samplers count a clip's duration. Both
@@ -285,12 +267,6 @@ func (l *Layout) Times(i int) (start, end float64) {
 	}
 	s := l.Sample(i).Start
 	return sp.FPS.Seconds(s), sp.FPS.Seconds(s + sp.Frames*sp.Stride)
-}
-
-// SampleName returns a sample's path under samples/ and its file name stem: "class/a.mp4/3".
-func (l *Layout) SampleName(i int) string {
-	s := l.Sample(i)
-	return l.Videos[s.Video].Path + "/" + strconv.Itoa(s.K)
 }
 
 // ParseSampleFile reads a per-sample file name, "<k>.raw" or "<k>.npy", in video v's folder.
@@ -318,9 +294,6 @@ func (l *Layout) NpyHeader() []byte { return l.npyHeader }
 func (s Spec) NpyHeader(align int) []byte {
 	return npy.Header{Descr: "|u1", Shape: []int{s.Frames, s.Height, s.Width, 3}}.Encode(align)
 }
-
-// RawSize is the size of clips.raw: every sample, back to back.
-func (l *Layout) RawSize() int64 { return int64(l.Len()) * l.Spec.SampleBytes() }
 
 // Piece is the part of one sample that a byte range of a file covers.
 type Piece struct {
