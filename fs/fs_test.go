@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/catalog"
+	"github.com/vidfs/vidfs/internal/leakcheck"
 	"github.com/vidfs/vidfs/internal/testvideo"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
@@ -24,7 +26,7 @@ import (
 
 func TestMain(m *testing.M) {
 	testvideo.QuietFFmpeg()
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Main(m))
 }
 
 // testMount is a real FUSE mount of test videos.
@@ -212,6 +214,15 @@ func (tm *testMount) decoded(t *testing.T, i int) []byte {
 	return buf
 }
 
+// sampleName returns sample i's path under samples/ without its extension: "class/a.mp4/3".
+func sampleName(l *layout.Layout, i int) string {
+	s := l.Sample(i)
+	return l.Videos[s.Video].Path + "/" + strconv.Itoa(s.K)
+}
+
+// rawSize is the size of clips.raw: every sample, back to back.
+func rawSize(l *layout.Layout) int64 { return int64(l.Len()) * l.Spec.SampleBytes() }
+
 func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
 // TestNumpyReadsSamples: np.load(mmap_mode="r") on clips.npy has the right shape and its samples
@@ -222,7 +233,7 @@ func TestNumpyReadsSamples(t *testing.T) {
 	picks := []int{0, 1, n / 3, n / 2, n - 2, n - 1}
 	var idx []string
 	for _, i := range picks {
-		idx = append(idx, tm.lay.SampleName(i))
+		idx = append(idx, sampleName(tm.lay, i))
 	}
 	out := tm.python(t, `
 import hashlib, json, os, sys

@@ -32,7 +32,7 @@ func indexCSVWhole(lay *layout.Layout) []byte {
 		if label >= 0 {
 			class = lay.Classes[label]
 		}
-		row := []string{strconv.Itoa(i), "samples/" + lay.SampleName(i) + ".npy", v.Path, strconv.Itoa(s.Start),
+		row := []string{strconv.Itoa(i), "samples/" + sampleName(lay, i) + ".npy", v.Path, strconv.Itoa(s.Start),
 			strconv.Itoa(lay.Spec.Stride), strconv.Itoa(label), class}
 		if timed {
 			start, end := lay.Times(i)

@@ -131,8 +131,8 @@ func TestFio(t *testing.T) {
 			t.Fatalf("fio ran %d jobs", len(res.Jobs))
 		}
 		for i, j := range res.Jobs {
-			if j.Error != 0 || j.Read.IOBytes != 2*tm.lay.RawSize() {
-				t.Errorf("fio %s job %d: error %d, read %d bytes of %d", engine, i, j.Error, j.Read.IOBytes, 2*tm.lay.RawSize())
+			if j.Error != 0 || j.Read.IOBytes != 2*rawSize(tm.lay) {
+				t.Errorf("fio %s job %d: error %d, read %d bytes of %d", engine, i, j.Error, j.Read.IOBytes, 2*rawSize(tm.lay))
 			}
 		}
 	}
@@ -154,7 +154,7 @@ func TestDamagedVideos(t *testing.T) {
 	failed := 0
 	for pass := range 2 {
 		for i := range tm.lay.Len() {
-			got, err := os.ReadFile(filepath.Join(tm.dir, "samples", tm.lay.SampleName(i)+".raw"))
+			got, err := os.ReadFile(filepath.Join(tm.dir, "samples", sampleName(tm.lay, i)+".raw"))
 			s := tm.lay.Sample(i)
 			sp := tm.lay.Spec
 			want := make([]byte, sp.SampleBytes())
@@ -162,11 +162,11 @@ func TestDamagedVideos(t *testing.T) {
 				decode.Output{Width: sp.Width, Height: sp.Height}, want, 1)
 			switch {
 			case derr != nil && !errorsIsEIO(err):
-				t.Errorf("sample %d (%s): decode fails (%v) but the read gave %v", i, tm.lay.SampleName(i), derr, err)
+				t.Errorf("sample %d (%s): decode fails (%v) but the read gave %v", i, sampleName(tm.lay, i), derr, err)
 			case derr == nil && err != nil:
-				t.Errorf("sample %d (%s): %v", i, tm.lay.SampleName(i), err)
+				t.Errorf("sample %d (%s): %v", i, sampleName(tm.lay, i), err)
 			case derr == nil && sha(got) != sha(want):
-				t.Errorf("sample %d (%s): wrong bytes", i, tm.lay.SampleName(i))
+				t.Errorf("sample %d (%s): wrong bytes", i, sampleName(tm.lay, i))
 			case derr != nil && pass == 0:
 				failed++
 			}
