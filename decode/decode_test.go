@@ -11,12 +11,13 @@ import (
 	"testing"
 
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/leakcheck"
 	"github.com/vidfs/vidfs/internal/testvideo"
 )
 
 func TestMain(m *testing.M) {
 	testvideo.QuietFFmpeg()
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Main(m))
 }
 
 // goodVideo is a test video that decodes, with what its probe table must say.

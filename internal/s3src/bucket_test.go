@@ -6,14 +6,16 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/leakcheck"
 	"github.com/vidfs/vidfs/internal/s3src"
 	"github.com/vidfs/vidfs/internal/s3test"
 	"github.com/vidfs/vidfs/internal/testvideo"
@@ -201,7 +203,7 @@ func TestNetworkDown(t *testing.T) {
 // once, not after the bound, and leaves no goroutine behind (GETs, their retries, connections).
 func TestCloseEndsReadsAndGoroutines(t *testing.T) {
 	_, p := bucketOf(t)
-	base := runtime.NumGoroutine()
+	before := goleak.IgnoreCurrent()
 	b := open(t, p.Endpoint(), "s3://data/videos/", s3src.Options{Timeout: 10 * time.Minute})
 	objs, err := b.List(context.Background())
 	if err != nil {
@@ -236,17 +238,7 @@ func TestCloseEndsReadsAndGoroutines(t *testing.T) {
 		t.Errorf("read after Close: %v, want ErrUnavailable", err)
 	}
 	p.SetDown(false)
-	// The connections' goroutines end as their peers see them closed; a minute is a failsafe.
-	// The proxy's own connections to the server, in the default transport, are not the bucket's
-	// (which has a transport of its own): they are closed as they go idle, which one still
-	// carrying a request when the bucket closed does only later.
-	for deadline := time.Now().Add(time.Minute); runtime.NumGoroutine() > base; time.Sleep(time.Millisecond) {
-		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines a minute after Close, %d before Open:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
-		}
-	}
+	leakcheck.None(t, before)
 }
 
 // TestCacheBound: reading every object through, as a demuxer does (a block at a time, in file
