@@ -136,7 +136,10 @@ type Stats struct {
 	// Steps counts the work of reads: plans looked at, and entries stepped over moving positions
 	// and windows (those of the plans as they are: a Set starts a plan's count afresh).
 	Steps int64
-	Plans []PlanStats
+	// Visits counts the plans a read's work looked at (Observe's, the fallback pace's): it
+	// should grow with the plans in use, not with those left idle.
+	Visits int64
+	Plans  []PlanStats
 }
 
 // PlanStats is one plan's state and counters.
@@ -576,6 +579,7 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 	bestDue := -1
 	consider := func(p *plan) {
 		ps.stats.Steps++
+		ps.stats.Visits++
 		if d := p.due(sample, pace); d >= 0 && (best == nil || d < bestDue) {
 			best, bestDue = p, d
 		}
@@ -609,6 +613,7 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 		after = ps.tick(now, msAt(next-best.pos, best.pace.or(pace)))
 	}
 	for _, p := range ps.plans {
+		ps.stats.Visits++
 		if d := p.due(sample, pace); d >= 0 && p.active(now, ps.idle) {
 			if t := ps.tick(now, d); after == 0 || t < after {
 				after = t
@@ -778,6 +783,7 @@ func (ps *Plans) Stats() Stats {
 func (ps *Plans) fallbackPace() float64 {
 	fastest := 0.0
 	for _, p := range ps.plans {
+		ps.stats.Visits++
 		fastest = max(fastest, p.pace.perSecond())
 	}
 	if fastest == 0 {
