@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -23,7 +24,8 @@ import (
 // file is closed; appending (`>>`, "a") queues the written plan behind the current one (each
 // close of a descriptor queues what was written since the close before). A plan that does not
 // parse is refused whole: close fails with EINVAL, the reason is logged, and the plan in force
-// stays. Reading it gives the plan in force, as text.
+// stays; so is one that would take the entries of all plans past the mount's bound
+// (Config.PlanMaxEntries), with ENOSPC. Reading it gives the plan in force, as text.
 type planFile struct {
 	node
 	name string
@@ -87,7 +89,7 @@ func (d *plansDir) Create(ctx context.Context, name string, flags uint32, mode u
 		return nil, nil, 0, syscall.EINVAL
 	}
 	if _, ok := d.f.plans.Len(name); !ok {
-		d.f.setPlan(name, nil, false, 0)
+		d.f.setPlan(name, nil, false, 0) // an empty plan: never past the bound
 	}
 	d.f.attr(&out.Attr, planFileMode, 0)
 	ch := d.NewInode(ctx, &planFile{node{f: d.f, mode: planFileMode}, name}, gofs.StableAttr{Mode: syscall.S_IFREG})
@@ -225,6 +227,11 @@ func (w *planWriter) applyLocked(pid int) syscall.Errno {
 	} else {
 		entries, err = order.Parse(w.buf, w.f.lay.Len())
 	}
+	if err == nil {
+		if err = w.f.setPlan(w.name, entries, w.appendPlan, pid); errors.Is(err, order.ErrTooManyEntries) {
+			errno = syscall.ENOSPC // the plan is fine, the mount holds too many entries
+		}
+	}
 	file := ".vidfs/plans/" + w.name
 	if w.name == order.DefaultPlan {
 		file = ".vidfs/order"
@@ -235,7 +242,6 @@ func (w *planWriter) applyLocked(pid int) syscall.Errno {
 		w.f.problems.add(wire.Problem{Time: time.Now(), File: file, Sample: -1, Reason: "plan refused: " + err.Error()})
 		return errno
 	}
-	w.f.setPlan(w.name, entries, w.appendPlan, pid)
 	verb := "new plan"
 	if w.appendPlan {
 		verb = "plan appended"
@@ -282,7 +288,7 @@ func (w *planWriter) setStateLocked(s planState) {
 }
 
 func (w *planWriter) emptyLocked() {
-	w.f.setPlan(w.name, nil, false, 0)
+	w.f.setPlan(w.name, nil, false, 0) // an empty plan: never past the bound
 	w.f.log.Info("plan emptied", "plan", w.name)
 }
 

@@ -43,13 +43,15 @@ func TestDuesIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ps := NewPlans(8, 16, 10*time.Minute)
 		ps.Set("val", []int32{1, 2, 3}, false)
-		ps.Set("train", []int32{10, 11, 12, 13}, false)
+		ps.Set("train", []int32{10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25}, false)
 		readAt(ps, 1, time.Now())
-		time.Sleep(11 * time.Minute)
-		readAt(ps, 10, time.Now())
+		for s := range 12 { // train's reader reads once a minute
+			time.Sleep(time.Minute)
+			readAt(ps, 10+s, time.Now())
+		}
 		synctest.Wait()
-		if ps.Due(2) != -1 || ps.Due(11) < 0 {
-			t.Errorf("Due(2) (an idle plan's) = %d, want -1; Due(11) (an active one's) = %d, want >= 0", ps.Due(2), ps.Due(11))
+		if ps.Due(2) != -1 || ps.Due(24) < 0 {
+			t.Errorf("Due(2) (an idle plan's) = %d, want -1; Due(24) (an active one's) = %d, want >= 0", ps.Due(2), ps.Due(24))
 		}
 	})
 }

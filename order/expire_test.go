@@ -1,6 +1,7 @@
 package order
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
 	"testing/synctest"
@@ -15,7 +16,7 @@ func abandon(ps *Plans, k, n, samples int, between func()) {
 		for j := range entries {
 			entries[j] = int32((i*7919 + j*31) % samples)
 		}
-		ps.Set("job-"+itoa(i), entries, false)
+		ps.Set(fmt.Sprint("job-", i), entries, false)
 		if between != nil {
 			between()
 		}

@@ -3,7 +3,9 @@ package order
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -321,19 +323,75 @@ func TestPlansOwnReads(t *testing.T) {
 	ps.Done(8)
 }
 
-// TestPlansIdle: a plan nobody reads or writes for the idle time stops being due, and counts
-// again once read.
+// TestPlansIdle: a plan nobody reads or writes for the idle time expires: it stops being due,
+// its entries are let go (reads of its samples count toward no plan), and it is followed again
+// once written again.
 func TestPlansIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ps := NewPlans(8, 16, 10*time.Minute)
 		ps.Set("job", []int32{1, 2, 3}, false)
 		readAt(ps, 1, time.Now())
 		time.Sleep(11 * time.Minute)
-		if ps.NextUse(2) != -1 || len(ps.Upcoming(nil, 5)) != 0 || ps.Stats().Plans[0].Active {
-			t.Errorf("an idle plan: NextUse(2) = %d, upcoming %v, stats %+v", ps.NextUse(2), ps.Upcoming(nil, 5), ps.Stats().Plans[0])
+		if st := ps.Stats().Plans[0]; ps.NextUse(2) != -1 || len(ps.Upcoming(nil, 5)) != 0 || st.Active || !st.Expired || st.Length != 0 {
+			t.Errorf("an idle plan: NextUse(2) = %d, upcoming %v, stats %+v", ps.NextUse(2), ps.Upcoming(nil, 5), st)
 		}
-		if plan := readAt(ps, 2, time.Now()); plan != "job" || ps.NextUse(3) < 0 {
-			t.Errorf("read of an idle plan's sample counted toward %q; NextUse(3) = %d", plan, ps.NextUse(3))
+		if e, ok := ps.Entries("job"); !ok || len(e) != 0 {
+			t.Errorf("an expired plan's entries: %v, %v; want none, and the plan still named", e, ok)
+		}
+		if plan := readAt(ps, 2, time.Now()); plan != "" {
+			t.Errorf("read of an expired plan's sample counted toward %q", plan)
+		}
+		ps.Set("job", []int32{2, 3}, true) // appended to: the plan anew
+		if plan := readAt(ps, 2, time.Now()); plan != "job" || ps.NextUse(3) < 0 || ps.Stats().Plans[0].Expired {
+			t.Errorf("read of a rewritten expired plan's sample counted toward %q; NextUse(3) = %d", plan, ps.NextUse(3))
+		}
+	})
+}
+
+// TestPlansExpiredDropped: past maxExpired expired plans, the oldest are dropped whole.
+func TestPlansExpiredDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := NewPlans(8, 16, time.Second)
+		for i := range maxExpired + 10 {
+			ps.Set(fmt.Sprint("job-", i), []int32{1, 2}, false)
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if names := ps.Names(); len(names) != maxExpired || slices.Contains(names, "job-9") || !slices.Contains(names, "job-10") {
+			t.Errorf("%d plans named after %d expired; want the last %d", len(names), maxExpired+10, maxExpired)
+		}
+	})
+}
+
+// TestPlansMaxEntries: a plan that would take the plans' entries past the bound is refused
+// whole, the plan in force staying; expired plans' entries do not count.
+func TestPlansMaxEntries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := NewPlans(8, 16, time.Minute)
+		ps.SetMaxEntries(10)
+		if err := ps.Set("a", inOrder(6), false); err != nil {
+			t.Fatal(err)
+		}
+		if err := ps.Set("b", inOrder(5), false); !errors.Is(err, ErrTooManyEntries) || !strings.Contains(err.Error(), "10") {
+			t.Errorf("a plan past the bound: %v; want ErrTooManyEntries, naming the bound", err)
+		}
+		if err := ps.Set("a", inOrder(5), true); !errors.Is(err, ErrTooManyEntries) {
+			t.Errorf("an append past the bound: %v; want ErrTooManyEntries", err)
+		}
+		if _, ok := ps.Len("b"); ok {
+			t.Error("a refused plan was made")
+		}
+		if n, _ := ps.Len("a"); n != 6 {
+			t.Errorf("the plan in force has %d entries after a refused append, want 6", n)
+		}
+		if err := ps.Set("a", inOrder(10), false); err != nil { // replaces its own 6
+			t.Errorf("a plan replacing one within the bound: %v", err)
+		}
+		time.Sleep(2 * time.Minute) // a expires
+		synctest.Wait()
+		if err := ps.Set("b", inOrder(10), false); err != nil {
+			t.Errorf("a plan within the bound once the other expired: %v", err)
 		}
 	})
 }

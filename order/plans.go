@@ -2,6 +2,8 @@ package order
 
 import (
 	"container/heap"
+	"container/list"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -39,7 +41,8 @@ func ValidName(name string) error {
 // a time: its distance from a plan's position, at the pace that plan's reader reads. So the
 // cache, which keeps and decodes first what is due soonest, serves every plan by its pace, and a
 // sample two plans want is wanted once. A plan nobody has read or written for the idle time stops
-// counting (its samples are not due) until it is read or written again.
+// counting: it expires, its entries and window are let go (its name and counters stay), and it
+// is followed again once written again. A read's work looks at the plans in use only.
 //
 // Plans publishes when each sample is next due (Due) in an array the cache and the disk tier
 // read without a lock, while they hold their own: they never call into Plans' lock. A read's
@@ -64,8 +67,22 @@ type Plans struct {
 	idle    time.Duration
 	start   time.Time // what dues count from
 	plans   map[string]*plan
-	open    map[int]*access // accesses in pieces, not yet through
-	reading map[int]int     // sample -> reads observed and not yet Done
+	// inUse lists the plans not expired, the one read or written last first: a read's work
+	// looks at these only, and expires those at the back that went idle. expired lists the
+	// expired ones, the last to expire first; past maxExpired, the oldest are dropped whole.
+	inUse, expired list.List
+	// entries counts the entries the plans in use hold; maxEntries bounds it (0: no bound).
+	entries, maxEntries int
+	// sweep expires plans that go idle while nobody reads (a timer, armed while sweepArmed);
+	// closed is set by Close, after which nothing is started.
+	sweep      *time.Timer
+	sweepArmed bool
+	closed     bool
+	// expiredSince is set when a plan expires after the dues were last worked out: they are
+	// then worked out anew at the next read's chance (see republishDue).
+	expiredSince bool
+	open         map[int]*access // accesses in pieces, not yet through
+	reading      map[int]int     // sample -> reads observed and not yet Done
 	// after holds, for each sample being read, the due to publish once its reads are Done: it
 	// is published as due now until then.
 	after map[int]int32
@@ -128,6 +145,14 @@ type access struct {
 	last  time.Time
 }
 
+// maxExpired is how many expired plans keep their name and counters (some 2 KB each): past it,
+// the one that expired first is dropped whole, so that jobs that each write a plan of their own
+// and go away leave a bounded trace.
+const maxExpired = 1024
+
+// ErrTooManyEntries is the error a plan refused for the bound on the entries of all plans has.
+var ErrTooManyEntries = errors.New("too many plan entries")
+
 // Stats counts what the readers did, in all and by plan.
 type Stats struct {
 	Accesses int64 // reads that started an access to a sample
@@ -157,11 +182,15 @@ type PlanStats struct {
 	Pace     float64   // its reader's samples per second lately (0: not known yet)
 	LastUse  time.Time // last read or write
 	Active   bool      // read or written within the idle time
+	// Expired: idle for longer than the idle time, its entries let go (Length 0) until it is
+	// written again.
+	Expired bool
 }
 
 // NewPlans returns a set of no plans. window is how far a plan's readers may run ahead of its
 // slowest one; horizon how far past a plan's position reads are matched and NextUse looks (at
-// least window); idle how long a plan may go unused before its samples stop being due.
+// least window); idle how long a plan may go unused before it expires: its samples stop being
+// due and its entries are let go (0: never).
 func NewPlans(window, horizon int, idle time.Duration) *Plans {
 	ps := &Plans{window: max(window, 1), horizon: max(horizon, window, 1), idle: idle, start: time.Now(),
 		plans: map[string]*plan{}, open: map[int]*access{}, reading: map[int]int{}, after: map[int]int32{},
@@ -217,24 +246,48 @@ func (ps *Plans) growLocked(n int) []int32 {
 // built (and the dues worked out anew) before it replaces the old one, with readers reading on;
 // they wait only while it is swapped in, work that does not grow with the plan. entries is not
 // kept. The plan has no owner from then on.
-func (ps *Plans) Set(name string, entries []int32, appendPlan bool) {
-	ps.SetOwned(name, entries, appendPlan, 0)
+func (ps *Plans) Set(name string, entries []int32, appendPlan bool) error {
+	return ps.SetOwned(name, entries, appendPlan, 0)
+}
+
+// SetMaxEntries bounds the entries all plans in use hold together (0: no bound): a Set past it
+// is refused whole (ErrTooManyEntries).
+func (ps *Plans) SetMaxEntries(n int) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.maxEntries = n
 }
 
 // SetOwned is Set by the process owner (a process id; 0: not known), which owns the plan from
-// then on: reads by it and its descendants count toward its plans (Owned).
-func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner int) {
+// then on: reads by it and its descendants count toward its plans (Owned). A plan that would
+// take the entries of the plans in use past the bound (SetMaxEntries) is refused whole, with
+// ErrTooManyEntries, and the plan in force stays.
+func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner int) error {
 	ps.setMu.Lock()
 	defer ps.setMu.Unlock()
 	ps.mu.Lock()
 	p := ps.plans[name]
 	var old *planData
-	if p != nil && appendPlan {
+	if p != nil && appendPlan && !p.expired { // appended to an expired plan: the plan anew
 		old = p.planData
 	}
 	var pos0 int
 	if old != nil {
 		pos0 = old.pos
+	}
+	// Only Sets, which setMu serializes, add entries: what reads and expiry do meanwhile only
+	// lets entries go.
+	held, want := 0, len(entries)
+	if p != nil {
+		held = len(p.entries)
+	}
+	if old != nil {
+		want += old.length() - pos0
+	}
+	if total := ps.entries - held + want; ps.maxEntries > 0 && total > ps.maxEntries {
+		ps.mu.Unlock()
+		return fmt.Errorf("plan %q refused whole: its %d entries would make %d in all plans, past the bound of %d: %w",
+			name, want, total, ps.maxEntries, ErrTooManyEntries)
 	}
 	ps.mu.Unlock()
 
@@ -257,7 +310,7 @@ func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner i
 	}
 
 	ps.mu.Lock()
-	if p == nil {
+	if p = ps.plans[name]; p == nil { // new, or an expired one dropped meanwhile
 		p = &plan{name: name}
 		ps.plans[name] = p
 	}
@@ -270,7 +323,13 @@ func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner i
 		d.pos, d.furthest, d.end, d.ahead = old.pos, old.furthest, old.end, old.ahead
 		d.extend()
 	}
+	if p.planData != nil {
+		ps.entries -= len(p.entries) // an expired plan's are none
+	}
+	ps.entries += len(d.entries)
 	p.set(d, time.Now())
+	ps.used(p)
+	ps.armSweepLocked()
 	if (p.owner != 0) != (owner != 0) {
 		ps.owners.Add(int64(min(owner, 1) - min(p.owner, 1)))
 	}
@@ -278,6 +337,89 @@ func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner i
 	ps.ownerGen.Add(1)
 	ps.mu.Unlock()
 	ps.publish(scratch)
+	return nil
+}
+
+// used moves p to the front of the plans in use, as just read or written (taking it out of the
+// expired ones if need be). Called with mu held.
+func (ps *Plans) used(p *plan) {
+	switch {
+	case p.elem == nil:
+		p.elem = ps.inUse.PushFront(p)
+	case p.expired:
+		ps.expired.Remove(p.elem)
+		p.expired = false
+		p.elem = ps.inUse.PushFront(p)
+	default:
+		ps.inUse.MoveToFront(p.elem)
+	}
+}
+
+// expireIdle expires the plans in use that went idle by now, from the back of inUse: its work
+// is the plans it expires. Called with mu held.
+func (ps *Plans) expireIdle(now time.Time) {
+	if ps.idle <= 0 {
+		return
+	}
+	for e := ps.inUse.Back(); e != nil; e = ps.inUse.Back() {
+		p := e.Value.(*plan)
+		if p.active(now, ps.idle) {
+			return
+		}
+		ps.inUse.Remove(e)
+		ps.expiredSince = true
+		ps.entries -= len(p.entries)
+		p.planData = &planData{furthest: -1, span: ps.horizon}
+		p.expired = true
+		p.elem = ps.expired.PushFront(p)
+		if ps.expired.Len() > maxExpired {
+			ps.dropLocked(ps.expired.Back().Value.(*plan))
+		}
+	}
+}
+
+// dropLocked takes p out of the plans, its owner and counters with it. Called with mu held.
+func (ps *Plans) dropLocked(p *plan) {
+	if p.expired {
+		ps.expired.Remove(p.elem)
+	} else {
+		ps.inUse.Remove(p.elem)
+		ps.entries -= len(p.entries)
+	}
+	if p.owner != 0 {
+		ps.owners.Add(-1)
+	}
+	delete(ps.plans, p.name)
+	ps.ownerGen.Add(1)
+}
+
+// armSweepLocked has the sweep timer expire the plan in use last used once it goes idle,
+// unless it is armed already (it then fires sooner: a plan's idle time only moves on). Called
+// with mu held.
+func (ps *Plans) armSweepLocked() {
+	if ps.idle <= 0 || ps.closed || ps.sweepArmed || ps.inUse.Len() == 0 {
+		return
+	}
+	d := time.Until(ps.inUse.Back().Value.(*plan).lastUse.Add(ps.idle))
+	ps.sweepArmed = true
+	if ps.sweep == nil {
+		ps.sweep = time.AfterFunc(d, ps.sweepIdle)
+	} else {
+		ps.sweep.Reset(d)
+	}
+}
+
+// sweepIdle expires the plans that went idle, for the timer: so that their memory goes even
+// when nobody reads. It calls nothing outside Plans.
+func (ps *Plans) sweepIdle() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.sweepArmed = false
+	if ps.closed {
+		return
+	}
+	ps.expireIdle(time.Now())
+	ps.armSweepLocked()
 }
 
 // Owned returns the names of the plans process owner owns, sorted (nil: none). Its work grows
@@ -327,11 +469,9 @@ func (ps *Plans) Remove(name string) bool {
 	defer ps.setMu.Unlock()
 	ps.mu.Lock()
 	p, ok := ps.plans[name]
-	if ok && p.owner != 0 {
-		ps.owners.Add(-1)
+	if ok {
+		ps.dropLocked(p)
 	}
-	delete(ps.plans, name)
-	ps.ownerGen.Add(1)
 	ps.mu.Unlock()
 	if ok {
 		ps.publish(ps.takeSpare())
@@ -355,14 +495,16 @@ func (ps *Plans) publish(spare []int32) {
 	now := time.Now()
 	pace, n := ps.fallbackPace(), len(ps.dues.Load().d)
 	var views []view
-	for _, p := range ps.plans {
+	ps.expireIdle(now)
+	for e := ps.inUse.Front(); e != nil; e = e.Next() {
+		p := e.Value.(*plan)
 		p.pubPace = 0
 		if p.active(now, ps.idle) {
 			p.pubPace = p.pace.or(pace)
 			views = append(views, view{p.planData, p.pos, p.pubPace})
 		}
 	}
-	ps.building, ps.published = true, now
+	ps.building, ps.published, ps.expiredSince = true, now, false
 	ps.mu.Unlock()
 	for _, v := range views {
 		for i := range v.d.entries {
@@ -433,7 +575,7 @@ func (ps *Plans) republishDue(p *plan, now time.Time, pace float64) bool {
 		return false
 	}
 	v := p.pace.or(pace)
-	return p.pubPace == 0 || v > p.pubPace*paceDrift || v*paceDrift < p.pubPace
+	return ps.expiredSince || p.pubPace == 0 || v > p.pubPace*paceDrift || v*paceDrift < p.pubPace
 }
 
 // republish works the dues out anew, in the background (a read started it), and tells
@@ -552,6 +694,7 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 		atomic.StoreInt32(&dues[sample], ps.tick(now, 0))
 	}
 	ps.expire(now)
+	ps.expireIdle(now)
 	if a, ok := ps.open[sample]; ok && now.Sub(a.last) < accessTimeout {
 		a.bytes += n
 		a.last = now
@@ -590,8 +733,8 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 		}
 	}
 	if best == nil {
-		for _, p := range ps.plans {
-			consider(p)
+		for e := ps.inUse.Front(); e != nil; e = e.Next() {
+			consider(e.Value.(*plan))
 		}
 	}
 	if best == nil {
@@ -607,12 +750,14 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 		go ps.republish()
 	}
 	next := best.consume(sample, ps.window, now)
+	ps.used(best)
 	// Due next: at its entry after this one in the same plan, or in another plan's window.
 	var after int32
 	if next >= 0 {
 		after = ps.tick(now, msAt(next-best.pos, best.pace.or(pace)))
 	}
-	for _, p := range ps.plans {
+	for e := ps.inUse.Front(); e != nil; e = e.Next() {
+		p := e.Value.(*plan)
 		ps.stats.Visits++
 		if d := p.due(sample, pace); d >= 0 && p.active(now, ps.idle) {
 			if t := ps.tick(now, d); after == 0 || t < after {
@@ -693,7 +838,8 @@ func (ps *Plans) NextUse(sample int) int {
 		return 0
 	}
 	now, pace, best := time.Now(), ps.fallbackPace(), -1
-	for _, p := range ps.plans {
+	for e := ps.inUse.Front(); e != nil; e = e.Next() {
+		p := e.Value.(*plan)
 		if !p.active(now, ps.idle) {
 			continue
 		}
@@ -711,8 +857,8 @@ func (ps *Plans) Upcoming(dst []int, n int) []int {
 	defer ps.mu.Unlock()
 	now, pace := time.Now(), ps.fallbackPace()
 	var cur cursors
-	for _, p := range ps.plans {
-		if p.active(now, ps.idle) {
+	for e := ps.inUse.Front(); e != nil; e = e.Next() {
+		if p := e.Value.(*plan); p.active(now, ps.idle) {
 			if c := p.cursor(ps.horizon, pace); c.next() {
 				cur = append(cur, c)
 			}
@@ -760,10 +906,11 @@ func (ps *Plans) Stats() Stats {
 	defer ps.mu.Unlock()
 	st := ps.stats
 	now := time.Now()
+	ps.expireIdle(now)
 	for _, p := range ps.plans {
 		st.Steps += p.steps
 		st.Plans = append(st.Plans, PlanStats{Name: p.name, Length: len(p.entries), Position: p.pos - p.base, OnPlan: p.onPlan,
-			Skipped: p.skipped, Writes: p.writes, Owner: p.owner, Hits: p.hits, Misses: p.misses, Waited: p.waited, Pace: p.pace.perSecond(), LastUse: p.lastUse, Active: p.active(now, ps.idle)})
+			Skipped: p.skipped, Writes: p.writes, Owner: p.owner, Hits: p.hits, Misses: p.misses, Waited: p.waited, Pace: p.pace.perSecond(), LastUse: p.lastUse, Active: !p.expired && p.active(now, ps.idle), Expired: p.expired})
 	}
 	slices.SortFunc(st.Plans, func(a, b PlanStats) int {
 		switch {
@@ -781,8 +928,9 @@ func (ps *Plans) Stats() Stats {
 // so that a new plan is served at once; 100 samples a second with none known. Called with ps.mu
 // held.
 func (ps *Plans) fallbackPace() float64 {
-	fastest := 0.0
-	for _, p := range ps.plans {
+	fastest := 0.0 // of the plans in use: an expired one's pace is old
+	for e := ps.inUse.Front(); e != nil; e = e.Next() {
+		p := e.Value.(*plan)
 		ps.stats.Visits++
 		fastest = max(fastest, p.pace.perSecond())
 	}
