@@ -3,6 +3,7 @@ package order
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -73,4 +74,27 @@ func TestPlansAbandoned(t *testing.T) {
 			t.Errorf("a read looked at %.1f plans with 1 in use and %d idle; want at most 4", perRead, k)
 		}
 	})
+}
+
+// TestUpcomingOfBounded: listing a plan's next samples (for each plan, at each open of the stats
+// and each scrape, under the plans' lock) steps over a bounded number of entries, however long
+// the plan and however few distinct samples it holds.
+func TestUpcomingOfBounded(t *testing.T) {
+	ps := NewPlans(8, 64, 0)
+	entries := make([]int32, 100_000) // sample 0 over and over, then 1 to 9
+	for i := range 9 {
+		entries = append(entries, int32(i+1))
+	}
+	ps.Set("p", entries, false)
+	got := ps.UpcomingOf("p", nil, 5)
+	if w := ps.Stats().Walked; w > 64+5 {
+		t.Errorf("UpcomingOf(5) stepped over %d entries of a plan of %d; want at most the horizon and 5", w, len(entries))
+	}
+	if len(got) == 0 || got[0] != 0 {
+		t.Errorf("UpcomingOf(5) = %v; want 0 first", got)
+	}
+	ps.Set("q", inOrder(1000), false)
+	if got := ps.UpcomingOf("q", nil, 5); !slices.Equal(got, []int{0, 1, 2, 3, 4}) {
+		t.Errorf("UpcomingOf(5) of 0, 1, 2...: %v", got)
+	}
 }

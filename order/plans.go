@@ -164,6 +164,8 @@ type Stats struct {
 	// Visits counts the plans a read's work looked at (Observe's, the fallback pace's): it
 	// should grow with the plans in use, not with those left idle.
 	Visits int64
+	// Walked counts the entries UpcomingOf stepped over (for the stats, under the lock).
+	Walked int64
 	Plans  []PlanStats
 }
 
@@ -897,6 +899,7 @@ func (ps *Plans) UpcomingOf(name string, dst []int, n int) []int {
 			dst = append(dst, int(s))
 		}
 	}
+	ps.stats.Walked += int64(c.q - p.pos + 1)
 	return dst
 }
 
