@@ -883,7 +883,9 @@ func (ps *Plans) Upcoming(dst []int, n int) []int {
 	return dst
 }
 
-// UpcomingOf appends to dst the next n distinct samples of the plan called name, in its order.
+// UpcomingOf appends to dst the next distinct samples of the plan called name, in its order: at
+// most n of them, among the max(n, horizon) entries from its position, so that its work (under the
+// lock, for each plan at each open of the stats) does not grow with the plan.
 func (ps *Plans) UpcomingOf(name string, dst []int, n int) []int {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -891,7 +893,7 @@ func (ps *Plans) UpcomingOf(name string, dst []int, n int) []int {
 	if p == nil {
 		return dst
 	}
-	c := p.cursor(p.length(), 1)
+	c := p.cursor(max(n, ps.horizon), 1)
 	seen := make(map[int32]bool, n)
 	for len(seen) < n && c.next() {
 		if s := c.sample(); !seen[s] {
