@@ -183,3 +183,35 @@ func TestPublishReusesTables(t *testing.T) {
 		t.Errorf("10 publishes filled %d different arrays; want 2 (the dues and the spare)", len(arrays))
 	}
 }
+
+// TestCloseJoinsRepublish: a republish a read started, in flight when Plans is closed, is waited
+// for, and does not call OnRepublish's f (the cache's and the disk tier's, closed next) once
+// Close has returned.
+func TestCloseJoinsRepublish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := NewPlans(8, 16, 0)
+		var closed atomic.Bool
+		var late atomic.Int32
+		ps.OnRepublish(func() {
+			if closed.Load() {
+				late.Add(1)
+			}
+		})
+		ps.Set("p", inOrder(100), false)
+		release := make(chan struct{})
+		ps.buildHook = func() { <-release } // the republish waits in its build
+		time.Sleep(republishEvery + time.Second)
+		readAt(ps, 0, time.Now()) // the dues are old: a republish starts
+		synctest.Wait()
+		go func() {
+			ps.Close()
+			closed.Store(true)
+		}()
+		synctest.Wait()
+		close(release)
+		synctest.Wait()
+		if !closed.Load() || late.Load() != 0 {
+			t.Errorf("Close returned: %v; OnRepublish's f called %d times after Close returned, want none", closed.Load(), late.Load())
+		}
+	})
+}
