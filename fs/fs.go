@@ -225,6 +225,7 @@ func New(cfg Config) (*FS, error) {
 // Close stops decoding, frees the cache, and closes the disk tier once what it has queued is
 // written. The decoder is the caller's to close.
 func (f *FS) Close() {
+	f.plans.Close() // no republish calls back into the cache or the tier from here on
 	f.pages.close()
 	f.cache.Close()
 	if f.tier != nil {

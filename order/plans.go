@@ -110,6 +110,9 @@ type Plans struct {
 	published    time.Time
 	republishing bool
 	onRepublish  func()
+	// republished is closed once the republish under way (republishing) is over, f told: Close
+	// waits for it.
+	republished chan struct{}
 	// publishCost is how long the last publish took, from the first lock to the swap: a
 	// republish waits republishShare times as long after the last (see republishDue).
 	publishCost time.Duration
@@ -581,17 +584,38 @@ func (ps *Plans) republishDue(p *plan, now time.Time, pace float64) bool {
 }
 
 // republish works the dues out anew, in the background (a read started it), and tells
-// onRepublish, holding no lock.
-func (ps *Plans) republish() {
+// onRepublish, holding no lock, unless Plans was closed meanwhile; it then closes done.
+func (ps *Plans) republish(done chan struct{}) {
+	defer close(done)
 	ps.setMu.Lock()
 	ps.publish(ps.takeSpare())
 	ps.setMu.Unlock()
 	ps.mu.Lock()
 	ps.republishing = false
 	f := ps.onRepublish
+	if ps.closed {
+		f = nil
+	}
 	ps.mu.Unlock()
 	if f != nil {
 		f()
+	}
+}
+
+// Close stops Plans' background work: it waits for a republish under way, and from when it
+// returns OnRepublish's f is not called again, so that what f calls can be closed after. The
+// plans stay readable and writable; their dues are no longer worked out anew on their own, and
+// idle plans expire only as they are read or written.
+func (ps *Plans) Close() {
+	ps.mu.Lock()
+	ps.closed = true
+	done := ps.republished
+	if ps.sweep != nil {
+		ps.sweep.Stop()
+	}
+	ps.mu.Unlock()
+	if done != nil {
+		<-done
 	}
 }
 
@@ -747,9 +771,9 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 	if ps.building {
 		ps.touched[sample] = struct{}{}
 	}
-	if ps.republishDue(best, now, pace) {
-		ps.republishing = true
-		go ps.republish()
+	if !ps.closed && ps.republishDue(best, now, pace) {
+		ps.republishing, ps.republished = true, make(chan struct{})
+		go ps.republish(ps.republished)
 	}
 	next := best.consume(sample, ps.window, now)
 	ps.used(best)
