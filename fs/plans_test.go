@@ -140,11 +140,11 @@ func TestPlansShareDecodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for s := 12; s < 15; s++ {
-		if d := f.plans.NextUse(s); d >= 0 {
+		if d := f.plans.DueInHorizon(s); d >= 0 {
 			t.Errorf("sample %d, only b's, due in %d ms after b went", s, d)
 		}
 	}
-	if f.plans.NextUse(7) < 0 {
+	if f.plans.DueInHorizon(7) < 0 {
 		t.Error("sample 7, a's too, not due after b went")
 	}
 	// A third plan needs room: what b held goes, what a will read stays.

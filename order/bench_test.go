@@ -76,7 +76,7 @@ func BenchmarkApply(b *testing.B) {
 				s := int(epochs[0][i%n])
 				ps.Observe(s, 100, 100, time.Now(), nil)
 				ps.Done(s)
-				ps.NextUse(s)
+				ps.DueInHorizon(s)
 				ps.Due(s)
 				return nil
 			})

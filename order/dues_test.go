@@ -38,7 +38,7 @@ func TestDuesPartWayForgotten(t *testing.T) {
 }
 
 // TestDuesIdle: a plan nobody read for the idle time stops being due in what Plans publishes
-// too, not only in NextUse, once readers of other plans read on.
+// too, not only in DueInHorizon, once readers of other plans read on.
 func TestDuesIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ps := NewPlans(8, 16, 10*time.Minute)

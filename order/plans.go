@@ -63,7 +63,7 @@ type Plans struct {
 	// held for work that does not grow with the plans, and nothing is called with it held.
 	mu      sync.Mutex
 	window  int // how far readers may run out of order before unread entries are given up
-	horizon int // how far past a position reads are matched and NextUse looks
+	horizon int // how far past a position reads are matched and DueInHorizon looks
 	idle    time.Duration
 	start   time.Time // what dues count from
 	plans   map[string]*plan
@@ -134,7 +134,7 @@ const (
 	// 1/republishShare of a core however long the plans. A plan of 8 million entries (two
 	// epochs of Kinetics-400's 4 million samples) takes some 0.1 s to work out: republished at
 	// most every 20 s, its far dues (the disk tier's order) may be that stale; the near ones
-	// move with each read, and the cache's prefetch asks NextUse, which is always fresh. At 50,
+	// move with each read, and the cache's prefetch asks Upcoming, which is always fresh. At 50,
 	// republishes took 2 % of a core at that size: more than the rest of a read's work grows.
 	republishShare = 200
 )
@@ -193,7 +193,7 @@ type PlanStats struct {
 }
 
 // NewPlans returns a set of no plans. window is how far a plan's readers may run ahead of its
-// slowest one; horizon how far past a plan's position reads are matched and NextUse looks (at
+// slowest one; horizon how far past a plan's position reads are matched and DueInHorizon looks (at
 // least window); idle how long a plan may go unused before it expires: its samples stop being
 // due and its entries are let go (0: never).
 func NewPlans(window, horizon int, idle time.Duration) *Plans {
@@ -634,7 +634,7 @@ func (ps *Plans) tick(now time.Time, ms int) int32 {
 }
 
 // Due returns how soon sample is next due over the plans, in milliseconds at their readers'
-// pace, looking at each whole plan (not only the prefetch horizon, NextUse's); 0 while it is
+// pace, looking at each whole plan (not only the prefetch horizon, DueInHorizon's); 0 while it is
 // being read; -1 when no plan has it. It reads what Plans published, without a lock, and does
 // work that does not grow with anything: the cache and the disk tier ask it holding their own
 // locks. What it answers was worked out at the sample's last read, or when the dues were last
@@ -850,11 +850,12 @@ func (ps *Plans) expire(now time.Time) {
 	}
 }
 
-// NextUse returns how soon sample is due, in milliseconds, over the active plans: the soonest of
-// its next occurrences within the horizon, each at its plan reader's pace; -1 when no active
-// plan has it within the horizon. A sample being read right now (a read not yet Done, or an
-// access in pieces not yet through) is due now: 0. It takes the lock; Due does not.
-func (ps *Plans) NextUse(sample int) int {
+// DueInHorizon returns how soon sample is due, in milliseconds, over the active plans: the
+// soonest of its next occurrences within the horizon, each at its plan reader's pace; -1 when no
+// active plan has it within the horizon. A sample being read right now (a read not yet Done, or
+// an access in pieces not yet through) is due now: 0. It takes the lock. It is worked out fresh,
+// where Due (what the cache and the disk tier ask) reads what was published: tests compare them.
+func (ps *Plans) DueInHorizon(sample int) int {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.reading[sample] > 0 {
