@@ -810,12 +810,13 @@ func (ps *Plans) Done(sample int) {
 		}
 		delete(ps.open, sample)
 	}
-	ps.settle(sample)
+	ps.publishAfter(sample)
 }
 
-// settle publishes the due of a sample no read holds any more, and forgets it was being read.
+// publishAfter publishes the due of a sample no read holds any more (what after holds for it),
+// and forgets it was being read.
 // Called with mu held.
-func (ps *Plans) settle(sample int) {
+func (ps *Plans) publishAfter(sample int) {
 	after, ok := ps.after[sample]
 	if !ok {
 		return
@@ -831,7 +832,7 @@ func (ps *Plans) settle(sample int) {
 func (ps *Plans) forget(sample int) {
 	delete(ps.open, sample)
 	if ps.reading[sample] == 0 {
-		ps.settle(sample)
+		ps.publishAfter(sample)
 	}
 }
 
