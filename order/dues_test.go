@@ -177,7 +177,7 @@ func TestPublishReusesTables(t *testing.T) {
 	arrays := map[*int32]bool{}
 	for range 10 {
 		ps.Set("p", entries, false)
-		arrays[&ps.dues.Load().d[0]] = true
+		arrays[&ps.dues.table.Load().d[0]] = true
 	}
 	if len(arrays) > 2 {
 		t.Errorf("10 publishes filled %d different arrays; want 2 (the dues and the spare)", len(arrays))

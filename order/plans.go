@@ -65,7 +65,6 @@ type Plans struct {
 	window  int // how far readers may run out of order before unread entries are given up
 	horizon int // how far past a position reads are matched and DueInHorizon looks
 	idle    time.Duration
-	start   time.Time // what dues count from
 	plans   map[string]*plan
 	// inUse lists the plans not expired, the one read or written last first: a read's work
 	// looks at these only, and expires those at the back that went idle. expired lists the
@@ -81,30 +80,17 @@ type Plans struct {
 	// expiredSince is set when a plan expires after the dues were last worked out: they are
 	// then worked out anew at the next read's chance (see republishDue).
 	expiredSince bool
-	open         map[int]*access // accesses in pieces, not yet through
-	reading      map[int]int     // sample -> reads observed and not yet Done
-	// after holds, for each sample being read, the due to publish once its reads are Done: it
-	// is published as due now until then.
-	after map[int]int32
-	stats Stats
+	stats        Stats
 	// owners counts the plans with an owner, and ownerGen moves at each Set and Remove (who owns
 	// what may have changed): readers' callers remember answers of Owned until it moves.
 	owners   atomic.Int64
 	ownerGen atomic.Int64
-	// dues holds, for each sample, when it is next due over the plans (a tick: see tick), or 0
-	// when no plan has it. Read with atomic loads and no lock (Due); written under mu, with
-	// atomic stores (a new table is filled before it is stored here).
-	dues atomic.Pointer[dueTable]
-	// spare is the table the last publish replaced, kept for the next build to fill, so that
-	// keeping the dues fresh does not allocate (and fault in) a new array each time: taken only
-	// once no Due is reading it (see takeSpare). GUARDED_BY setMu.
-	spare *dueTable
+	// dues publishes when each sample is next due, and keeps it right as samples are read
+	// (see dues). Its table is read without a lock (Due); the rest is guarded by mu, but its
+	// spare, by setMu.
+	dues dues
 	// buildHook, if set (by tests), is called as publish ends its build, off the lock.
 	buildHook func()
-	// building is set while publish works out dues off the lock: samples whose entries reads
-	// consume meanwhile are noted in touched, and keep what the reads published (see publish).
-	building bool
-	touched  map[int]struct{}
 	// published is when the dues were last worked out; republishing is set while a republish
 	// started by a read runs (see republishDue); onRepublish is told when one is done.
 	published    time.Time
@@ -142,11 +128,6 @@ const (
 // tickMs is the resolution of published dues: a tick is 4 ms from Plans' start, so an int32
 // holds 99 days of them.
 const tickMs = 4
-
-type access struct {
-	bytes int64
-	last  time.Time
-}
 
 // maxExpired is how many expired plans keep their name and counters (some 2 KB each): past it,
 // the one that expired first is dropped whole, so that jobs that each write a plan of their own
@@ -197,31 +178,9 @@ type PlanStats struct {
 // least window); idle how long a plan may go unused before it expires: its samples stop being
 // due and its entries are let go (0: never).
 func NewPlans(window, horizon int, idle time.Duration) *Plans {
-	ps := &Plans{window: max(window, 1), horizon: max(horizon, window, 1), idle: idle, start: time.Now(),
-		plans: map[string]*plan{}, open: map[int]*access{}, reading: map[int]int{}, after: map[int]int32{},
-		touched: map[int]struct{}{}}
-	ps.dues.Store(&dueTable{})
+	ps := &Plans{window: max(window, 1), horizon: max(horizon, window, 1), idle: idle, plans: map[string]*plan{}}
+	ps.dues.init(time.Now())
 	return ps
-}
-
-// dueTable is one published array of dues. readers counts the Due calls under way on it: a
-// table replaced by a publish is filled anew (takeSpare) only once none is, and a Due that finds
-// its table replaced by the time it counts itself in asks the new one instead, so that no read
-// ever sees a table being refilled.
-type dueTable struct {
-	d       []int32
-	readers atomic.Int32
-}
-
-// takeSpare returns the replaced table's array for a build to overwrite, of length 0; nil when
-// there is none or a Due may still be reading it. Called with setMu held.
-func (ps *Plans) takeSpare() []int32 {
-	t := ps.spare
-	if t == nil || t.readers.Load() != 0 {
-		return nil
-	}
-	ps.spare = nil
-	return t.d[:0]
 }
 
 // Reserve makes room among the published dues for samples [0, n), so that no read has to (a
@@ -229,21 +188,7 @@ func (ps *Plans) takeSpare() []int32 {
 func (ps *Plans) Reserve(n int) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	ps.growLocked(n)
-}
-
-// growLocked makes the dues hold at least n samples. Called with mu held.
-func (ps *Plans) growLocked(n int) []int32 {
-	d := ps.dues.Load().d
-	if n <= len(d) {
-		return d
-	}
-	g := make([]int32, max(n, 2*len(d)))
-	for i := range d {
-		g[i] = atomic.LoadInt32(&d[i])
-	}
-	ps.dues.Store(&dueTable{d: g})
-	return g
+	ps.dues.grow(n)
 }
 
 // Set makes entries the plan called name, from its start, creating it if need be; with
@@ -297,7 +242,7 @@ func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner i
 	ps.mu.Unlock()
 
 	var d *planData
-	scratch := ps.takeSpare()
+	scratch := ps.dues.takeSpare()
 	if old == nil {
 		d, scratch = newPlanData(append([]int32(nil), entries...), ps.horizon, scratch)
 	} else {
@@ -479,7 +424,7 @@ func (ps *Plans) Remove(name string) bool {
 	}
 	ps.mu.Unlock()
 	if ok {
-		ps.publish(ps.takeSpare())
+		ps.publish(ps.dues.takeSpare())
 	}
 	return ok
 }
@@ -498,7 +443,7 @@ func (ps *Plans) publish(spare []int32) {
 	}
 	ps.mu.Lock()
 	now := time.Now()
-	pace, n := ps.fallbackPace(), len(ps.dues.Load().d)
+	pace, n := ps.fallbackPace(), ps.dues.size()
 	var views []view
 	ps.expireIdle(now)
 	for e := ps.inUse.Front(); e != nil; e = e.Next() {
@@ -509,7 +454,7 @@ func (ps *Plans) publish(spare []int32) {
 			views = append(views, view{p.planData, p.pos, p.pubPace})
 		}
 	}
-	ps.building, ps.published, ps.expiredSince = true, now, false
+	ps.dues.building, ps.published, ps.expiredSince = true, now, false
 	ps.mu.Unlock()
 	for _, v := range views {
 		for i := range v.d.entries {
@@ -517,14 +462,8 @@ func (ps *Plans) publish(spare []int32) {
 			yieldAt(i)
 		}
 	}
-	dues := spare // no Due reads it, and none will until it is stored: plain writes
-	if cap(dues) >= n {
-		dues = dues[:n]
-		clear(dues)
-	} else {
-		dues = make([]int32, n)
-	}
-	t0 := ps.tick(now, 0)
+	fill := fillArray(spare, n) // no Due reads it, and none will until it is stored: plain writes
+	t0 := ps.dues.tick(now, 0)
 	for _, v := range views {
 		perEntry := 1000 / v.pace / tickMs // ticks
 		start := v.pos - v.d.base
@@ -534,8 +473,8 @@ func (ps *Plans) publish(spare []int32) {
 			if s < 0 {
 				continue // consumed
 			}
-			if t := t0 + int32(min(float64(i-start)*perEntry, math.MaxInt32/2)); dues[s] == 0 || t < dues[s] {
-				dues[s] = t
+			if t := t0 + int32(min(float64(i-start)*perEntry, math.MaxInt32/2)); fill[s] == 0 || t < fill[s] {
+				fill[s] = t
 			}
 		}
 	}
@@ -544,33 +483,15 @@ func (ps *Plans) publish(spare []int32) {
 	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	oldTable := ps.dues.Load()
-	old := oldTable.d
-	if len(old) > n { // grown by a read meanwhile: what reads published past n stands
-		dues = append(dues, old[n:]...)
-	}
 	now = time.Now()
-	for s := range ps.touched { // consumed meanwhile: what the read published stands
-		if _, ok := ps.after[s]; !ok {
-			dues[s] = atomic.LoadInt32(&old[s])
-		}
-	}
-	for s := range ps.after { // being read, or in pieces: due now until Done or read through
-		if _, ok := ps.touched[s]; !ok {
-			ps.after[s] = dues[s]
-		}
-		dues[s] = ps.tick(now, 0)
-	}
-	clear(ps.touched)
-	ps.building, ps.publishCost = false, time.Since(now)
-	ps.dues.Store(&dueTable{d: dues})
-	ps.spare = oldTable
+	ps.dues.swapIn(fill, n, now)
+	ps.publishCost = time.Since(now)
 }
 
 // republishDue tells whether the published dues are due to be worked out anew (see
 // republishEvery), given that p's reader just read at now. Called with mu held.
 func (ps *Plans) republishDue(p *plan, now time.Time, pace float64) bool {
-	if ps.republishing || ps.building {
+	if ps.republishing || ps.dues.building {
 		return false
 	}
 	rest := ps.publishCost * republishShare
@@ -588,7 +509,7 @@ func (ps *Plans) republishDue(p *plan, now time.Time, pace float64) bool {
 func (ps *Plans) republish(done chan struct{}) {
 	defer close(done)
 	ps.setMu.Lock()
-	ps.publish(ps.takeSpare())
+	ps.publish(ps.dues.takeSpare())
 	ps.setMu.Unlock()
 	ps.mu.Lock()
 	ps.republishing = false
@@ -628,11 +549,6 @@ func (ps *Plans) OnRepublish(f func()) {
 	ps.onRepublish = f
 }
 
-// tick is the published form of a due ms milliseconds after now: never 0, which means not due.
-func (ps *Plans) tick(now time.Time, ms int) int32 {
-	return int32(min((now.Sub(ps.start).Milliseconds()+int64(ms))/tickMs+1, math.MaxInt32))
-}
-
 // Due returns how soon sample is next due over the plans, in milliseconds at their readers'
 // pace, looking at each whole plan (not only the prefetch horizon, DueInHorizon's); 0 while it is
 // being read; -1 when no plan has it. It reads what Plans published, without a lock, and does
@@ -640,26 +556,7 @@ func (ps *Plans) tick(now time.Time, ms int) int32 {
 // locks. What it answers was worked out at the sample's last read, or when the dues were last
 // worked out whole (at each Set and Remove, and in the background once a read finds them
 // republishEvery old or its reader's pace moved by a quarter), at the pace then.
-func (ps *Plans) Due(sample int) int {
-	var v int32
-	for {
-		t := ps.dues.Load()
-		t.readers.Add(1)
-		if ps.dues.Load() != t { // replaced meanwhile: it may be being refilled (takeSpare)
-			t.readers.Add(-1)
-			continue
-		}
-		if sample >= 0 && sample < len(t.d) {
-			v = atomic.LoadInt32(&t.d[sample])
-		}
-		t.readers.Add(-1)
-		break
-	}
-	if v == 0 {
-		return -1
-	}
-	return int(max((int64(v)-1)*tickMs-time.Since(ps.start).Milliseconds(), 0))
-}
+func (ps *Plans) Due(sample int) int { return ps.dues.due(sample) }
 
 // Names lists the plans, sorted.
 func (ps *Plans) Names() []string {
@@ -712,34 +609,11 @@ func (ps *Plans) Entries(name string) ([]int32, bool) {
 func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine []string) (bool, string) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	dues := ps.growLocked(sample + 1)
-	if ps.reading[sample]++; ps.reading[sample] == 1 {
-		if _, ok := ps.after[sample]; !ok { // else an access in pieces holds it due now already
-			ps.after[sample] = atomic.LoadInt32(&dues[sample])
-		}
-		atomic.StoreInt32(&dues[sample], ps.tick(now, 0))
-	}
-	ps.expire(now)
+	ps.dues.startRead(sample, now)
+	ps.dues.expireAccesses(now)
 	ps.expireIdle(now)
-	if a, ok := ps.open[sample]; ok && now.Sub(a.last) < accessTimeout {
-		a.bytes += n
-		a.last = now
-		if a.bytes >= sampleBytes {
-			delete(ps.open, sample)
-		}
+	if !ps.dues.newAccess(sample, n, sampleBytes, now) {
 		return false, ""
-	}
-	if n < sampleBytes {
-		ps.open[sample] = &access{bytes: n, last: now}
-		if len(ps.open) > 4096 {
-			for s, a := range ps.open { // forget accesses that stopped part way
-				if now.Sub(a.last) >= accessTimeout {
-					ps.forget(s)
-				}
-			}
-		}
-	} else {
-		delete(ps.open, sample)
 	}
 	ps.stats.Accesses++
 	// The reader's own plan that has the sample due soonest, else any plan's.
@@ -768,9 +642,6 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 		return true, ""
 	}
 	ps.stats.OnPlan++
-	if ps.building {
-		ps.touched[sample] = struct{}{}
-	}
 	if !ps.closed && ps.republishDue(best, now, pace) {
 		ps.republishing, ps.republished = true, make(chan struct{})
 		go ps.republish(ps.republished)
@@ -780,18 +651,18 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 	// Due next: at its entry after this one in the same plan, or in another plan's window.
 	var after int32
 	if next >= 0 {
-		after = ps.tick(now, msAt(next-best.pos, best.pace.or(pace)))
+		after = ps.dues.tick(now, msAt(next-best.pos, best.pace.or(pace)))
 	}
 	for e := ps.inUse.Front(); e != nil; e = e.Next() {
 		p := e.Value.(*plan)
 		ps.stats.Visits++
 		if d := p.due(sample, pace); d >= 0 && p.active(now, ps.idle) {
-			if t := ps.tick(now, d); after == 0 || t < after {
+			if t := ps.dues.tick(now, d); after == 0 || t < after {
 				after = t
 			}
 		}
 	}
-	ps.after[sample] = after
+	ps.dues.consumed(sample, after)
 	return true, best.name
 }
 
@@ -800,55 +671,7 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 func (ps *Plans) Done(sample int) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if ps.reading[sample]--; ps.reading[sample] > 0 {
-		return
-	}
-	delete(ps.reading, sample)
-	if a, ok := ps.open[sample]; ok {
-		if time.Since(a.last) < accessTimeout {
-			return // in pieces: due now until read through
-		}
-		delete(ps.open, sample)
-	}
-	ps.publishAfter(sample)
-}
-
-// publishAfter publishes the due of a sample no read holds any more (what after holds for it),
-// and forgets it was being read.
-// Called with mu held.
-func (ps *Plans) publishAfter(sample int) {
-	after, ok := ps.after[sample]
-	if !ok {
-		return
-	}
-	if d := ps.dues.Load().d; sample < len(d) {
-		atomic.StoreInt32(&d[sample], after)
-	}
-	delete(ps.after, sample)
-}
-
-// forget drops an access in pieces that stopped part way (timed out): its sample is due as its
-// plans say again, unless a read of it is still under way. Called with mu held.
-func (ps *Plans) forget(sample int) {
-	delete(ps.open, sample)
-	if ps.reading[sample] == 0 {
-		ps.publishAfter(sample)
-	}
-}
-
-// expire forgets up to two accesses in pieces, taken at random, if they timed out: so that,
-// read after read, one that stopped part way does not keep its sample due now for long, in
-// work that does not grow with the accesses. Called with mu held.
-func (ps *Plans) expire(now time.Time) {
-	k := 0
-	for s, a := range ps.open {
-		if now.Sub(a.last) >= accessTimeout {
-			ps.forget(s)
-		}
-		if k++; k == 2 {
-			return
-		}
-	}
+	ps.dues.endRead(sample)
 }
 
 // DueInHorizon returns how soon sample is due, in milliseconds, over the active plans: the
@@ -859,13 +682,11 @@ func (ps *Plans) expire(now time.Time) {
 func (ps *Plans) DueInHorizon(sample int) int {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if ps.reading[sample] > 0 {
+	now := time.Now()
+	if ps.dues.beingRead(sample, now) {
 		return 0
 	}
-	if a, ok := ps.open[sample]; ok && time.Since(a.last) < accessTimeout {
-		return 0
-	}
-	now, pace, best := time.Now(), ps.fallbackPace(), -1
+	pace, best := ps.fallbackPace(), -1
 	for e := ps.inUse.Front(); e != nil; e = e.Next() {
 		p := e.Value.(*plan)
 		if !p.active(now, ps.idle) {
