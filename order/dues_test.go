@@ -215,3 +215,25 @@ func TestCloseJoinsRepublish(t *testing.T) {
 		}
 	})
 }
+
+// TestPublishCostWhole: the cost a republish waits after (republishShare times it) is the whole
+// last publish, its build off the lock included, not only its swap: with a build that takes a
+// second, no republish in 30 s of reads at a moving pace.
+func TestPublishCostWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := NewPlans(8, 16, 0)
+		var republished atomic.Int32
+		ps.OnRepublish(func() { republished.Add(1) })
+		ps.buildHook = func() { time.Sleep(time.Second) } // a build of a second
+		ps.Set("p", inOrder(2000), false)
+		for s := range 300 { // 10 a second, then 20: the pace moves
+			readAt(ps, s, time.Now())
+			time.Sleep(time.Duration(100-50*(s/150)) * time.Millisecond)
+			synctest.Wait()
+		}
+		ps.Close() // waits for a republish under way
+		if n := republished.Load(); n != 0 {
+			t.Errorf("%d republishes in 30 s after a publish of 1 s; want none before 200 s", n)
+		}
+	})
+}
