@@ -483,9 +483,10 @@ func (ps *Plans) publish(spare []int32) {
 	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	began := now
 	now = time.Now()
 	ps.dues.swapIn(fill, n, now)
-	ps.publishCost = time.Since(now)
+	ps.publishCost = time.Since(began)
 }
 
 // republishDue tells whether the published dues are due to be worked out anew (see
