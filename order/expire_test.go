@@ -65,8 +65,8 @@ func TestPlansAbandoned(t *testing.T) {
 		}
 		perRead := float64(ps.Stats().Visits-v0) / reads
 		runtime.KeepAlive(ps)
-		t.Logf("heap: %d MiB before, %d MiB with %d plans written, %d MiB once idle; %.1f plans looked at per read",
-			before>>20, written>>20, k, after>>20, perRead)
+		t.Logf("heap: %d KiB before, %d KiB with %d plans written, %d KiB once idle (%d bytes a plan); %.1f plans looked at per read",
+			before>>10, written>>10, k, after>>10, (after-before)/k, perRead)
 		if kept := after - before; kept > int64(k)*4096 {
 			t.Errorf("%d idle plans of %d entries still hold %d KiB (%d bytes each); want under 4 KiB each", k, n, kept>>10, kept/k)
 		}
