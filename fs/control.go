@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -23,7 +24,8 @@ import (
 // file is closed; appending (`>>`, "a") queues the written plan behind the current one (each
 // close of a descriptor queues what was written since the close before). A plan that does not
 // parse is refused whole: close fails with EINVAL, the reason is logged, and the plan in force
-// stays. Reading it gives the plan in force, as text.
+// stays; so is one that would take the entries of all plans past the mount's bound
+// (Config.PlanMaxEntries), with ENOSPC. Reading it gives the plan in force, as text.
 type planFile struct {
 	node
 	name string
@@ -40,7 +42,7 @@ func (p *planFile) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 
 func (p *planFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
-		p.f.emptied.settle()
+		p.f.emptyClosedPlans()
 		entries, _ := p.f.plans.Entries(p.name)
 		var b bytes.Buffer
 		for i, s := range entries {
@@ -87,7 +89,7 @@ func (d *plansDir) Create(ctx context.Context, name string, flags uint32, mode u
 		return nil, nil, 0, syscall.EINVAL
 	}
 	if _, ok := d.f.plans.Len(name); !ok {
-		d.f.setPlan(name, nil, false, 0)
+		d.f.setPlan(name, nil, false, 0) // an empty plan: never past the bound
 	}
 	d.f.attr(&out.Attr, planFileMode, 0)
 	ch := d.NewInode(ctx, &planFile{node{f: d.f, mode: planFileMode}, name}, gofs.StableAttr{Mode: syscall.S_IFREG})
@@ -116,8 +118,8 @@ func (d *plansDir) Unlink(ctx context.Context, name string) syscall.Errno {
 //	tooLarge     Write: EFBIG.
 //	             Flush: done, the plan refused (EFBIG).
 //	pendingEmpty Write: written (tooLarge past the size limit).
-//	             settle (a reader of the plan or the stats, or a flush of any plan file): done,
-//	             the plan emptied.
+//	             emptyClosedPlans (an open of the plan or the stats for reading, or a flush of
+//	             any plan file): done, the plan emptied.
 //	done         Write: written (tooLarge past the size limit).
 //	any          Release: released; unwritten or pendingEmpty, an open to replace empties the plan
 //	             first.
@@ -127,7 +129,7 @@ func (d *plansDir) Unlink(ctx context.Context, name string) syscall.Errno {
 // after the last close has returned: so what is written is applied at the first flush after it
 // was written, once, and an open to replace the plan that is closed with nothing written waits
 // as pendingEmpty, not emptied at the flush (the shell's write may follow) yet emptied before
-// anything that comes after its close can see the old plan (settle).
+// anything that comes after its close can see the old plan (emptyClosedPlans).
 type planState int
 
 const (
@@ -153,7 +155,7 @@ type planWriter struct {
 	// mu held, so one open's plan is applied whole before its close returns), the cache's and the
 	// disk tier's mu (their Replanned, each briefly), and the problem log's; the source's fetcher
 	// is told (PlanMoved, no lock). None of those calls back into a writer, and
-	// pendingEmpties.settle takes a writer's mu holding no lock of its own. Readers of the
+	// pendingEmpties.emptyAll takes a writer's mu holding no lock of its own. Readers of the
 	// mount's data take none of these but the plans' and the owners', each briefly: they never
 	// wait for a plan being built.
 	mu    sync.Mutex
@@ -198,7 +200,7 @@ func (w *planWriter) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 // Plans emptied by opens closed before are emptied first, so that this plan, or an append to
 // it, comes after them.
 func (w *planWriter) Flush(ctx context.Context) syscall.Errno {
-	w.f.emptied.settle()
+	w.f.emptyClosedPlans()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch w.state {
@@ -225,6 +227,11 @@ func (w *planWriter) applyLocked(pid int) syscall.Errno {
 	} else {
 		entries, err = order.Parse(w.buf, w.f.lay.Len())
 	}
+	if err == nil {
+		if err = w.f.setPlan(w.name, entries, w.appendPlan, pid); errors.Is(err, order.ErrTooManyEntries) {
+			errno = syscall.ENOSPC // the plan is fine, the mount holds too many entries
+		}
+	}
 	file := ".vidfs/plans/" + w.name
 	if w.name == order.DefaultPlan {
 		file = ".vidfs/order"
@@ -235,7 +242,6 @@ func (w *planWriter) applyLocked(pid int) syscall.Errno {
 		w.f.problems.add(wire.Problem{Time: time.Now(), File: file, Sample: -1, Reason: "plan refused: " + err.Error()})
 		return errno
 	}
-	w.f.setPlan(w.name, entries, w.appendPlan, pid)
 	verb := "new plan"
 	if w.appendPlan {
 		verb = "plan appended"
@@ -248,7 +254,7 @@ func (w *planWriter) applyLocked(pid int) syscall.Errno {
 
 // Release drops what was written, once the last descriptor is closed. A plan opened to be
 // replaced (O_TRUNC, or created) and closed with nothing written is emptied now, unless a reader
-// of the plan or the stats, or a flush, settled it first.
+// of the plan or the stats, or a flush, emptied it first (emptyClosedPlans).
 func (w *planWriter) Release(ctx context.Context) syscall.Errno {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -260,8 +266,8 @@ func (w *planWriter) Release(ctx context.Context) syscall.Errno {
 	return 0
 }
 
-// settle empties the plan if w waits to empty it.
-func (w *planWriter) settle() {
+// emptyIfPending empties the plan if w waits to empty it (pendingEmpty).
+func (w *planWriter) emptyIfPending() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.state == planPendingEmpty {
@@ -282,19 +288,19 @@ func (w *planWriter) setStateLocked(s planState) {
 }
 
 func (w *planWriter) emptyLocked() {
-	w.f.setPlan(w.name, nil, false, 0)
+	w.f.setPlan(w.name, nil, false, 0) // an empty plan: never past the bound
 	w.f.log.Info("plan emptied", "plan", w.name)
 }
 
 // pendingEmpties are the plan writers that are pendingEmpty: closed with nothing written to a
 // plan they opened to replace (O_TRUNC). The kernel sends Release, where such a plan is emptied,
 // after close returns, so a reader that opens the plan or the stats right after the close could
-// see the old plan, and a plan written or appended after the close could be emptied by it; they
-// settle them first. They are not emptied at the flush itself, because a shell's redirection
-// closes one descriptor before it writes through another.
+// see the old plan, and a plan written or appended after the close could be emptied by it: such
+// opens and flushes empty them first (FS.emptyClosedPlans). They are not emptied at the flush
+// itself, because a shell's redirection closes one descriptor before it writes through another.
 type pendingEmpties struct {
 	// mu guards ws. LOCK ORDERING: taken after a writer's mu (add, remove), never before one
-	// (settle lets it go first), and nothing is called with it held.
+	// (emptyAll lets it go first), and nothing is called with it held.
 	mu sync.Mutex
 	ws map[*planWriter]struct{}
 }
@@ -314,14 +320,22 @@ func (p *pendingEmpties) remove(w *planWriter) {
 	delete(p.ws, w)
 }
 
-// settle empties the plans of the writers pending. It lets go of p.mu before it takes a
+// emptyClosedPlans empties the plans that opens to replace them left pendingEmpty (closed with
+// nothing written), before anything that comes after those closes can see or change a plan. It
+// is the one trigger for that, called where it matters and nowhere else: at each open of a plan
+// file for reading (planFile.Open) or of .vidfs/stats (which shows the plans), and at each flush
+// of a plan written through any file (planWriter.Flush), so that a plan written or appended
+// after the close is not emptied by it. Release empties a writer's own plan in any case.
+func (f *FS) emptyClosedPlans() { f.emptied.emptyAll() }
+
+// emptyAll empties the plans of the writers pending. It lets go of p.mu before it takes a
 // writer's, which holds its own while it adds or removes itself.
-func (p *pendingEmpties) settle() {
+func (p *pendingEmpties) emptyAll() {
 	p.mu.Lock()
 	ws := slices.Collect(maps.Keys(p.ws))
 	p.mu.Unlock()
 	for _, w := range ws {
-		w.settle()
+		w.emptyIfPending()
 	}
 }
 

@@ -73,9 +73,12 @@ type Config struct {
 	Prefetch int
 	// Workers is how many samples are decoded at once ahead of the reader (0: CPU count).
 	Workers int
-	// PlanIdle is how long a plan may go unread and unwritten before it stops holding cache
-	// (0: 10 minutes).
+	// PlanIdle is how long a plan may go unread and unwritten before it expires: it stops holding
+	// cache and its entries are let go until it is written again (0: 10 minutes).
 	PlanIdle time.Duration
+	// PlanMaxEntries bounds the entries all plans hold together: a plan written past it is
+	// refused whole (0: order.MaxEntries of the samples).
+	PlanMaxEntries int
 	// OnError says what reads of a sample that cannot be decoded get.
 	OnError OnError
 	// TierDir and TierBytes put a disk tier of decoded samples behind the cache: samples decoded
@@ -180,6 +183,11 @@ func New(cfg Config) (*FS, error) {
 	}
 	f.plans = order.NewPlans(256, depth+256, idle)
 	f.plans.Reserve(lay.Len())
+	maxEntries := cfg.PlanMaxEntries
+	if maxEntries <= 0 {
+		maxEntries = order.MaxEntries(lay.Len())
+	}
+	f.plans.SetMaxEntries(maxEntries)
 	f.owners = newOwners(proc, f.plans)
 	if cfg.TierDir != "" && cfg.TierBytes > 0 {
 		codec, why := tierCodec(cfg.TierCodec, lay.Len(), S, cfg.TierBytes)
@@ -217,6 +225,7 @@ func New(cfg Config) (*FS, error) {
 // Close stops decoding, frees the cache, and closes the disk tier once what it has queued is
 // written. The decoder is the caller's to close.
 func (f *FS) Close() {
+	f.plans.Close() // no republish calls back into the cache or the tier from here on
 	f.pages.close()
 	f.cache.Close()
 	if f.tier != nil {
@@ -265,10 +274,15 @@ func (f *FS) loadFailed(i int, err error) {
 
 // setPlan makes entries the plan called name, creating it if need be (or, with appendPlan,
 // queues them behind it). writer is the thread that wrote it (0: not known): its process's
-// reads, and its children's, count toward the plan. The plans keep all there is of a plan.
-func (f *FS) setPlan(name string, entries []int32, appendPlan bool, writer int) {
-	f.plans.SetOwned(name, entries, appendPlan, f.owners.process(writer))
+// reads, and its children's, count toward the plan. The plans keep all there is of a plan. A
+// plan past the plans' bound on entries is refused whole (order.ErrTooManyEntries): the plan in
+// force stays.
+func (f *FS) setPlan(name string, entries []int32, appendPlan bool, writer int) error {
+	if err := f.plans.SetOwned(name, entries, appendPlan, f.owners.process(writer)); err != nil {
+		return err
+	}
 	f.replanned()
+	return nil
 }
 
 // Upcoming appends to dst up to n samples the plans want next, soonest due first (for a fetcher

@@ -140,11 +140,11 @@ func TestPlansShareDecodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for s := 12; s < 15; s++ {
-		if d := f.plans.NextUse(s); d >= 0 {
+		if d := f.plans.DueInHorizon(s); d >= 0 {
 			t.Errorf("sample %d, only b's, due in %d ms after b went", s, d)
 		}
 	}
-	if f.plans.NextUse(7) < 0 {
+	if f.plans.DueInHorizon(7) < 0 {
 		t.Error("sample 7, a's too, not due after b went")
 	}
 	// A third plan needs room: what b held goes, what a will read stays.
@@ -603,5 +603,33 @@ func TestPendingEmptyComesFirst(t *testing.T) {
 		if err := unix.Close(held); err != nil {
 			t.Errorf("closing the dup: %v", err)
 		}
+	}
+}
+
+// TestPlansBound: a plan that would take the entries of all plans past the mount's bound
+// (Config.PlanMaxEntries) is refused whole, its close failing with ENOSPC, and the plan in
+// force stays; a plan within it is taken.
+func TestPlansBound(t *testing.T) {
+	f, _ := fakeFSWith(t, 30, 1, nil, OnErrorEIO, func(c *Config) { c.PlanMaxEntries = 20 })
+	mnt := mountFake(t, f)
+	path := func(name string) string { return filepath.Join(mnt, ".vidfs", "plans", name) }
+	if err := os.WriteFile(path("a"), []byte(numbers(0, 15)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path("b"), []byte(numbers(0, 10)), 0o644); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("a plan past the bound: %v; want ENOSPC", err)
+	}
+	err := withFile(path("a"), os.O_WRONLY|os.O_APPEND, func(fd int) error { return writeAll(fd, numbers(0, 10)) })
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("an append past the bound: %v; want ENOSPC", err)
+	}
+	if n, _ := f.plans.Len("a"); n != 15 {
+		t.Errorf("plan a has %d entries after a refused append, want 15", n)
+	}
+	if n, _ := f.plans.Len("b"); n != 0 {
+		t.Errorf("plan b has %d entries after it was refused, want none", n)
+	}
+	if err := os.WriteFile(path("b"), []byte(numbers(0, 5)), 0o644); err != nil {
+		t.Errorf("a plan within the bound: %v", err)
 	}
 }

@@ -108,7 +108,7 @@ func (r *root) OnAdd(ctx context.Context) {
 	add(ctl, "order", &planFile{node{f: f, mode: planFileMode}, order.DefaultPlan}, syscall.S_IFREG, 8)
 	add(ctl, "order.npy", &planFile{node{f: f, mode: planFileMode}, order.DefaultPlan}, syscall.S_IFREG, 9)
 	add(ctl, "plans", &plansDir{node{f: f, mode: syscall.S_IFDIR | 0o755}}, syscall.S_IFDIR, 12)
-	add(ctl, "stats", &snapshotFile{node{f: f, mode: syscall.S_IFREG | 0o444}, func() []byte { f.emptied.settle(); return jsonBytes(f.Stats()) }}, syscall.S_IFREG, 10)
+	add(ctl, "stats", &snapshotFile{node{f: f, mode: syscall.S_IFREG | 0o444}, func() []byte { f.emptyClosedPlans(); return jsonBytes(f.Stats()) }}, syscall.S_IFREG, 10)
 	add(ctl, "failed", &snapshotFile{node{f: f, mode: syscall.S_IFREG | 0o444}, f.failedCSV}, syscall.S_IFREG, 13)
 	add(ctl, "layout.json", &genFile{f: f, name: ".vidfs/layout.json", gen: fixedBytes(jsonBytes(f.dataset()))}, syscall.S_IFREG, 11)
 	add(ctl, "labels.npy", &genFile{f: f, name: ".vidfs/labels.npy", gen: labelsNpy(lay)}, syscall.S_IFREG, 20)

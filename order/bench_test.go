@@ -76,7 +76,7 @@ func BenchmarkApply(b *testing.B) {
 				s := int(epochs[0][i%n])
 				ps.Observe(s, 100, 100, time.Now(), nil)
 				ps.Done(s)
-				ps.NextUse(s)
+				ps.DueInHorizon(s)
 				ps.Due(s)
 				return nil
 			})
@@ -135,5 +135,22 @@ func BenchmarkUpcoming(b *testing.B) {
 				dst = ps.Upcoming(dst[:0], depth)
 			}
 		})
+	}
+}
+
+// BenchmarkObserveAbandoned is BenchmarkObserve's read with 1,000 plans of 20,000 entries
+// written beside the one in use and left idle (jobs that wrote their plan and went away).
+func BenchmarkObserveAbandoned(b *testing.B) {
+	const n = 40_000
+	ps := NewPlans(256, 4096, 20*time.Millisecond)
+	entries := permutation(n, 1)
+	abandon(ps, 1000, 20_000, n, nil)
+	time.Sleep(50 * time.Millisecond) // they go idle
+	ps.Set(DefaultPlan, entries, false)
+	b.ResetTimer()
+	for i := range b.N {
+		s := int(entries[i%n])
+		ps.Observe(s, 100, 100, time.Now(), nil)
+		ps.Done(s)
 	}
 }

@@ -38,18 +38,20 @@ func TestDuesPartWayForgotten(t *testing.T) {
 }
 
 // TestDuesIdle: a plan nobody read for the idle time stops being due in what Plans publishes
-// too, not only in NextUse, once readers of other plans read on.
+// too, not only in DueInHorizon, once readers of other plans read on.
 func TestDuesIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ps := NewPlans(8, 16, 10*time.Minute)
 		ps.Set("val", []int32{1, 2, 3}, false)
-		ps.Set("train", []int32{10, 11, 12, 13}, false)
+		ps.Set("train", []int32{10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25}, false)
 		readAt(ps, 1, time.Now())
-		time.Sleep(11 * time.Minute)
-		readAt(ps, 10, time.Now())
+		for s := range 12 { // train's reader reads once a minute
+			time.Sleep(time.Minute)
+			readAt(ps, 10+s, time.Now())
+		}
 		synctest.Wait()
-		if ps.Due(2) != -1 || ps.Due(11) < 0 {
-			t.Errorf("Due(2) (an idle plan's) = %d, want -1; Due(11) (an active one's) = %d, want >= 0", ps.Due(2), ps.Due(11))
+		if ps.Due(2) != -1 || ps.Due(24) < 0 {
+			t.Errorf("Due(2) (an idle plan's) = %d, want -1; Due(24) (an active one's) = %d, want >= 0", ps.Due(2), ps.Due(24))
 		}
 	})
 }
@@ -175,9 +177,63 @@ func TestPublishReusesTables(t *testing.T) {
 	arrays := map[*int32]bool{}
 	for range 10 {
 		ps.Set("p", entries, false)
-		arrays[&ps.dues.Load().d[0]] = true
+		arrays[&ps.dues.table.Load().d[0]] = true
 	}
 	if len(arrays) > 2 {
 		t.Errorf("10 publishes filled %d different arrays; want 2 (the dues and the spare)", len(arrays))
 	}
+}
+
+// TestCloseJoinsRepublish: a republish a read started, in flight when Plans is closed, is waited
+// for, and does not call OnRepublish's f (the cache's and the disk tier's, closed next) once
+// Close has returned.
+func TestCloseJoinsRepublish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := NewPlans(8, 16, 0)
+		var closed atomic.Bool
+		var late atomic.Int32
+		ps.OnRepublish(func() {
+			if closed.Load() {
+				late.Add(1)
+			}
+		})
+		ps.Set("p", inOrder(100), false)
+		release := make(chan struct{})
+		ps.buildHook = func() { <-release } // the republish waits in its build
+		time.Sleep(republishEvery + time.Second)
+		readAt(ps, 0, time.Now()) // the dues are old: a republish starts
+		synctest.Wait()
+		go func() {
+			ps.Close()
+			closed.Store(true)
+		}()
+		synctest.Wait()
+		close(release)
+		synctest.Wait()
+		if !closed.Load() || late.Load() != 0 {
+			t.Errorf("Close returned: %v; OnRepublish's f called %d times after Close returned, want none", closed.Load(), late.Load())
+		}
+	})
+}
+
+// TestPublishCostWhole: the cost a republish waits after (republishShare times it) is the whole
+// last publish, its build off the lock included, not only its swap: with a build that takes a
+// second, no republish in 30 s of reads at a moving pace.
+func TestPublishCostWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := NewPlans(8, 16, 0)
+		var republished atomic.Int32
+		ps.OnRepublish(func() { republished.Add(1) })
+		ps.buildHook = func() { time.Sleep(time.Second) } // a build of a second
+		ps.Set("p", inOrder(2000), false)
+		for s := range 300 { // 10 a second, then 20: the pace moves
+			readAt(ps, s, time.Now())
+			time.Sleep(time.Duration(100-50*(s/150)) * time.Millisecond)
+			synctest.Wait()
+		}
+		ps.Close() // waits for a republish under way
+		if n := republished.Load(); n != 0 {
+			t.Errorf("%d republishes in 30 s after a publish of 1 s; want none before 200 s", n)
+		}
+	})
 }

@@ -3,7 +3,9 @@ package order
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -106,8 +108,8 @@ func TestPlanInOrder(t *testing.T) {
 		t.Errorf("upcoming %v", got)
 	}
 	// Due in milliseconds at the pace assumed before any read, 100 samples a second.
-	if ps.NextUse(9) != 20 || ps.NextUse(8) != -1 {
-		t.Errorf("NextUse(9) = %d, NextUse(8) = %d; want 20 and -1", ps.NextUse(9), ps.NextUse(8))
+	if ps.DueInHorizon(9) != 20 || ps.DueInHorizon(8) != -1 {
+		t.Errorf("DueInHorizon(9) = %d, DueInHorizon(8) = %d; want 20 and -1", ps.DueInHorizon(9), ps.DueInHorizon(8))
 	}
 	for _, s := range []int{5, 3} {
 		read(ps, s)
@@ -145,16 +147,16 @@ func TestPlanPieces(t *testing.T) {
 		t.Errorf("position %d, want 1", pos)
 	}
 	// While a sample is being read in pieces it is due now, plan or no plan.
-	if ps.NextUse(7) != -1 {
+	if ps.DueInHorizon(7) != -1 {
 		t.Error("sample 7 due before any read")
 	}
 	piece(ps, 7, 10, time.Now())
-	if ps.NextUse(7) != 0 {
-		t.Errorf("NextUse of a sample being read = %d, want 0", ps.NextUse(7))
+	if ps.DueInHorizon(7) != 0 {
+		t.Errorf("DueInHorizon of a sample being read = %d, want 0", ps.DueInHorizon(7))
 	}
 	piece(ps, 7, 90, time.Now())
-	if ps.NextUse(7) != -1 {
-		t.Errorf("NextUse of a sample read through = %d, want -1", ps.NextUse(7))
+	if ps.DueInHorizon(7) != -1 {
+		t.Errorf("DueInHorizon of a sample read through = %d, want -1", ps.DueInHorizon(7))
 	}
 	// A new read of sample 1 once it was read through is the next occurrence.
 	read(ps, 2)
@@ -182,12 +184,12 @@ func TestPlanReading(t *testing.T) {
 	if access, plan := ps.Observe(5, 100, 100, time.Now(), nil); !access || plan != DefaultPlan {
 		t.Fatalf("first read: access %v, plan %q", access, plan)
 	}
-	if pos, _ := position(ps, DefaultPlan); pos != 1 || ps.NextUse(5) != 0 {
-		t.Errorf("position %d, NextUse(5) = %d while being read; want 1 and 0", pos, ps.NextUse(5))
+	if pos, _ := position(ps, DefaultPlan); pos != 1 || ps.DueInHorizon(5) != 0 {
+		t.Errorf("position %d, DueInHorizon(5) = %d while being read; want 1 and 0", pos, ps.DueInHorizon(5))
 	}
 	ps.Done(5)
-	if ps.NextUse(5) != -1 {
-		t.Errorf("NextUse(5) = %d once read, want -1", ps.NextUse(5))
+	if ps.DueInHorizon(5) != -1 {
+		t.Errorf("DueInHorizon(5) = %d once read, want -1", ps.DueInHorizon(5))
 	}
 }
 
@@ -216,8 +218,8 @@ func TestPlanSkipsAndEpochs(t *testing.T) {
 	}
 	// Replacing starts over.
 	ps.Set(DefaultPlan, []int32{2}, false)
-	if pos, n := position(ps, DefaultPlan); pos != 0 || n != 1 || ps.NextUse(2) != 0 || ps.Stats().Plans[0].Writes != 3 {
-		t.Errorf("after a new plan: %d of %d, NextUse %d, %d writes", pos, n, ps.NextUse(2), ps.Stats().Plans[0].Writes)
+	if pos, n := position(ps, DefaultPlan); pos != 0 || n != 1 || ps.DueInHorizon(2) != 0 || ps.Stats().Plans[0].Writes != 3 {
+		t.Errorf("after a new plan: %d of %d, DueInHorizon %d, %d writes", pos, n, ps.DueInHorizon(2), ps.Stats().Plans[0].Writes)
 	}
 }
 
@@ -230,8 +232,8 @@ func TestPlansShare(t *testing.T) {
 	if got := ps.Upcoming(nil, 10); fmt.Sprint(got) != "[1 9 2 8 3 4 7]" {
 		t.Errorf("upcoming %v, want the plans merged, 3 once", got)
 	}
-	if ps.NextUse(3) != 20 || ps.NextUse(8) != 10 {
-		t.Errorf("NextUse(3) = %d, NextUse(8) = %d; want 20 and 10", ps.NextUse(3), ps.NextUse(8))
+	if ps.DueInHorizon(3) != 20 || ps.DueInHorizon(8) != 10 {
+		t.Errorf("DueInHorizon(3) = %d, DueInHorizon(8) = %d; want 20 and 10", ps.DueInHorizon(3), ps.DueInHorizon(8))
 	}
 	now := time.Now()
 	for _, s := range []int{1, 9, 8} {
@@ -250,8 +252,8 @@ func TestPlansShare(t *testing.T) {
 	if !ps.Remove("rank1") || ps.Remove("rank1") || fmt.Sprint(ps.Names()) != "[rank0]" {
 		t.Errorf("after removing rank1: %v", ps.Names())
 	}
-	if ps.NextUse(7) != -1 {
-		t.Errorf("a removed plan's sample is due in %d ms", ps.NextUse(7))
+	if ps.DueInHorizon(7) != -1 {
+		t.Errorf("a removed plan's sample is due in %d ms", ps.DueInHorizon(7))
 	}
 }
 
@@ -321,19 +323,75 @@ func TestPlansOwnReads(t *testing.T) {
 	ps.Done(8)
 }
 
-// TestPlansIdle: a plan nobody reads or writes for the idle time stops being due, and counts
-// again once read.
+// TestPlansIdle: a plan nobody reads or writes for the idle time expires: it stops being due,
+// its entries are let go (reads of its samples count toward no plan), and it is followed again
+// once written again.
 func TestPlansIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ps := NewPlans(8, 16, 10*time.Minute)
 		ps.Set("job", []int32{1, 2, 3}, false)
 		readAt(ps, 1, time.Now())
 		time.Sleep(11 * time.Minute)
-		if ps.NextUse(2) != -1 || len(ps.Upcoming(nil, 5)) != 0 || ps.Stats().Plans[0].Active {
-			t.Errorf("an idle plan: NextUse(2) = %d, upcoming %v, stats %+v", ps.NextUse(2), ps.Upcoming(nil, 5), ps.Stats().Plans[0])
+		if st := ps.Stats().Plans[0]; ps.DueInHorizon(2) != -1 || len(ps.Upcoming(nil, 5)) != 0 || st.Active || !st.Expired || st.Length != 0 {
+			t.Errorf("an idle plan: DueInHorizon(2) = %d, upcoming %v, stats %+v", ps.DueInHorizon(2), ps.Upcoming(nil, 5), st)
 		}
-		if plan := readAt(ps, 2, time.Now()); plan != "job" || ps.NextUse(3) < 0 {
-			t.Errorf("read of an idle plan's sample counted toward %q; NextUse(3) = %d", plan, ps.NextUse(3))
+		if e, ok := ps.Entries("job"); !ok || len(e) != 0 {
+			t.Errorf("an expired plan's entries: %v, %v; want none, and the plan still named", e, ok)
+		}
+		if plan := readAt(ps, 2, time.Now()); plan != "" {
+			t.Errorf("read of an expired plan's sample counted toward %q", plan)
+		}
+		ps.Set("job", []int32{2, 3}, true) // appended to: the plan anew
+		if plan := readAt(ps, 2, time.Now()); plan != "job" || ps.DueInHorizon(3) < 0 || ps.Stats().Plans[0].Expired {
+			t.Errorf("read of a rewritten expired plan's sample counted toward %q; DueInHorizon(3) = %d", plan, ps.DueInHorizon(3))
+		}
+	})
+}
+
+// TestPlansExpiredDropped: past maxExpired expired plans, the oldest are dropped whole.
+func TestPlansExpiredDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := NewPlans(8, 16, time.Second)
+		for i := range maxExpired + 10 {
+			ps.Set(fmt.Sprint("job-", i), []int32{1, 2}, false)
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if names := ps.Names(); len(names) != maxExpired || slices.Contains(names, "job-9") || !slices.Contains(names, "job-10") {
+			t.Errorf("%d plans named after %d expired; want the last %d", len(names), maxExpired+10, maxExpired)
+		}
+	})
+}
+
+// TestPlansMaxEntries: a plan that would take the plans' entries past the bound is refused
+// whole, the plan in force staying; expired plans' entries do not count.
+func TestPlansMaxEntries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := NewPlans(8, 16, time.Minute)
+		ps.SetMaxEntries(10)
+		if err := ps.Set("a", inOrder(6), false); err != nil {
+			t.Fatal(err)
+		}
+		if err := ps.Set("b", inOrder(5), false); !errors.Is(err, ErrTooManyEntries) || !strings.Contains(err.Error(), "10") {
+			t.Errorf("a plan past the bound: %v; want ErrTooManyEntries, naming the bound", err)
+		}
+		if err := ps.Set("a", inOrder(5), true); !errors.Is(err, ErrTooManyEntries) {
+			t.Errorf("an append past the bound: %v; want ErrTooManyEntries", err)
+		}
+		if _, ok := ps.Len("b"); ok {
+			t.Error("a refused plan was made")
+		}
+		if n, _ := ps.Len("a"); n != 6 {
+			t.Errorf("the plan in force has %d entries after a refused append, want 6", n)
+		}
+		if err := ps.Set("a", inOrder(10), false); err != nil { // replaces its own 6
+			t.Errorf("a plan replacing one within the bound: %v", err)
+		}
+		time.Sleep(2 * time.Minute) // a expires
+		synctest.Wait()
+		if err := ps.Set("b", inOrder(10), false); err != nil {
+			t.Errorf("a plan within the bound once the other expired: %v", err)
 		}
 	})
 }
@@ -360,9 +418,9 @@ func TestPlansDue(t *testing.T) {
 		entries[i] = int32(999 - i)
 	}
 	ps.Set("p", entries, false)
-	if ps.NextUse(10) != -1 || ps.Due(10) <= ps.Due(500) || ps.Due(500) <= ps.Due(990) {
-		t.Errorf("NextUse(10) %d; Due 10, 500, 990: %d, %d, %d; want -1 and decreasing",
-			ps.NextUse(10), ps.Due(10), ps.Due(500), ps.Due(990))
+	if ps.DueInHorizon(10) != -1 || ps.Due(10) <= ps.Due(500) || ps.Due(500) <= ps.Due(990) {
+		t.Errorf("DueInHorizon(10) %d; Due 10, 500, 990: %d, %d, %d; want -1 and decreasing",
+			ps.DueInHorizon(10), ps.Due(10), ps.Due(500), ps.Due(990))
 	}
 	readAt(ps, 999, time.Now())
 	if ps.Due(999) != -1 {

@@ -16,6 +16,11 @@ import (
 // entries. Anything longer is taken for a mistake.
 func MaxLen(n int) int { return max(64*n, 1<<20) }
 
+// MaxEntries is the default bound on the entries all plans of a mount of n samples hold together
+// (Plans.SetMaxEntries): twice the longest plan accepted, 8 bytes an entry (16 MiB for up to
+// 16,384 samples; 4 GiB for Kinetics-400's 4 million).
+func MaxEntries(n int) int { return 2 * MaxLen(n) }
+
 // MaxBytes bounds the size of an order file for n samples (text with 20-digit numbers).
 func MaxBytes(n int) int64 { return int64(MaxLen(n))*21 + 4096 }
 

@@ -1,6 +1,7 @@
 package order
 
 import (
+	"container/list"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,9 @@ type plan struct {
 	pubPace      float64
 	hits, misses int64
 	waited       time.Duration
+	// elem is its element in Plans.inUse, or in Plans.expired once expired.
+	elem    *list.Element
+	expired bool
 }
 
 // planData is what a Set builds, off the lock, and swaps into a plan.

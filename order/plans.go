@@ -2,6 +2,8 @@ package order
 
 import (
 	"container/heap"
+	"container/list"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -39,7 +41,8 @@ func ValidName(name string) error {
 // a time: its distance from a plan's position, at the pace that plan's reader reads. So the
 // cache, which keeps and decodes first what is due soonest, serves every plan by its pace, and a
 // sample two plans want is wanted once. A plan nobody has read or written for the idle time stops
-// counting (its samples are not due) until it is read or written again.
+// counting: it expires, its entries and window are let go (its name and counters stay), and it
+// is followed again once written again. A read's work looks at the plans in use only.
 //
 // Plans publishes when each sample is next due (Due) in an array the cache and the disk tier
 // read without a lock, while they hold their own: they never call into Plans' lock. A read's
@@ -60,39 +63,42 @@ type Plans struct {
 	// held for work that does not grow with the plans, and nothing is called with it held.
 	mu      sync.Mutex
 	window  int // how far readers may run out of order before unread entries are given up
-	horizon int // how far past a position reads are matched and NextUse looks
+	horizon int // how far past a position reads are matched and DueInHorizon looks
 	idle    time.Duration
-	start   time.Time // what dues count from
 	plans   map[string]*plan
-	open    map[int]*access // accesses in pieces, not yet through
-	reading map[int]int     // sample -> reads observed and not yet Done
-	// after holds, for each sample being read, the due to publish once its reads are Done: it
-	// is published as due now until then.
-	after map[int]int32
-	stats Stats
+	// inUse lists the plans not expired, the one read or written last first: a read's work
+	// looks at these only, and expires those at the back that went idle. expired lists the
+	// expired ones, the last to expire first; past maxExpired, the oldest are dropped whole.
+	inUse, expired list.List
+	// entries counts the entries the plans in use hold; maxEntries bounds it (0: no bound).
+	entries, maxEntries int
+	// sweep expires plans that go idle while nobody reads (a timer, armed while sweepArmed);
+	// closed is set by Close, after which nothing is started.
+	sweep      *time.Timer
+	sweepArmed bool
+	closed     bool
+	// expiredSince is set when a plan expires after the dues were last worked out: they are
+	// then worked out anew at the next read's chance (see republishDue).
+	expiredSince bool
+	stats        Stats
 	// owners counts the plans with an owner, and ownerGen moves at each Set and Remove (who owns
 	// what may have changed): readers' callers remember answers of Owned until it moves.
 	owners   atomic.Int64
 	ownerGen atomic.Int64
-	// dues holds, for each sample, when it is next due over the plans (a tick: see tick), or 0
-	// when no plan has it. Read with atomic loads and no lock (Due); written under mu, with
-	// atomic stores (a new table is filled before it is stored here).
-	dues atomic.Pointer[dueTable]
-	// spare is the table the last publish replaced, kept for the next build to fill, so that
-	// keeping the dues fresh does not allocate (and fault in) a new array each time: taken only
-	// once no Due is reading it (see takeSpare). GUARDED_BY setMu.
-	spare *dueTable
+	// dues publishes when each sample is next due, and keeps it right as samples are read
+	// (see dues). Its table is read without a lock (Due); the rest is guarded by mu, but its
+	// spare, by setMu.
+	dues dues
 	// buildHook, if set (by tests), is called as publish ends its build, off the lock.
 	buildHook func()
-	// building is set while publish works out dues off the lock: samples whose entries reads
-	// consume meanwhile are noted in touched, and keep what the reads published (see publish).
-	building bool
-	touched  map[int]struct{}
 	// published is when the dues were last worked out; republishing is set while a republish
 	// started by a read runs (see republishDue); onRepublish is told when one is done.
 	published    time.Time
 	republishing bool
 	onRepublish  func()
+	// republished is closed once the republish under way (republishing) is over, f told: Close
+	// waits for it.
+	republished chan struct{}
 	// publishCost is how long the last publish took, from the first lock to the swap: a
 	// republish waits republishShare times as long after the last (see republishDue).
 	publishCost time.Duration
@@ -114,7 +120,7 @@ const (
 	// 1/republishShare of a core however long the plans. A plan of 8 million entries (two
 	// epochs of Kinetics-400's 4 million samples) takes some 0.1 s to work out: republished at
 	// most every 20 s, its far dues (the disk tier's order) may be that stale; the near ones
-	// move with each read, and the cache's prefetch asks NextUse, which is always fresh. At 50,
+	// move with each read, and the cache's prefetch asks Upcoming, which is always fresh. At 50,
 	// republishes took 2 % of a core at that size: more than the rest of a read's work grows.
 	republishShare = 200
 )
@@ -123,10 +129,13 @@ const (
 // holds 99 days of them.
 const tickMs = 4
 
-type access struct {
-	bytes int64
-	last  time.Time
-}
+// maxExpired is how many expired plans keep their name and counters (some 2 KB each): past it,
+// the one that expired first is dropped whole, so that jobs that each write a plan of their own
+// and go away leave a bounded trace.
+const maxExpired = 1024
+
+// ErrTooManyEntries is the error a plan refused for the bound on the entries of all plans has.
+var ErrTooManyEntries = errors.New("too many plan entries")
 
 // Stats counts what the readers did, in all and by plan.
 type Stats struct {
@@ -136,7 +145,12 @@ type Stats struct {
 	// Steps counts the work of reads: plans looked at, and entries stepped over moving positions
 	// and windows (those of the plans as they are: a Set starts a plan's count afresh).
 	Steps int64
-	Plans []PlanStats
+	// Visits counts the plans a read's work looked at (Observe's, the fallback pace's): it
+	// should grow with the plans in use, not with those left idle.
+	Visits int64
+	// Walked counts the entries UpcomingOf stepped over (for the stats, under the lock).
+	Walked int64
+	Plans  []PlanStats
 }
 
 // PlanStats is one plan's state and counters.
@@ -154,37 +168,19 @@ type PlanStats struct {
 	Pace     float64   // its reader's samples per second lately (0: not known yet)
 	LastUse  time.Time // last read or write
 	Active   bool      // read or written within the idle time
+	// Expired: idle for longer than the idle time, its entries let go (Length 0) until it is
+	// written again.
+	Expired bool
 }
 
 // NewPlans returns a set of no plans. window is how far a plan's readers may run ahead of its
-// slowest one; horizon how far past a plan's position reads are matched and NextUse looks (at
-// least window); idle how long a plan may go unused before its samples stop being due.
+// slowest one; horizon how far past a plan's position reads are matched and DueInHorizon looks (at
+// least window); idle how long a plan may go unused before it expires: its samples stop being
+// due and its entries are let go (0: never).
 func NewPlans(window, horizon int, idle time.Duration) *Plans {
-	ps := &Plans{window: max(window, 1), horizon: max(horizon, window, 1), idle: idle, start: time.Now(),
-		plans: map[string]*plan{}, open: map[int]*access{}, reading: map[int]int{}, after: map[int]int32{},
-		touched: map[int]struct{}{}}
-	ps.dues.Store(&dueTable{})
+	ps := &Plans{window: max(window, 1), horizon: max(horizon, window, 1), idle: idle, plans: map[string]*plan{}}
+	ps.dues.init(time.Now())
 	return ps
-}
-
-// dueTable is one published array of dues. readers counts the Due calls under way on it: a
-// table replaced by a publish is filled anew (takeSpare) only once none is, and a Due that finds
-// its table replaced by the time it counts itself in asks the new one instead, so that no read
-// ever sees a table being refilled.
-type dueTable struct {
-	d       []int32
-	readers atomic.Int32
-}
-
-// takeSpare returns the replaced table's array for a build to overwrite, of length 0; nil when
-// there is none or a Due may still be reading it. Called with setMu held.
-func (ps *Plans) takeSpare() []int32 {
-	t := ps.spare
-	if t == nil || t.readers.Load() != 0 {
-		return nil
-	}
-	ps.spare = nil
-	return t.d[:0]
 }
 
 // Reserve makes room among the published dues for samples [0, n), so that no read has to (a
@@ -192,21 +188,7 @@ func (ps *Plans) takeSpare() []int32 {
 func (ps *Plans) Reserve(n int) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	ps.growLocked(n)
-}
-
-// growLocked makes the dues hold at least n samples. Called with mu held.
-func (ps *Plans) growLocked(n int) []int32 {
-	d := ps.dues.Load().d
-	if n <= len(d) {
-		return d
-	}
-	g := make([]int32, max(n, 2*len(d)))
-	for i := range d {
-		g[i] = atomic.LoadInt32(&d[i])
-	}
-	ps.dues.Store(&dueTable{d: g})
-	return g
+	ps.dues.grow(n)
 }
 
 // Set makes entries the plan called name, from its start, creating it if need be; with
@@ -214,29 +196,53 @@ func (ps *Plans) growLocked(n int) []int32 {
 // built (and the dues worked out anew) before it replaces the old one, with readers reading on;
 // they wait only while it is swapped in, work that does not grow with the plan. entries is not
 // kept. The plan has no owner from then on.
-func (ps *Plans) Set(name string, entries []int32, appendPlan bool) {
-	ps.SetOwned(name, entries, appendPlan, 0)
+func (ps *Plans) Set(name string, entries []int32, appendPlan bool) error {
+	return ps.SetOwned(name, entries, appendPlan, 0)
+}
+
+// SetMaxEntries bounds the entries all plans in use hold together (0: no bound): a Set past it
+// is refused whole (ErrTooManyEntries).
+func (ps *Plans) SetMaxEntries(n int) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.maxEntries = n
 }
 
 // SetOwned is Set by the process owner (a process id; 0: not known), which owns the plan from
-// then on: reads by it and its descendants count toward its plans (Owned).
-func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner int) {
+// then on: reads by it and its descendants count toward its plans (Owned). A plan that would
+// take the entries of the plans in use past the bound (SetMaxEntries) is refused whole, with
+// ErrTooManyEntries, and the plan in force stays.
+func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner int) error {
 	ps.setMu.Lock()
 	defer ps.setMu.Unlock()
 	ps.mu.Lock()
 	p := ps.plans[name]
 	var old *planData
-	if p != nil && appendPlan {
+	if p != nil && appendPlan && !p.expired { // appended to an expired plan: the plan anew
 		old = p.planData
 	}
 	var pos0 int
 	if old != nil {
 		pos0 = old.pos
 	}
+	// Only Sets, which setMu serializes, add entries: what reads and expiry do meanwhile only
+	// lets entries go.
+	held, want := 0, len(entries)
+	if p != nil {
+		held = len(p.entries)
+	}
+	if old != nil {
+		want += old.length() - pos0
+	}
+	if total := ps.entries - held + want; ps.maxEntries > 0 && total > ps.maxEntries {
+		ps.mu.Unlock()
+		return fmt.Errorf("plan %q refused whole: its %d entries would make %d in all plans, past the bound of %d: %w",
+			name, want, total, ps.maxEntries, ErrTooManyEntries)
+	}
 	ps.mu.Unlock()
 
 	var d *planData
-	scratch := ps.takeSpare()
+	scratch := ps.dues.takeSpare()
 	if old == nil {
 		d, scratch = newPlanData(append([]int32(nil), entries...), ps.horizon, scratch)
 	} else {
@@ -254,7 +260,7 @@ func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner i
 	}
 
 	ps.mu.Lock()
-	if p == nil {
+	if p = ps.plans[name]; p == nil { // new, or an expired one dropped meanwhile
 		p = &plan{name: name}
 		ps.plans[name] = p
 	}
@@ -267,7 +273,13 @@ func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner i
 		d.pos, d.furthest, d.end, d.ahead = old.pos, old.furthest, old.end, old.ahead
 		d.extend()
 	}
+	if p.planData != nil {
+		ps.entries -= len(p.entries) // an expired plan's are none
+	}
+	ps.entries += len(d.entries)
 	p.set(d, time.Now())
+	ps.used(p)
+	ps.armSweepLocked()
 	if (p.owner != 0) != (owner != 0) {
 		ps.owners.Add(int64(min(owner, 1) - min(p.owner, 1)))
 	}
@@ -275,6 +287,89 @@ func (ps *Plans) SetOwned(name string, entries []int32, appendPlan bool, owner i
 	ps.ownerGen.Add(1)
 	ps.mu.Unlock()
 	ps.publish(scratch)
+	return nil
+}
+
+// used moves p to the front of the plans in use, as just read or written (taking it out of the
+// expired ones if need be). Called with mu held.
+func (ps *Plans) used(p *plan) {
+	switch {
+	case p.elem == nil:
+		p.elem = ps.inUse.PushFront(p)
+	case p.expired:
+		ps.expired.Remove(p.elem)
+		p.expired = false
+		p.elem = ps.inUse.PushFront(p)
+	default:
+		ps.inUse.MoveToFront(p.elem)
+	}
+}
+
+// expireIdle expires the plans in use that went idle by now, from the back of inUse: its work
+// is the plans it expires. Called with mu held.
+func (ps *Plans) expireIdle(now time.Time) {
+	if ps.idle <= 0 {
+		return
+	}
+	for e := ps.inUse.Back(); e != nil; e = ps.inUse.Back() {
+		p := e.Value.(*plan)
+		if p.active(now, ps.idle) {
+			return
+		}
+		ps.inUse.Remove(e)
+		ps.expiredSince = true
+		ps.entries -= len(p.entries)
+		p.planData = &planData{furthest: -1, span: ps.horizon}
+		p.expired = true
+		p.elem = ps.expired.PushFront(p)
+		if ps.expired.Len() > maxExpired {
+			ps.dropLocked(ps.expired.Back().Value.(*plan))
+		}
+	}
+}
+
+// dropLocked takes p out of the plans, its owner and counters with it. Called with mu held.
+func (ps *Plans) dropLocked(p *plan) {
+	if p.expired {
+		ps.expired.Remove(p.elem)
+	} else {
+		ps.inUse.Remove(p.elem)
+		ps.entries -= len(p.entries)
+	}
+	if p.owner != 0 {
+		ps.owners.Add(-1)
+	}
+	delete(ps.plans, p.name)
+	ps.ownerGen.Add(1)
+}
+
+// armSweepLocked has the sweep timer expire the plan in use last used once it goes idle,
+// unless it is armed already (it then fires sooner: a plan's idle time only moves on). Called
+// with mu held.
+func (ps *Plans) armSweepLocked() {
+	if ps.idle <= 0 || ps.closed || ps.sweepArmed || ps.inUse.Len() == 0 {
+		return
+	}
+	d := time.Until(ps.inUse.Back().Value.(*plan).lastUse.Add(ps.idle))
+	ps.sweepArmed = true
+	if ps.sweep == nil {
+		ps.sweep = time.AfterFunc(d, ps.sweepIdle)
+	} else {
+		ps.sweep.Reset(d)
+	}
+}
+
+// sweepIdle expires the plans that went idle, for the timer: so that their memory goes even
+// when nobody reads. It calls nothing outside Plans.
+func (ps *Plans) sweepIdle() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.sweepArmed = false
+	if ps.closed {
+		return
+	}
+	ps.expireIdle(time.Now())
+	ps.armSweepLocked()
 }
 
 // Owned returns the names of the plans process owner owns, sorted (nil: none). Its work grows
@@ -324,14 +419,12 @@ func (ps *Plans) Remove(name string) bool {
 	defer ps.setMu.Unlock()
 	ps.mu.Lock()
 	p, ok := ps.plans[name]
-	if ok && p.owner != 0 {
-		ps.owners.Add(-1)
+	if ok {
+		ps.dropLocked(p)
 	}
-	delete(ps.plans, name)
-	ps.ownerGen.Add(1)
 	ps.mu.Unlock()
 	if ok {
-		ps.publish(ps.takeSpare())
+		ps.publish(ps.dues.takeSpare())
 	}
 	return ok
 }
@@ -350,16 +443,18 @@ func (ps *Plans) publish(spare []int32) {
 	}
 	ps.mu.Lock()
 	now := time.Now()
-	pace, n := ps.fallbackPace(), len(ps.dues.Load().d)
+	pace, n := ps.fallbackPace(), ps.dues.size()
 	var views []view
-	for _, p := range ps.plans {
+	ps.expireIdle(now)
+	for e := ps.inUse.Front(); e != nil; e = e.Next() {
+		p := e.Value.(*plan)
 		p.pubPace = 0
 		if p.active(now, ps.idle) {
 			p.pubPace = p.pace.or(pace)
 			views = append(views, view{p.planData, p.pos, p.pubPace})
 		}
 	}
-	ps.building, ps.published = true, now
+	ps.dues.building, ps.published, ps.expiredSince = true, now, false
 	ps.mu.Unlock()
 	for _, v := range views {
 		for i := range v.d.entries {
@@ -367,14 +462,8 @@ func (ps *Plans) publish(spare []int32) {
 			yieldAt(i)
 		}
 	}
-	dues := spare // no Due reads it, and none will until it is stored: plain writes
-	if cap(dues) >= n {
-		dues = dues[:n]
-		clear(dues)
-	} else {
-		dues = make([]int32, n)
-	}
-	t0 := ps.tick(now, 0)
+	fill := fillArray(spare, n) // no Due reads it, and none will until it is stored: plain writes
+	t0 := ps.dues.tick(now, 0)
 	for _, v := range views {
 		perEntry := 1000 / v.pace / tickMs // ticks
 		start := v.pos - v.d.base
@@ -384,8 +473,8 @@ func (ps *Plans) publish(spare []int32) {
 			if s < 0 {
 				continue // consumed
 			}
-			if t := t0 + int32(min(float64(i-start)*perEntry, math.MaxInt32/2)); dues[s] == 0 || t < dues[s] {
-				dues[s] = t
+			if t := t0 + int32(min(float64(i-start)*perEntry, math.MaxInt32/2)); fill[s] == 0 || t < fill[s] {
+				fill[s] = t
 			}
 		}
 	}
@@ -394,33 +483,16 @@ func (ps *Plans) publish(spare []int32) {
 	}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	oldTable := ps.dues.Load()
-	old := oldTable.d
-	if len(old) > n { // grown by a read meanwhile: what reads published past n stands
-		dues = append(dues, old[n:]...)
-	}
+	began := now
 	now = time.Now()
-	for s := range ps.touched { // consumed meanwhile: what the read published stands
-		if _, ok := ps.after[s]; !ok {
-			dues[s] = atomic.LoadInt32(&old[s])
-		}
-	}
-	for s := range ps.after { // being read, or in pieces: due now until Done or read through
-		if _, ok := ps.touched[s]; !ok {
-			ps.after[s] = dues[s]
-		}
-		dues[s] = ps.tick(now, 0)
-	}
-	clear(ps.touched)
-	ps.building, ps.publishCost = false, time.Since(now)
-	ps.dues.Store(&dueTable{d: dues})
-	ps.spare = oldTable
+	ps.dues.swapIn(fill, n, now)
+	ps.publishCost = time.Since(began)
 }
 
 // republishDue tells whether the published dues are due to be worked out anew (see
 // republishEvery), given that p's reader just read at now. Called with mu held.
 func (ps *Plans) republishDue(p *plan, now time.Time, pace float64) bool {
-	if ps.republishing || ps.building {
+	if ps.republishing || ps.dues.building {
 		return false
 	}
 	rest := ps.publishCost * republishShare
@@ -430,21 +502,42 @@ func (ps *Plans) republishDue(p *plan, now time.Time, pace float64) bool {
 		return false
 	}
 	v := p.pace.or(pace)
-	return p.pubPace == 0 || v > p.pubPace*paceDrift || v*paceDrift < p.pubPace
+	return ps.expiredSince || p.pubPace == 0 || v > p.pubPace*paceDrift || v*paceDrift < p.pubPace
 }
 
 // republish works the dues out anew, in the background (a read started it), and tells
-// onRepublish, holding no lock.
-func (ps *Plans) republish() {
+// onRepublish, holding no lock, unless Plans was closed meanwhile; it then closes done.
+func (ps *Plans) republish(done chan struct{}) {
+	defer close(done)
 	ps.setMu.Lock()
-	ps.publish(ps.takeSpare())
+	ps.publish(ps.dues.takeSpare())
 	ps.setMu.Unlock()
 	ps.mu.Lock()
 	ps.republishing = false
 	f := ps.onRepublish
+	if ps.closed {
+		f = nil
+	}
 	ps.mu.Unlock()
 	if f != nil {
 		f()
+	}
+}
+
+// Close stops Plans' background work: it waits for a republish under way, and from when it
+// returns OnRepublish's f is not called again, so that what f calls can be closed after. The
+// plans stay readable and writable; their dues are no longer worked out anew on their own, and
+// idle plans expire only as they are read or written.
+func (ps *Plans) Close() {
+	ps.mu.Lock()
+	ps.closed = true
+	done := ps.republished
+	if ps.sweep != nil {
+		ps.sweep.Stop()
+	}
+	ps.mu.Unlock()
+	if done != nil {
+		<-done
 	}
 }
 
@@ -457,38 +550,14 @@ func (ps *Plans) OnRepublish(f func()) {
 	ps.onRepublish = f
 }
 
-// tick is the published form of a due ms milliseconds after now: never 0, which means not due.
-func (ps *Plans) tick(now time.Time, ms int) int32 {
-	return int32(min((now.Sub(ps.start).Milliseconds()+int64(ms))/tickMs+1, math.MaxInt32))
-}
-
 // Due returns how soon sample is next due over the plans, in milliseconds at their readers'
-// pace, looking at each whole plan (not only the prefetch horizon, NextUse's); 0 while it is
+// pace, looking at each whole plan (not only the prefetch horizon, DueInHorizon's); 0 while it is
 // being read; -1 when no plan has it. It reads what Plans published, without a lock, and does
 // work that does not grow with anything: the cache and the disk tier ask it holding their own
 // locks. What it answers was worked out at the sample's last read, or when the dues were last
 // worked out whole (at each Set and Remove, and in the background once a read finds them
 // republishEvery old or its reader's pace moved by a quarter), at the pace then.
-func (ps *Plans) Due(sample int) int {
-	var v int32
-	for {
-		t := ps.dues.Load()
-		t.readers.Add(1)
-		if ps.dues.Load() != t { // replaced meanwhile: it may be being refilled (takeSpare)
-			t.readers.Add(-1)
-			continue
-		}
-		if sample >= 0 && sample < len(t.d) {
-			v = atomic.LoadInt32(&t.d[sample])
-		}
-		t.readers.Add(-1)
-		break
-	}
-	if v == 0 {
-		return -1
-	}
-	return int(max((int64(v)-1)*tickMs-time.Since(ps.start).Milliseconds(), 0))
-}
+func (ps *Plans) Due(sample int) int { return ps.dues.due(sample) }
 
 // Names lists the plans, sorted.
 func (ps *Plans) Names() []string {
@@ -541,33 +610,11 @@ func (ps *Plans) Entries(name string) ([]int32, bool) {
 func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine []string) (bool, string) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	dues := ps.growLocked(sample + 1)
-	if ps.reading[sample]++; ps.reading[sample] == 1 {
-		if _, ok := ps.after[sample]; !ok { // else an access in pieces holds it due now already
-			ps.after[sample] = atomic.LoadInt32(&dues[sample])
-		}
-		atomic.StoreInt32(&dues[sample], ps.tick(now, 0))
-	}
-	ps.expire(now)
-	if a, ok := ps.open[sample]; ok && now.Sub(a.last) < accessTimeout {
-		a.bytes += n
-		a.last = now
-		if a.bytes >= sampleBytes {
-			delete(ps.open, sample)
-		}
+	ps.dues.startRead(sample, now)
+	ps.dues.expireAccesses(now)
+	ps.expireIdle(now)
+	if !ps.dues.newAccess(sample, n, sampleBytes, now) {
 		return false, ""
-	}
-	if n < sampleBytes {
-		ps.open[sample] = &access{bytes: n, last: now}
-		if len(ps.open) > 4096 {
-			for s, a := range ps.open { // forget accesses that stopped part way
-				if now.Sub(a.last) >= accessTimeout {
-					ps.forget(s)
-				}
-			}
-		}
-	} else {
-		delete(ps.open, sample)
 	}
 	ps.stats.Accesses++
 	// The reader's own plan that has the sample due soonest, else any plan's.
@@ -576,6 +623,7 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 	bestDue := -1
 	consider := func(p *plan) {
 		ps.stats.Steps++
+		ps.stats.Visits++
 		if d := p.due(sample, pace); d >= 0 && (best == nil || d < bestDue) {
 			best, bestDue = p, d
 		}
@@ -586,8 +634,8 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 		}
 	}
 	if best == nil {
-		for _, p := range ps.plans {
-			consider(p)
+		for e := ps.inUse.Front(); e != nil; e = e.Next() {
+			consider(e.Value.(*plan))
 		}
 	}
 	if best == nil {
@@ -595,27 +643,27 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 		return true, ""
 	}
 	ps.stats.OnPlan++
-	if ps.building {
-		ps.touched[sample] = struct{}{}
-	}
-	if ps.republishDue(best, now, pace) {
-		ps.republishing = true
-		go ps.republish()
+	if !ps.closed && ps.republishDue(best, now, pace) {
+		ps.republishing, ps.republished = true, make(chan struct{})
+		go ps.republish(ps.republished)
 	}
 	next := best.consume(sample, ps.window, now)
+	ps.used(best)
 	// Due next: at its entry after this one in the same plan, or in another plan's window.
 	var after int32
 	if next >= 0 {
-		after = ps.tick(now, msAt(next-best.pos, best.pace.or(pace)))
+		after = ps.dues.tick(now, msAt(next-best.pos, best.pace.or(pace)))
 	}
-	for _, p := range ps.plans {
+	for e := ps.inUse.Front(); e != nil; e = e.Next() {
+		p := e.Value.(*plan)
+		ps.stats.Visits++
 		if d := p.due(sample, pace); d >= 0 && p.active(now, ps.idle) {
-			if t := ps.tick(now, d); after == 0 || t < after {
+			if t := ps.dues.tick(now, d); after == 0 || t < after {
 				after = t
 			}
 		}
 	}
-	ps.after[sample] = after
+	ps.dues.consumed(sample, after)
 	return true, best.name
 }
 
@@ -624,71 +672,24 @@ func (ps *Plans) Observe(sample int, n, sampleBytes int64, now time.Time, mine [
 func (ps *Plans) Done(sample int) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if ps.reading[sample]--; ps.reading[sample] > 0 {
-		return
-	}
-	delete(ps.reading, sample)
-	if a, ok := ps.open[sample]; ok {
-		if time.Since(a.last) < accessTimeout {
-			return // in pieces: due now until read through
-		}
-		delete(ps.open, sample)
-	}
-	ps.settle(sample)
+	ps.dues.endRead(sample)
 }
 
-// settle publishes the due of a sample no read holds any more, and forgets it was being read.
-// Called with mu held.
-func (ps *Plans) settle(sample int) {
-	after, ok := ps.after[sample]
-	if !ok {
-		return
-	}
-	if d := ps.dues.Load().d; sample < len(d) {
-		atomic.StoreInt32(&d[sample], after)
-	}
-	delete(ps.after, sample)
-}
-
-// forget drops an access in pieces that stopped part way (timed out): its sample is due as its
-// plans say again, unless a read of it is still under way. Called with mu held.
-func (ps *Plans) forget(sample int) {
-	delete(ps.open, sample)
-	if ps.reading[sample] == 0 {
-		ps.settle(sample)
-	}
-}
-
-// expire forgets up to two accesses in pieces, taken at random, if they timed out: so that,
-// read after read, one that stopped part way does not keep its sample due now for long, in
-// work that does not grow with the accesses. Called with mu held.
-func (ps *Plans) expire(now time.Time) {
-	k := 0
-	for s, a := range ps.open {
-		if now.Sub(a.last) >= accessTimeout {
-			ps.forget(s)
-		}
-		if k++; k == 2 {
-			return
-		}
-	}
-}
-
-// NextUse returns how soon sample is due, in milliseconds, over the active plans: the soonest of
-// its next occurrences within the horizon, each at its plan reader's pace; -1 when no active
-// plan has it within the horizon. A sample being read right now (a read not yet Done, or an
-// access in pieces not yet through) is due now: 0. It takes the lock; Due does not.
-func (ps *Plans) NextUse(sample int) int {
+// DueInHorizon returns how soon sample is due, in milliseconds, over the active plans: the
+// soonest of its next occurrences within the horizon, each at its plan reader's pace; -1 when no
+// active plan has it within the horizon. A sample being read right now (a read not yet Done, or
+// an access in pieces not yet through) is due now: 0. It takes the lock. It is worked out fresh,
+// where Due (what the cache and the disk tier ask) reads what was published: tests compare them.
+func (ps *Plans) DueInHorizon(sample int) int {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if ps.reading[sample] > 0 {
+	now := time.Now()
+	if ps.dues.beingRead(sample, now) {
 		return 0
 	}
-	if a, ok := ps.open[sample]; ok && time.Since(a.last) < accessTimeout {
-		return 0
-	}
-	now, pace, best := time.Now(), ps.fallbackPace(), -1
-	for _, p := range ps.plans {
+	pace, best := ps.fallbackPace(), -1
+	for e := ps.inUse.Front(); e != nil; e = e.Next() {
+		p := e.Value.(*plan)
 		if !p.active(now, ps.idle) {
 			continue
 		}
@@ -706,8 +707,8 @@ func (ps *Plans) Upcoming(dst []int, n int) []int {
 	defer ps.mu.Unlock()
 	now, pace := time.Now(), ps.fallbackPace()
 	var cur cursors
-	for _, p := range ps.plans {
-		if p.active(now, ps.idle) {
+	for e := ps.inUse.Front(); e != nil; e = e.Next() {
+		if p := e.Value.(*plan); p.active(now, ps.idle) {
 			if c := p.cursor(ps.horizon, pace); c.next() {
 				cur = append(cur, c)
 			}
@@ -730,7 +731,9 @@ func (ps *Plans) Upcoming(dst []int, n int) []int {
 	return dst
 }
 
-// UpcomingOf appends to dst the next n distinct samples of the plan called name, in its order.
+// UpcomingOf appends to dst the next distinct samples of the plan called name, in its order: at
+// most n of them, among the max(n, horizon) entries from its position, so that its work (under the
+// lock, for each plan at each open of the stats) does not grow with the plan.
 func (ps *Plans) UpcomingOf(name string, dst []int, n int) []int {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -738,7 +741,7 @@ func (ps *Plans) UpcomingOf(name string, dst []int, n int) []int {
 	if p == nil {
 		return dst
 	}
-	c := p.cursor(p.length(), 1)
+	c := p.cursor(max(n, ps.horizon), 1)
 	seen := make(map[int32]bool, n)
 	for len(seen) < n && c.next() {
 		if s := c.sample(); !seen[s] {
@@ -746,6 +749,7 @@ func (ps *Plans) UpcomingOf(name string, dst []int, n int) []int {
 			dst = append(dst, int(s))
 		}
 	}
+	ps.stats.Walked += int64(c.q - p.pos + 1)
 	return dst
 }
 
@@ -755,10 +759,11 @@ func (ps *Plans) Stats() Stats {
 	defer ps.mu.Unlock()
 	st := ps.stats
 	now := time.Now()
+	ps.expireIdle(now)
 	for _, p := range ps.plans {
 		st.Steps += p.steps
 		st.Plans = append(st.Plans, PlanStats{Name: p.name, Length: len(p.entries), Position: p.pos - p.base, OnPlan: p.onPlan,
-			Skipped: p.skipped, Writes: p.writes, Owner: p.owner, Hits: p.hits, Misses: p.misses, Waited: p.waited, Pace: p.pace.perSecond(), LastUse: p.lastUse, Active: p.active(now, ps.idle)})
+			Skipped: p.skipped, Writes: p.writes, Owner: p.owner, Hits: p.hits, Misses: p.misses, Waited: p.waited, Pace: p.pace.perSecond(), LastUse: p.lastUse, Active: !p.expired && p.active(now, ps.idle), Expired: p.expired})
 	}
 	slices.SortFunc(st.Plans, func(a, b PlanStats) int {
 		switch {
@@ -776,8 +781,10 @@ func (ps *Plans) Stats() Stats {
 // so that a new plan is served at once; 100 samples a second with none known. Called with ps.mu
 // held.
 func (ps *Plans) fallbackPace() float64 {
-	fastest := 0.0
-	for _, p := range ps.plans {
+	fastest := 0.0 // of the plans in use: an expired one's pace is old
+	for e := ps.inUse.Front(); e != nil; e = e.Next() {
+		p := e.Value.(*plan)
+		ps.stats.Visits++
 		fastest = max(fastest, p.pace.perSecond())
 	}
 	if fastest == 0 {

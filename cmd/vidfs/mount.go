@@ -156,6 +156,7 @@ type mountOptions struct {
 	gpuDecoders           int
 	onError               string
 	planIdle              time.Duration
+	planMaxEntries        int
 	daemon                bool
 	logFile, pidFile      string
 }
@@ -211,7 +212,8 @@ Exit status:
 		flags: func(fs *pflag.FlagSet) {
 			o.layoutOptions.register(fs)
 			fs.StringVar(&o.onError, "on-error", "eio", "what a read of a sample that cannot be decoded gets: eio, substitute (a good sample of the same video, else of the same class, else zeros) or zeros; .vidfs/failed lists them")
-			fs.DurationVar(&o.planIdle, "plan-idle", 10*time.Minute, "a plan nobody reads or writes for this long stops holding cache")
+			fs.DurationVar(&o.planIdle, "plan-idle", 10*time.Minute, "a plan nobody reads or writes for this long expires: it stops holding cache and its entries are let go (its file then reads empty) until it is written again")
+			fs.IntVar(&o.planMaxEntries, "plan-max-entries", 0, "bound on the entries of all plans in use together (8 bytes each); a plan written past it is refused whole, its close failing with ENOSPC (default: twice the longest plan accepted, 128 epochs of the samples, at least 2 million)")
 			fs.Var(&o.cacheMem, "cache-mem", "memory for decoded samples, e.g. 4GiB (default: a quarter of RAM, at most 8GiB)")
 			fs.StringVar(&o.cacheDir, "cache-dir", "", "keep decoded samples here too, compressed, and read them back instead of decoding again, across mounts (a disk tier; one mount per directory)")
 			fs.Var(&o.cacheDisk, "cache-disk", "bound on the disk tier's size, e.g. 100GiB (default: half the free space of --cache-dir's filesystem, at most 100GiB)")
@@ -339,7 +341,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	}
 	cfg := vfs.Config{Source: source.files.Root(), Layout: lay, Infos: infos, Resize: o.resize.r, Fast: o.decode.fast, Decoder: pool,
 		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Scan: &figures, Log: log,
-		OnError: onError, PlanIdle: o.planIdle, TierDir: o.cacheDir, TierBytes: tierBytes, TierCodec: o.cacheDiskCodec.c}
+		OnError: onError, PlanIdle: o.planIdle, PlanMaxEntries: o.planMaxEntries, TierDir: o.cacheDir, TierBytes: tierBytes, TierCodec: o.cacheDiskCodec.c}
 	startFetching := source.fetchFor(&cfg, log)
 	f, err := vfs.New(cfg)
 	if err != nil {
