@@ -224,12 +224,17 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 		out[i].Rel, out[i].File = f.rel, f.id
 		k := fileKey{f.rel, f.id.Size, f.id.ModTime, f.id.Version}
 		h, ok := latest[k]
-		if !ok || (h.e.Err == nil && (h.e.Len == 0 || h.e.Brief == nil)) {
+		var cerr error
+		if ok && h.e.Err != nil {
+			cerr = h.e.Err.restore(src.Path(f.rel))
+		}
+		// An error that is not the video's own (kept by an older vidfs) is probed again.
+		if !ok || (h.e.Err == nil && (h.e.Len == 0 || h.e.Brief == nil)) || (cerr != nil && !decode.Permanent(cerr)) {
 			todo = append(todo, i)
 			continue
 		}
-		if h.e.Err != nil {
-			out[i].Err = h.e.Err.restore(src.Path(f.rel))
+		if cerr != nil {
+			out[i].Err = cerr
 			prog.Failed++
 		} else {
 			out[i].Brief, out[i].Table = h.e.Brief, Ref{seg: int32(h.seg + 1), n: h.e.Len, off: h.e.Off}
@@ -374,6 +379,10 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 		return fail(werr)
 	}
 	report(true)
+	if unread, first := passing(out); unread > 0 && opts.Log != nil {
+		opts.Log.Warn("videos left out: their bytes could not be read (not remembered: the next scan probes them again)",
+			"videos", unread, "first", first)
+	}
 	segs = k.segs
 	store = k.store
 	if k.level != toStore {
@@ -397,6 +406,19 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 		}
 	}
 	return newTables(segs, src.Opener()), out, nil
+}
+
+// passing counts the videos whose error is not their own (decode.Permanent), which the probe
+// cache does not keep, and returns the first such error.
+func passing(videos []Video) (n int, first error) {
+	for _, v := range videos {
+		if v.Err != nil && !decode.Permanent(v.Err) {
+			if n++; first == nil {
+				first = v.Err
+			}
+		}
+	}
+	return n, first
 }
 
 // union returns the sorted union of two sets of frames.

@@ -295,8 +295,13 @@ func (w *segWriter) write(b []byte) error {
 	return nil
 }
 
-// add writes a video's table (or its error) and returns the table's offset and length.
+// add writes a video's table (or its error) and returns the table's offset and length. An error
+// the video does not prove about itself (decode.Permanent: an I/O error, no descriptor left, an
+// object storage outage) is not written: the next scan probes the video again.
 func (w *segWriter) add(rel string, id FileID, info *decode.Info, perr error) (int64, uint32, error) {
+	if perr != nil && !decode.Permanent(perr) {
+		return 0, 0, nil
+	}
 	e := indexEntry{Rel: rel, Size: id.Size, ModTime: id.ModTime, Version: id.Version, Err: storedError(perr)}
 	if info != nil && perr == nil {
 		w.buf.Reset()
