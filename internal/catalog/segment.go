@@ -400,3 +400,84 @@ func cleanTemps(dir string) {
 		}
 	}
 }
+
+// cachedError is a probe's error as the cache keeps it: its kind by name, so that it comes back
+// as the same kind of *decode.Error, and the rest as text.
+type cachedError struct {
+	Kind   string // a decode kind's text; "" for an error of no known kind
+	Detail string
+}
+
+func storedError(err error) *cachedError {
+	if err == nil {
+		return nil
+	}
+	var de *decode.Error
+	if !errors.As(err, &de) {
+		return &cachedError{Detail: err.Error()}
+	}
+	c := &cachedError{Kind: de.Kind.Error(), Detail: de.Detail}
+	if de.Err != nil {
+		c.Detail = strings.TrimPrefix(c.Detail+": "+de.Err.Error(), ": ")
+	}
+	return c
+}
+
+func (c *cachedError) restore(path string) error {
+	if kind := decode.KindNamed(c.Kind); kind != nil {
+		return &decode.Error{Path: path, Kind: kind, Detail: c.Detail}
+	}
+	return fmt.Errorf("%s: %s", path, c.Detail)
+}
+
+// compact writes the tables of the videos found into one segment, removes the segments they
+// came from, and returns the new one, with the videos' Refs pointing into it. Records whose
+// segment was written with the same gob preamble are copied as they are; others are decoded and
+// written again.
+func compact(store, root string, segs []*segment, videos []Video) ([]*segment, error) {
+	w, err := newSegWriter(store, root)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]Ref, len(videos))
+	for i, v := range videos {
+		var off int64
+		var n uint32
+		switch r := v.Table; {
+		case v.Err != nil:
+			_, _, err = w.add(v.Rel, v.File, nil, v.Err)
+		case r.Valid() && bytes.Equal(segs[r.seg-1].preamble, w.preamble):
+			rec := make([]byte, r.n)
+			if _, err = segs[r.seg-1].f.ReadAt(rec, r.off); err == nil {
+				n = r.n
+				off, err = w.addRaw(indexEntry{Rel: v.Rel, Size: v.File.Size, ModTime: v.File.ModTime, Version: v.File.Version, Brief: v.Brief, Len: r.n, Unusable: v.marks}, rec)
+			}
+		case r.Valid():
+			var info *decode.Info
+			if info, err = segs[r.seg-1].record(r.off, r.n); err == nil {
+				off, n, err = w.add(v.Rel, v.File, info, nil)
+			}
+		}
+		if err != nil {
+			w.abort()
+			return nil, err
+		}
+		if n > 0 {
+			refs[i] = Ref{seg: 1, n: n, off: off}
+		}
+	}
+	merged, err := w.finish()
+	if err != nil {
+		return nil, err
+	}
+	for i := range videos {
+		videos[i].Table = refs[i]
+	}
+	for _, s := range segs {
+		if s.name != "" {
+			os.Remove(s.name) // another node's merge may have removed it first
+		}
+		s.f.Close()
+	}
+	return []*segment{merged}, nil
+}
