@@ -171,15 +171,10 @@ func isVideo(name string) bool {
 	return false
 }
 
-// RememberUnusable marks, in the probe tables of root cached under dir, the keyframes decoding
+// RememberUnusableOf marks, in the probe tables of src cached under dir, the keyframes decoding
 // found unusable (decode.Pool.UnusableKeyframes: frames by video path), so that the next scan's
 // tables start clips earlier at once. The marked tables are written as a new segment; a missing
 // cache is left missing; one that cannot be written is the error.
-func RememberUnusable(dir, root string, marks map[string][]int) error {
-	return RememberUnusableOf(dir, Dir(root), marks)
-}
-
-// RememberUnusableOf is RememberUnusable of the probe tables of src.
 func RememberUnusableOf(dir string, src Files, marks map[string][]int) error {
 	if dir == "" || len(marks) == 0 {
 		return nil

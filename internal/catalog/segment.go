@@ -21,7 +21,7 @@ import (
 )
 
 // The probe cache of a root is a directory of segment files, each written whole by one scan (or
-// RememberUnusable) to a temporary file and renamed into place, and never changed after: mounts
+// RememberUnusableOf) to a temporary file and renamed into place, and never changed after: mounts
 // on several nodes that share the directory each add their own segments, so none loses or damages
 // another's work. A video's entry in a newer segment (by name: the time it was written) wins.
 // When a scan finds more than maxSegments, it merges them into one and removes those it merged;
@@ -105,7 +105,7 @@ func storeDir(dir, root string) string { return CachePath(dir, root) }
 // it has not seen, keeping those it opened already (their tables and marks stay readable, and are
 // in the union), until a listing shows no name newly gone, or maxListings were made. It never
 // gives up on the segments it opened: a view without them would make a scan probe its videos
-// again, and RememberUnusable drop its marks for videos it does not find.
+// again, and RememberUnusableOf drop its marks for videos it does not find.
 func openSegments(dir, root string) []*segment {
 	if dir == "" {
 		return nil

@@ -24,7 +24,6 @@ type Tables struct {
 	byRef    map[Ref]*list.Element
 	bytes    int64
 	maxBytes int64
-	reprobes int64
 }
 
 type tableEntry struct {
@@ -62,9 +61,6 @@ func (t *Tables) Info(r Ref, path string) (*decode.Info, error) {
 			if info, perr = decode.ProbeFrom(path, t.open); perr != nil {
 				return nil, fmt.Errorf("reading the probe table of %s: %w (probing it again: %w)", path, err, perr)
 			}
-			t.mu.Lock()
-			t.reprobes++
-			t.mu.Unlock()
 		}
 		info.Path = path
 		t.keep(r, info)
@@ -74,13 +70,6 @@ func (t *Tables) Info(r Ref, path string) (*decode.Info, error) {
 		return nil, err
 	}
 	return v.(*decode.Info), nil
-}
-
-// Reprobes counts the tables Info probed again because they could not be read back.
-func (t *Tables) Reprobes() int64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.reprobes
 }
 
 // cached returns the table r points at if it is in memory, else nil.
