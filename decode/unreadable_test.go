@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -77,8 +78,9 @@ func withoutDescriptors(t *testing.T, free int, f func()) {
 
 // TestProbeReadFails: a video whose reads fail (here a FUSE file answering EIO, as a failing
 // disk or a network filesystem would) is not probed, with an error of the path: EIO, not
-// Permanent; whether the reads fail from its first byte (the container cannot be opened) or only
-// in its packets (the header reads). A directory is not Permanent either.
+// Permanent; whether the reads fail from its first byte (the container cannot be opened), only
+// in its packets (the header reads), or only when the probe reads the video a second time to
+// decode it. A directory is not Permanent either.
 func TestProbeReadFails(t *testing.T) {
 	const name = "h264_gop250.mp4" // 250 frames, its moov at the end
 	data, err := os.ReadFile(testvideo.Path(name))
@@ -92,15 +94,26 @@ func TestProbeReadFails(t *testing.T) {
 	if moov < int64(len(data))/2 {
 		t.Fatalf("%s: moov at %d of %d bytes, want it at the end", name, moov, len(data))
 	}
+	// A video whose frames only decoding tells (TimingDecoded): its probe reads it twice, the
+	// second time to decode it.
+	avi, err := os.ReadFile(testvideo.Path("mpeg4.avi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := Probe(testvideo.Path("mpeg4.avi")); err != nil || info.Timing != TimingDecoded {
+		t.Fatalf("mpeg4.avi: %v, want a probe that decodes it", err)
+	}
 	dir := mountFailing(t, map[string]*failingFile{
 		"first.mp4":   {data: data, from: 0, to: int64(len(data))},
 		"packets.mp4": {data: data, from: moov / 2, to: moov}, // the second half of the packets
 		"good.mp4":    {data: data},
+		// Its packets read the first time, not the second.
+		"decoded.avi": {data: avi, from: int64(len(avi)) / 4, to: int64(len(avi)) / 2, fromOpen: 2},
 	})
 	if _, err := Probe(filepath.Join(dir, "good.mp4")); err != nil {
 		t.Fatalf("the video read through FUSE with no failure: %v", err)
 	}
-	for _, name := range []string{"first.mp4", "packets.mp4"} {
+	for _, name := range []string{"first.mp4", "packets.mp4", "decoded.avi"} {
 		info, err := Probe(filepath.Join(dir, name))
 		if err == nil {
 			t.Errorf("%s: probed though its reads fail: %d frames, truncated %v, %q", name, info.Frames, info.Truncated, info.Warnings)
@@ -116,12 +129,18 @@ func TestProbeReadFails(t *testing.T) {
 }
 
 // failingFile is a read-only FUSE file of data whose reads that touch bytes [from, to) fail with
-// EIO. Reads go to it as they are asked (direct I/O), not through the kernel's page cache.
+// EIO, through the opens numbered fromOpen (from 1; 0 as 1) on. Reads go to it as they are asked
+// (direct I/O), not through the kernel's page cache.
 type failingFile struct {
 	gofs.Inode
 	data     []byte
 	from, to int64
+	fromOpen int32
+	opens    atomic.Int32
 }
+
+// openNumber is a failingFile's handle: which of its opens it is.
+type openNumber int32
 
 var (
 	_ gofs.NodeGetattrer = (*failingFile)(nil)
@@ -136,7 +155,7 @@ func (f *failingFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse
 }
 
 func (f *failingFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return nil, fuse.FOPEN_DIRECT_IO, 0
+	return openNumber(f.opens.Add(1)), fuse.FOPEN_DIRECT_IO, 0
 }
 
 func (f *failingFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -144,7 +163,7 @@ func (f *failingFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte,
 	if off >= end {
 		return fuse.ReadResultData(nil), 0
 	}
-	if off < f.to && end > f.from {
+	if off < f.to && end > f.from && int32(fh.(openNumber)) >= f.fromOpen {
 		return nil, syscall.EIO
 	}
 	return fuse.ReadResultData(f.data[off:end]), 0
