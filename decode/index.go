@@ -51,7 +51,13 @@ func scanOutput(info *Info, open Opener, out func(packet int, ts int64) bool) er
 	for p := 0; ; {
 		err := in.fc.ReadFrame(pkt)
 		if err != nil {
-			break // the end, or a read error: decode what was read
+			if err := in.sourceError(nil); err != nil {
+				return err // the bytes could not be had: not the video's fault
+			}
+			if errno, ok := pathErrno(err); ok { // nor here: a table cut short would be kept
+				return &Error{Path: info.Path, Kind: ErrUnreadable, Detail: fmt.Sprintf("reading packets (after %d) to decode them", p), Err: errno}
+			}
+			break // the end, or damaged data: decode what was read
 		}
 		if !countable(pkt, info.Stream) {
 			pkt.Unref()

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/asticode/go-astiav"
 )
@@ -281,6 +282,9 @@ func ProbeFrom(path string, open Opener) (*Info, error) {
 			if err := in.sourceError(nil); err != nil {
 				return nil, err // the bytes could not be had: not the video's fault
 			}
+			if errno, ok := pathErrno(err); ok { // nor are they here: a table cut short would be kept
+				return nil, &Error{Path: path, Kind: ErrUnreadable, Detail: fmt.Sprintf("reading packets (after %d)", len(pkts)), Err: errno}
+			}
 			info.Truncated = true
 			info.Warnings = append(info.Warnings, fmt.Sprintf("reading stopped after %d packets: %v", len(pkts), err))
 			break
@@ -482,7 +486,7 @@ func openInput(path string, open Opener, known *Info) (*input, error) {
 		if in.ic != nil { // a custom I/O context is the caller's to free
 			in.ic.Free()
 		}
-		return nil, in.sourceError(&Error{Path: path, Kind: ErrNotVideo, Err: err})
+		return nil, in.sourceError(openError(path, "", err))
 	}
 	if known != nil && known.HeaderOpen && in.fromHeader(known) {
 		return in, nil
@@ -493,7 +497,7 @@ func openInput(path string, open Opener, known *Info) (*input, error) {
 	}
 	if err := fc.FindStreamInfo(nil); err != nil {
 		in.close()
-		return nil, in.sourceError(&Error{Path: path, Kind: ErrNotVideo, Detail: "cannot read stream information", Err: err})
+		return nil, in.sourceError(openError(path, "cannot read stream information", err))
 	}
 	st, codec, err := fc.FindBestStream(astiav.MediaTypeVideo, -1, -1)
 	switch {
@@ -521,6 +525,40 @@ func openInput(path string, open Opener, known *Info) (*input, error) {
 	}
 	in.choose(st, codec)
 	return in, nil
+}
+
+// openError is the error for FFmpeg's failure err to open or read the container of path (with
+// detail, what it was doing): ErrUnreadable, wrapping the system's error, when the system failed
+// to give the bytes (an I/O error, no descriptor left, no permission, a timeout: they may pass,
+// and the video is probed again); ErrNotVideo when only the bytes explain it (invalid data, no
+// demuxer knows them, too short); ErrInternal when FFmpeg ran out of memory.
+func openError(path, detail string, err error) error {
+	errno, ok := pathErrno(err)
+	switch {
+	case ok:
+		return &Error{Path: path, Kind: ErrUnreadable, Detail: detail, Err: errno}
+	case errors.Is(err, astiav.Error(-int(syscall.ENOMEM))):
+		return &Error{Path: path, Kind: ErrInternal, Detail: detail, Err: err}
+	}
+	return &Error{Path: path, Kind: ErrNotVideo, Detail: detail, Err: err}
+}
+
+// pathErrno tells whether err, an FFmpeg error, is a system call's error that is not the bytes'
+// fault (EIO, EMFILE, ENOENT, EACCES, ETIMEDOUT, ...), and returns it. FFmpeg's own codes
+// (AVERROR_INVALIDDATA, AVERROR_EOF, ...) are not errnos; of the errnos, demuxers use EINVAL,
+// ENOSYS, EDOM, ERANGE, EILSEQ and ENOTSUP to say that the data is invalid or unsupported,
+// and ENOMEM is FFmpeg's own want of memory.
+func pathErrno(err error) (syscall.Errno, bool) {
+	var av astiav.Error
+	if !errors.As(err, &av) || av >= 0 || av < -4095 { // Linux's errnos are 1 to 4095
+		return 0, false
+	}
+	switch errno := syscall.Errno(-av); errno {
+	case syscall.EINVAL, syscall.ENOSYS, syscall.EDOM, syscall.ERANGE, syscall.EILSEQ, syscall.ENOTSUP, syscall.ENOMEM:
+		return 0, false
+	default:
+		return errno, true
+	}
 }
 
 // fromHeader chooses the stream known describes, as the container's header gives it, and tells

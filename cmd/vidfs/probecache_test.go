@@ -51,10 +51,8 @@ func TestTableUnreadable(t *testing.T) {
 	if err != nil || first.Frames != lay.Videos[0].Frames || len(first.PTS) != first.Frames {
 		t.Fatalf("table after its segment was damaged: %v", err)
 	}
+	// Its segment is empty: the first table was probed. A second probe would give another.
 	if again, err := tables.Info(0); err != nil || again != first {
 		t.Errorf("asked again: %p (%v), want the table probed the first time, %p", again, err, first)
-	}
-	if n := tables.tables.Reprobes(); n != 1 {
-		t.Errorf("probed again %d times, want once", n)
 	}
 }

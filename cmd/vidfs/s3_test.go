@@ -14,7 +14,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/catalog"
 	"github.com/vidfs/vidfs/internal/s3src"
 	"github.com/vidfs/vidfs/internal/s3test"
@@ -460,4 +462,63 @@ func readRange(t *testing.T, b *s3src.Bucket, lay *layout.Layout, infos *videoTa
 	if _, err := src.ReadAt(make([]byte, end-off), off); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestS3OutageNotRemembered: the S3 server going down after the listing, for longer than
+// --s3-timeout, fails the probes of a first scan with errors of the path to the videos, which
+// the probe cache does not remember: once the server is back, the next scan probes those videos
+// and finds all that a scan of the same videos on a local disk finds.
+func TestS3OutageNotRemembered(t *testing.T) {
+	s, p := bucketSource(t)
+	ctx := context.Background()
+	cache := t.TempDir()
+	open := func() *s3src.Bucket {
+		b, err := s3src.Open(ctx, "s3://train/ds", s3src.Options{Endpoint: p.Endpoint(), PathStyle: true, Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Close)
+		return b
+	}
+	scan := func(o catalog.Options) []catalog.Video {
+		t.Helper()
+		tables, vs, err := catalog.Scan(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables.Close()
+		if len(vs) != len(sources) {
+			t.Fatalf("scan of %s found %d videos, want %d", o.Files.Root(), len(vs), len(sources))
+		}
+		return vs
+	}
+
+	vs := scan(catalog.Options{Files: stopAfterList{bucketFiles{open()}, s.Stop}, CacheDir: cache})
+	for _, v := range vs {
+		if v.Err == nil || (decode.Permanent(v.Err) && v.Rel != "bad/empty.mp4") {
+			t.Errorf("with the server down: %s: %v (permanent %v), want an error of the path", v.Rel, v.Err, decode.Permanent(v.Err))
+		}
+	}
+
+	s.Restart()
+	vs = scan(catalog.Options{Files: bucketFiles{open()}, CacheDir: cache})
+	local := scan(catalog.Options{Files: catalog.Dir(makeSource(t))})
+	for i, v := range vs {
+		if l := local[i]; (v.Err == nil) != (l.Err == nil) || (v.Err == nil && v.Brief.Frames != l.Brief.Frames) {
+			t.Errorf("once the server is back: %s: %v, where a local scan finds %v", v.Rel, v.Err, l.Err)
+		}
+	}
+}
+
+// stopAfterList is a bucket whose server is stopped once it is listed: its videos are found, and
+// then none of their bytes can be had.
+type stopAfterList struct {
+	bucketFiles
+	stop func()
+}
+
+func (f stopAfterList) List(ctx context.Context) ([]catalog.File, error) {
+	files, err := f.bucketFiles.List(ctx)
+	f.stop()
+	return files, err
 }

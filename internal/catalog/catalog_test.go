@@ -105,7 +105,7 @@ func TestRememberUnusable(t *testing.T) {
 	src, cacheDir := t.TempDir(), t.TempDir()
 	copyFile(t, testvideo.Path("h264_gop16.mp4"), filepath.Join(src, "a.mp4"))
 	opts := Options{Root: src, CacheDir: cacheDir}
-	if err := RememberUnusable(cacheDir, src, map[string][]int{scanFirst(t, opts).Path: {32, 48}}); err != nil {
+	if err := RememberUnusableOf(cacheDir, Dir(src), map[string][]int{scanFirst(t, opts).Path: {32, 48}}); err != nil {
 		t.Fatal(err)
 	}
 	marked := markedFrames(scanFirst(t, opts))
@@ -139,7 +139,7 @@ func TestRememberUnusableNotWritten(t *testing.T) {
 	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &low); err != nil {
 		t.Fatal(err)
 	}
-	err = RememberUnusable(cacheDir, src, map[string][]int{vs[0].Brief.Path: {32}})
+	err = RememberUnusableOf(cacheDir, Dir(src), map[string][]int{vs[0].Brief.Path: {32}})
 	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
 		t.Fatal(err)
 	}

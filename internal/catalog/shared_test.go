@@ -105,7 +105,7 @@ func TestProbeCacheSharedChild(t *testing.T) {
 			t.Fatal(err)
 		}
 		tables.Close()
-		if err := RememberUnusable(cacheDir, src, map[string][]int{vs[k].Brief.Path: {f}}); err != nil {
+		if err := RememberUnusableOf(cacheDir, Dir(src), map[string][]int{vs[k].Brief.Path: {f}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -125,7 +125,7 @@ func TestProbeCacheVanishingSegment(t *testing.T) {
 	if err := os.Symlink(gone+".removed", gone); err != nil {
 		t.Fatal(err)
 	}
-	if err := RememberUnusable(cacheDir, src, map[string][]int{filepath.Join(src, "a.mp4"): {32}}); err != nil {
+	if err := RememberUnusableOf(cacheDir, Dir(src), map[string][]int{filepath.Join(src, "a.mp4"): {32}}); err != nil {
 		t.Fatal(err)
 	}
 	if marked := markedFrames(scanFirst(t, opts)); fmt.Sprint(marked) != "[32]" || last.Cached != 1 {
@@ -172,7 +172,7 @@ func TestReprobedKeepsMarks(t *testing.T) {
 	if len(first) != 1 {
 		t.Fatalf("segments after the first scan: %v", first)
 	}
-	if err := RememberUnusable(cacheDir, src, map[string][]int{filepath.Join(src, "a.mp4"): {32}}); err != nil {
+	if err := RememberUnusableOf(cacheDir, Dir(src), map[string][]int{filepath.Join(src, "a.mp4"): {32}}); err != nil {
 		t.Fatal(err)
 	}
 	// A newer segment with the unmarked table (as a node that had not seen the mark writes),

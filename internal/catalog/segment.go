@@ -3,7 +3,6 @@ package catalog
 import (
 	"bufio"
 	"bytes"
-	"container/list"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/gob"
@@ -11,22 +10,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 
 	"github.com/vidfs/vidfs/decode"
 )
 
 // The probe cache of a root is a directory of segment files, each written whole by one scan (or
-// RememberUnusable) to a temporary file and renamed into place, and never changed after: mounts
+// RememberUnusableOf) to a temporary file and renamed into place, and never changed after: mounts
 // on several nodes that share the directory each add their own segments, so none loses or damages
 // another's work. A video's entry in a newer segment (by name: the time it was written) wins.
 // When a scan finds more than maxSegments, it merges them into one and removes those it merged;
@@ -110,7 +105,7 @@ func storeDir(dir, root string) string { return CachePath(dir, root) }
 // it has not seen, keeping those it opened already (their tables and marks stay readable, and are
 // in the union), until a listing shows no name newly gone, or maxListings were made. It never
 // gives up on the segments it opened: a view without them would make a scan probe its videos
-// again, and RememberUnusable drop its marks for videos it does not find.
+// again, and RememberUnusableOf drop its marks for videos it does not find.
 func openSegments(dir, root string) []*segment {
 	if dir == "" {
 		return nil
@@ -221,7 +216,9 @@ func (s *segment) record(off int64, n uint32) (*decode.Info, error) {
 	return &info, nil
 }
 
-// segWriter writes one segment to a temporary file, which finish renames into place.
+// segWriter writes one segment to a temporary file, which finish renames into place. Not
+// renameio: the segment's name is chosen when it is finished, and its file stays open for reading
+// after the rename (another node's merge may remove the name at once), where renameio closes it.
 type segWriter struct {
 	dir, root string // dir "": an anonymous file, removed at once, kept open
 	f         *os.File
@@ -295,8 +292,13 @@ func (w *segWriter) write(b []byte) error {
 	return nil
 }
 
-// add writes a video's table (or its error) and returns the table's offset and length.
+// add writes a video's table (or its error) and returns the table's offset and length. An error
+// the video does not prove about itself (decode.Permanent: an I/O error, no descriptor left, an
+// object storage outage) is not written: the next scan probes the video again.
 func (w *segWriter) add(rel string, id FileID, info *decode.Info, perr error) (int64, uint32, error) {
+	if perr != nil && !decode.Permanent(perr) {
+		return 0, 0, nil
+	}
 	e := indexEntry{Rel: rel, Size: id.Size, ModTime: id.ModTime, Version: id.Version, Err: storedError(perr)}
 	if info != nil && perr == nil {
 		w.buf.Reset()
@@ -388,121 +390,6 @@ func (w *segWriter) abort() {
 	}
 }
 
-// Tables reads the probe tables a scan found or made, one video at a time, keeping the most
-// recently used in memory up to a bound.
-type Tables struct {
-	segs  []*segment    // read-only after Scan
-	open  decode.Opener // how a table that cannot be read back is probed again (nil: local files)
-	loads singleflight.Group
-
-	// mu guards the fields below. A leaf lock: nothing is called while it is held.
-	mu       sync.Mutex
-	lru      *list.List // of *tableEntry, most recent first
-	byRef    map[Ref]*list.Element
-	bytes    int64
-	maxBytes int64
-	reprobes int64
-}
-
-type tableEntry struct {
-	ref   Ref
-	info  *decode.Info
-	bytes int64
-}
-
-// DefaultTablesBytes bounds the memory of the tables Tables keeps decoded.
-const DefaultTablesBytes = 32 << 20
-
-func newTables(segs []*segment, open decode.Opener) *Tables {
-	return &Tables{segs: segs, open: open, lru: list.New(), byRef: map[Ref]*list.Element{}, maxBytes: DefaultTablesBytes}
-}
-
-// Info returns the probe table r points at, with Path set to path. The table is shared with
-// other callers: it must not be changed. A table that cannot be read back (its segment damaged,
-// or removed on a shared filesystem by another node's merge) is probed again from path, once:
-// the new table is kept as the one read would have been. Callers asking for the same table at
-// once share one read.
-func (t *Tables) Info(r Ref, path string) (*decode.Info, error) {
-	if !r.Valid() || int(r.seg) > len(t.segs) {
-		return nil, fmt.Errorf("%s: no probe table", path)
-	}
-	if info := t.cached(r); info != nil {
-		return info, nil
-	}
-	v, err, _ := t.loads.Do(fmt.Sprintf("%d/%d", r.seg, r.off), func() (any, error) {
-		if info := t.cached(r); info != nil { // loaded between the look and the load
-			return info, nil
-		}
-		info, err := t.segs[r.seg-1].record(r.off, r.n)
-		if err != nil {
-			var perr error
-			if info, perr = decode.ProbeFrom(path, t.open); perr != nil {
-				return nil, fmt.Errorf("reading the probe table of %s: %w (probing it again: %w)", path, err, perr)
-			}
-			t.mu.Lock()
-			t.reprobes++
-			t.mu.Unlock()
-		}
-		info.Path = path
-		t.keep(r, info)
-		return info, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return v.(*decode.Info), nil
-}
-
-// Reprobes counts the tables Info probed again because they could not be read back.
-func (t *Tables) Reprobes() int64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.reprobes
-}
-
-// cached returns the table r points at if it is in memory, else nil.
-func (t *Tables) cached(r Ref) *decode.Info {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if e, ok := t.byRef[r]; ok {
-		t.lru.MoveToFront(e)
-		return e.Value.(*tableEntry).info
-	}
-	return nil
-}
-
-// keep adds a table to those in memory, dropping the least recently used beyond the bound.
-func (t *Tables) keep(r Ref, info *decode.Info) {
-	size := tableBytes(info)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.byRef[r] = t.lru.PushFront(&tableEntry{ref: r, info: info, bytes: size})
-	t.bytes += size
-	for t.bytes > t.maxBytes && t.lru.Len() > 1 {
-		old := t.lru.Remove(t.lru.Back()).(*tableEntry)
-		delete(t.byRef, old.ref)
-		t.bytes -= old.bytes
-	}
-}
-
-// tableBytes estimates the memory a decoded table takes.
-func tableBytes(in *decode.Info) int64 {
-	n := 512 + 8*len(in.PTS) + 4*(len(in.FramePackets)+len(in.PacketFrames)) + 64*len(in.Keyframes)
-	for _, w := range in.Warnings {
-		n += 16 + len(w)
-	}
-	return int64(n)
-}
-
-// Close closes the segment files.
-func (t *Tables) Close() error {
-	var errs []error
-	for _, s := range t.segs {
-		errs = append(errs, s.f.Close())
-	}
-	return errors.Join(errs...)
-}
-
 // cleanTemps removes temporary files a writer left in dir (it crashed) more than a day ago; a
 // newer one may be another node's segment being written.
 func cleanTemps(dir string) {
@@ -514,138 +401,83 @@ func cleanTemps(dir string) {
 	}
 }
 
-// keeper writes the tables a scan probes into new segments: in the probe cache, a segment every
-// checkpoint tables; where the cache cannot be written, in a temporary file; where that cannot
-// be written either, in memory. Keeping the tables in the cache is best-effort: a failure to
-// write there is logged and costs the videos whose tables were lost with the segment a probe
-// again (add and finish return them), never the scan.
-type keeper struct {
-	store, root string // store: the probe cache's directory ("": none, or no longer)
-	log         *slog.Logger
-	checkpoint  int
-	level       int        // where w writes: toStore, toTemp or toMemory
-	segs        []*segment // the tables' segments; w's is the next
-	w           *segWriter // nil until a table is added
-	held        []int      // the videos whose tables w holds
+// cachedError is a probe's error as the cache keeps it: its kind by name, so that it comes back
+// as the same kind of *decode.Error, and the rest as text.
+type cachedError struct {
+	Kind   string // a decode kind's text; "" for an error of no known kind
+	Detail string
 }
 
-// Where a keeper writes, in the order it tries them.
-const (
-	toStore = iota
-	toTemp
-	toMemory
-)
-
-func newKeeper(store, root string, segs []*segment, log *slog.Logger) *keeper {
-	k := &keeper{store: store, root: root, log: log, checkpoint: checkpointEvery, segs: segs}
-	if store == "" {
-		k.level = toTemp
+func storedError(err error) *cachedError {
+	if err == nil {
+		return nil
 	}
-	return k
+	var de *decode.Error
+	if !errors.As(err, &de) {
+		return &cachedError{Detail: err.Error()}
+	}
+	c := &cachedError{Kind: de.Kind.Error(), Detail: de.Detail}
+	if de.Err != nil {
+		c.Detail = strings.TrimPrefix(c.Detail+": "+de.Err.Error(), ": ")
+	}
+	return c
 }
 
-// open starts a segment where the keeper now writes, or failing that, in the next place.
-func (k *keeper) open() error {
-	for {
-		var err error
-		switch k.level {
-		case toStore:
-			k.w, err = newSegWriter(k.store, k.root)
-		case toTemp:
-			k.w, err = newSegWriter("", k.root)
-		default:
-			k.w, err = newMemSegWriter(k.root)
-			return err
-		}
-		if err == nil {
-			return nil
-		}
-		k.fellBack(err)
+func (c *cachedError) restore(path string) error {
+	if kind := decode.KindNamed(c.Kind); kind != nil {
+		return &decode.Error{Path: path, Kind: kind, Detail: c.Detail}
 	}
+	return fmt.Errorf("%s: %s", path, c.Detail)
 }
 
-// fellBack logs why the tables could not be kept where they were, and moves on to the next place.
-func (k *keeper) fellBack(err error) {
-	if k.log != nil {
-		if k.level == toStore {
-			k.log.Warn("probe tables not kept in the probe cache; the next scan probes these videos again", "dir", k.store, "err", err)
-		} else {
-			k.log.Warn("probe tables kept in memory: no temporary file could hold them", "err", err)
-		}
-	}
-	k.level++
-}
-
-// failed gives up the segment being written after err, and returns the videos whose tables it held.
-func (k *keeper) failed(err error) []int {
-	if k.w != nil {
-		k.w.abort()
-		k.w = nil
-	}
-	k.fellBack(err)
-	lost := k.held
-	k.held = nil
-	return lost
-}
-
-// add keeps video i's table (or why it could not be probed) and returns where the table lies, and
-// the videos whose tables a failure to write lost, to be probed and added again.
-func (k *keeper) add(i int, rel string, id FileID, info *decode.Info, perr error) (Ref, []int, error) {
-	var lost []int
-	for {
-		if k.w == nil {
-			if err := k.open(); err != nil {
-				return Ref{}, lost, err
-			}
-		}
-		off, n, err := k.w.add(rel, id, info, perr)
-		if err != nil && k.level < toMemory {
-			lost = append(lost, k.failed(err)...)
-			continue
-		}
-		if err != nil {
-			return Ref{}, lost, err
-		}
-		k.held = append(k.held, i)
-		ref := Ref{seg: int32(len(k.segs) + 1), n: n, off: off}
-		if len(k.held) >= k.checkpoint && k.level == toStore {
-			// Into place now, so that an interrupted scan keeps it.
-			if s, err := k.w.finish(); err != nil {
-				k.w = nil // finish removed it
-				lost = append(lost, k.failed(err)...)
-			} else {
-				k.segs, k.w, k.held = append(k.segs, s), nil, nil
-			}
-		}
-		if n == 0 {
-			ref = Ref{}
-		}
-		return ref, lost, nil
-	}
-}
-
-// finish puts the segment being written into place, and returns the videos whose tables were
-// lost if it could not be.
-func (k *keeper) finish() ([]int, error) {
-	if k.w == nil {
-		return nil, nil
-	}
-	s, err := k.w.finish()
-	k.w = nil
-	if err != nil && k.level < toMemory {
-		return k.failed(err), nil
-	}
+// compact writes the tables of the videos found into one segment, removes the segments they
+// came from, and returns the new one, with the videos' Refs pointing into it. Records whose
+// segment was written with the same gob preamble are copied as they are; others are decoded and
+// written again.
+func compact(store, root string, segs []*segment, videos []Video) ([]*segment, error) {
+	w, err := newSegWriter(store, root)
 	if err != nil {
 		return nil, err
 	}
-	k.segs, k.held = append(k.segs, s), nil
-	return nil, nil
-}
-
-// abort gives up the segment being written.
-func (k *keeper) abort() {
-	if k.w != nil {
-		k.w.abort()
-		k.w = nil
+	refs := make([]Ref, len(videos))
+	for i, v := range videos {
+		var off int64
+		var n uint32
+		switch r := v.Table; {
+		case v.Err != nil:
+			_, _, err = w.add(v.Rel, v.File, nil, v.Err)
+		case r.Valid() && bytes.Equal(segs[r.seg-1].preamble, w.preamble):
+			rec := make([]byte, r.n)
+			if _, err = segs[r.seg-1].f.ReadAt(rec, r.off); err == nil {
+				n = r.n
+				off, err = w.addRaw(indexEntry{Rel: v.Rel, Size: v.File.Size, ModTime: v.File.ModTime, Version: v.File.Version, Brief: v.Brief, Len: r.n, Unusable: v.marks}, rec)
+			}
+		case r.Valid():
+			var info *decode.Info
+			if info, err = segs[r.seg-1].record(r.off, r.n); err == nil {
+				off, n, err = w.add(v.Rel, v.File, info, nil)
+			}
+		}
+		if err != nil {
+			w.abort()
+			return nil, err
+		}
+		if n > 0 {
+			refs[i] = Ref{seg: 1, n: n, off: off}
+		}
 	}
+	merged, err := w.finish()
+	if err != nil {
+		return nil, err
+	}
+	for i := range videos {
+		videos[i].Table = refs[i]
+	}
+	for _, s := range segs {
+		if s.name != "" {
+			os.Remove(s.name) // another node's merge may have removed it first
+		}
+		s.f.Close()
+	}
+	return []*segment{merged}, nil
 }

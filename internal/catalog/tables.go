@@ -1,0 +1,116 @@
+package catalog
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/vidfs/vidfs/decode"
+)
+
+// Tables reads the probe tables a scan found or made, one video at a time, keeping the most
+// recently used in memory up to a bound.
+type Tables struct {
+	segs  []*segment    // read-only after Scan
+	open  decode.Opener // how a table that cannot be read back is probed again (nil: local files)
+	loads singleflight.Group
+
+	// mu guards the fields below. A leaf lock: nothing is called while it is held.
+	mu       sync.Mutex
+	lru      *list.List // of *tableEntry, most recent first
+	byRef    map[Ref]*list.Element
+	bytes    int64
+	maxBytes int64
+}
+
+type tableEntry struct {
+	ref   Ref
+	info  *decode.Info
+	bytes int64
+}
+
+// DefaultTablesBytes bounds the memory of the tables Tables keeps decoded.
+const DefaultTablesBytes = 32 << 20
+
+func newTables(segs []*segment, open decode.Opener) *Tables {
+	return &Tables{segs: segs, open: open, lru: list.New(), byRef: map[Ref]*list.Element{}, maxBytes: DefaultTablesBytes}
+}
+
+// Info returns the probe table r points at, with Path set to path. The table is shared with
+// other callers: it must not be changed. A table that cannot be read back (its segment damaged,
+// or removed on a shared filesystem by another node's merge) is probed again from path, once:
+// the new table is kept as the one read would have been. Callers asking for the same table at
+// once share one read.
+func (t *Tables) Info(r Ref, path string) (*decode.Info, error) {
+	if !r.Valid() || int(r.seg) > len(t.segs) {
+		return nil, fmt.Errorf("%s: no probe table", path)
+	}
+	if info := t.cached(r); info != nil {
+		return info, nil
+	}
+	v, err, _ := t.loads.Do(fmt.Sprintf("%d/%d", r.seg, r.off), func() (any, error) {
+		if info := t.cached(r); info != nil { // loaded between the look and the load
+			return info, nil
+		}
+		info, err := t.segs[r.seg-1].record(r.off, r.n)
+		if err != nil {
+			var perr error
+			if info, perr = decode.ProbeFrom(path, t.open); perr != nil {
+				return nil, fmt.Errorf("reading the probe table of %s: %w (probing it again: %w)", path, err, perr)
+			}
+		}
+		info.Path = path
+		t.keep(r, info)
+		return info, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*decode.Info), nil
+}
+
+// cached returns the table r points at if it is in memory, else nil.
+func (t *Tables) cached(r Ref) *decode.Info {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.byRef[r]; ok {
+		t.lru.MoveToFront(e)
+		return e.Value.(*tableEntry).info
+	}
+	return nil
+}
+
+// keep adds a table to those in memory, dropping the least recently used beyond the bound.
+func (t *Tables) keep(r Ref, info *decode.Info) {
+	size := tableBytes(info)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.byRef[r] = t.lru.PushFront(&tableEntry{ref: r, info: info, bytes: size})
+	t.bytes += size
+	for t.bytes > t.maxBytes && t.lru.Len() > 1 {
+		old := t.lru.Remove(t.lru.Back()).(*tableEntry)
+		delete(t.byRef, old.ref)
+		t.bytes -= old.bytes
+	}
+}
+
+// tableBytes estimates the memory a decoded table takes.
+func tableBytes(in *decode.Info) int64 {
+	n := 512 + 8*len(in.PTS) + 4*(len(in.FramePackets)+len(in.PacketFrames)) + 64*len(in.Keyframes)
+	for _, w := range in.Warnings {
+		n += 16 + len(w)
+	}
+	return int64(n)
+}
+
+// Close closes the segment files.
+func (t *Tables) Close() error {
+	var errs []error
+	for _, s := range t.segs {
+		errs = append(errs, s.f.Close())
+	}
+	return errors.Join(errs...)
+}
