@@ -62,7 +62,7 @@ func ParseGPUs(s string) ([]int, error) {
 		return nil, nil
 	}
 	if strings.TrimSpace(s) == "" {
-		return nil, fmt.Errorf("gpus %q: want all or a comma-separated list of GPU numbers, e.g. 0,1", s)
+		return nil, fmt.Errorf("%q: want all or a comma-separated list of GPU numbers, e.g. 0,1", s)
 	}
 	var gpus []int
 	for _, f := range strings.Split(s, ",") {
@@ -70,11 +70,11 @@ func ParseGPUs(s string) ([]int, error) {
 		n, err := strconv.Atoi(f)
 		switch {
 		case err != nil || n < 0:
-			return nil, fmt.Errorf("gpus %q: %q is not a GPU number (0, 1, ...; or all)", s, f)
+			return nil, fmt.Errorf("%q: %q is not a GPU number (0, 1, ...); want all or a list such as 0,1", s, f)
 		case n >= maxGPUs:
-			return nil, fmt.Errorf("gpus %q: GPU %d: at most %d GPUs are used, numbered from 0", s, n, maxGPUs)
+			return nil, fmt.Errorf("%q: GPU %d: at most %d GPUs are used, numbered from 0", s, n, maxGPUs)
 		case slices.Contains(gpus, n):
-			return nil, fmt.Errorf("gpus %q: GPU %d named twice", s, n)
+			return nil, fmt.Errorf("%q: GPU %d named twice", s, n)
 		}
 		gpus = append(gpus, n)
 	}
