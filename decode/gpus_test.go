@@ -344,3 +344,44 @@ func TestGPUAdoptionStays(t *testing.T) {
 	p.put(a)
 	p.put(c)
 }
+
+// TestNVDECPerGPU, where there are GPUs: every GPU the process sees opens, clips NVDEC decoded
+// are counted on the GPU that decoded them (adding up to ClipsGPU), and each GPU's memory
+// estimate is its open decoders' (one size of video here).
+func TestNVDECPerGPU(t *testing.T) {
+	p, err := NewPool(PoolOptions{Concurrency: 8, HWAccel: HWCUDA, GPUDecoders: 2})
+	if err != nil {
+		t.Skipf("NVDEC test not run: %v. It runs on machines with an NVIDIA GPU and driver.", err)
+	}
+	defer p.Close()
+	DisableAdoption(p)
+	infos := alike(t, 8)
+	o := Output{Width: 32, Height: 32, Resize: Stretch}
+	c := Clip{Start: 20, Frames: 4, Stride: 2}
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for i := range 32 {
+		wg.Go(func() {
+			if err := p.DecodeClip(context.Background(), infos[i%len(infos)], c, o, make([]byte, c.Frames*o.FrameBytes())); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	var clips int64
+	for _, g := range st.GPUs {
+		t.Logf("GPU %d: %d of %d decoders open, %d bytes estimated, %d clips", g.Index, g.Decoders, g.MaxDecoders, g.MemoryBytes, g.Clips)
+		clips += g.Clips
+		if g.MemoryBytes != int64(g.Decoders)*nvdecBytes(infos[0]) {
+			t.Errorf("GPU %d: %d bytes estimated for %d decoders, want %d each", g.Index, g.MemoryBytes, g.Decoders, nvdecBytes(infos[0]))
+		}
+	}
+	if clips != st.ClipsGPU || st.ClipsGPU == 0 {
+		t.Errorf("clips on the GPUs: %d in all, ClipsGPU %d; want equal, and some", clips, st.ClipsGPU)
+	}
+}
