@@ -21,6 +21,13 @@ Steps (--steps, default all):
            by vidfs bench with a plan: hit rate, clips/s, clips by decoder, nvidia-smi dmon
   scale    the CPU path: the same mount with --hwaccel none and --workers 1, 2, 4, 8, 16 (and
            the machine's core count): clips/s and vidfs's CPU seconds per clip
+  gpus     every GPU of the machine (issue 34): the mount with --gpus all (--workers 8 a GPU, at
+           most 2x the cores), beside --gpus 0 (--workers 8) and the CPU (--hwaccel none
+           --workers 16): clips/s, CPU per clip, and each GPU's decoders open, their estimated
+           memory and its clips, from .vidfs/stats (decode.gpus)
+
+The steps that need a GPU (tests, bench, mount, gpus) stop at once, saying so, where nvidia-smi
+finds none.
 """
 import argparse
 import hashlib
@@ -255,6 +262,7 @@ class Run:
         dec = stats.get("decode", {}) if isinstance(stats, dict) else {}
         r["by_decoder"] = dec.get("by_decoder")
         r["gpu_fallbacks"] = dec.get("gpu_fallbacks")
+        r["gpus"] = dec.get("gpus")
         if dmon:
             r["dmon"] = dmon_summary(os.path.join(self.out, "dmon-%s.txt" % tag))
         self.note("%s: %s" % (tag, json.dumps(r)))
@@ -275,6 +283,22 @@ def profile(base, prefix):
             f.write(urllib.request.urlopen(base + "/profile?seconds=6", timeout=30).read())
     except OSError as e:
         log("profile:", e)
+
+
+def gpu_count():
+    """The NVIDIA GPUs nvidia-smi lists (0 where it is missing or fails)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def per_gpu(r):
+    """Each GPU's figures of a mount's result: 'GPU n: decoders/max, MiB, clips' joined."""
+    return "; ".join("GPU %d: %d/%d dec, %.0f MiB, %d clips" % (g["index"], g["decoders"], g["max_decoders"],
+                                                               g["decoder_memory_bytes"] / 2**20, g["clips"])
+                     for g in (r.get("gpus") or []))
 
 
 def cputime(pid):
@@ -304,7 +328,7 @@ def main():
     ap.add_argument("what", choices=["pack", "run"])
     ap.add_argument("dir", nargs="?", default=os.path.join(ROOT, ".device"))
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/vidfs-gpu-out"))
-    ap.add_argument("--steps", default="env,tests,bench,mount,scale")
+    ap.add_argument("--steps", default="env,tests,bench,mount,scale,gpus")
     ap.add_argument("--tests-timeout", type=int, default=240)
     ap.add_argument("--bench-timeout", type=int, default=300)
     ap.add_argument("--benchtime", default="1x", help="go test -benchtime for BenchmarkNVDEC")
@@ -328,12 +352,16 @@ def main():
         with open(os.path.join(a.dir, "root"), "w") as f:
             f.write(ROOT + "\n")
         return
+    steps = a.steps.split(",")
+    gpus = gpu_count()
+    if gpus == 0 and set(steps) & {"tests", "bench", "mount", "gpus"}:
+        sys.exit("gpu.py: no NVIDIA GPU here (nvidia-smi -L lists none): the steps %s need a machine with one"
+                 % ",".join(s for s in steps if s in ("tests", "bench", "mount", "gpus")))
     r = Run(a.dir, a.out)
     if a.kinds:
         r.kinds = a.kinds.split(",")
     r.profile = a.profile
     r.setup()
-    steps = a.steps.split(",")
     if "env" in steps:
         r.env()
     if "tests" in steps:
@@ -351,6 +379,11 @@ def main():
             ws.append(os.cpu_count())
         for w in ws:
             results.append(r.mount("cpu-w%d" % w, ["--hwaccel", "none", "--workers", str(w)], a.duration, a.scale_jobs))
+    if "gpus" in steps:
+        w = min(8 * gpus, 2 * (os.cpu_count() or 1))
+        results.append(r.mount("gpus-all-w%d" % w, ["--hwaccel", "cuda", "--gpus", "all", "--workers", str(w)], a.duration, 2 * w))
+        results.append(r.mount("gpus-0-w8", ["--hwaccel", "cuda", "--gpus", "0", "--workers", "8"], a.duration, 16))
+        results.append(r.mount("gpus-cpu-w16", ["--hwaccel", "none", "--workers", "16"], a.duration, 16))
     json.dump(results, open(os.path.join(a.out, "mounts.json"), "w"), indent=1)
     print("\n".join(["", "summary:"] + r.summary))
     print("%-16s %8s %10s %10s %8s %s" % ("mount", "clips/s", "CPU ms/clip", "cores busy", "errors", "by decoder / hit rate"))
@@ -358,6 +391,8 @@ def main():
         if x and "clips_s" in x:
             print("%-16s %8.1f %10.1f %10.1f %8s %s %s %s" % (x["tag"], x["clips_s"], x["cpu_per_clip_ms"], x["cores_busy"], x["errors"],
                                                           x.get("by_decoder"), x.get("hit_rate"), x.get("dmon", "")))
+            if x.get("gpus"):
+                print("%-16s %s" % ("", per_gpu(x)))
 
 
 if __name__ == "__main__":

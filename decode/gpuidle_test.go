@@ -13,7 +13,7 @@ import (
 // not taken goes back to the least recently used end.
 func TestGPUIdleBookkeeping(t *testing.T) {
 	g := &gpu{slots: make(chan struct{}, 3)}
-	p := &Pool{opts: PoolOptions{Idle: 1, GPUDecoders: 3, Log: slog.New(slog.DiscardHandler)}, gpu: g, idle: list.New(),
+	p := &Pool{opts: PoolOptions{Idle: 1, GPUDecoders: 3, Log: slog.New(slog.DiscardHandler)}, gpus: []*gpu{g}, idle: list.New(),
 		states: map[string]*videoState{}}
 	stand := func(name string, onGPU bool) *video {
 		info := &Info{Path: name}
@@ -45,7 +45,7 @@ func TestGPUIdleBookkeeping(t *testing.T) {
 	if g.take() {
 		t.Fatal("a GPU slot free while three idle GPU decoders hold all three")
 	}
-	if !p.reclaimGPUSlot() {
+	if p.reclaimGPUSlot() != g {
 		t.Fatal("reclaim found no slot")
 	}
 	if got, want := idle(), "[c3 g3 g2]"; got != want || p.stats.GPUReclaims != 1 {
@@ -62,7 +62,6 @@ func TestGPUIdleBookkeeping(t *testing.T) {
 		t.Errorf("after putting g3 back: %s, want %s", got, want)
 	}
 	g.release() // the slot the reclaim took
-	p.gpu = nil // a stand-in: no device to free
 	p.Close()
 	if len(g.slots) != 0 || p.idle.Len() != 0 {
 		t.Errorf("after Close: %d GPU slots held, %d idle", len(g.slots), p.idle.Len())

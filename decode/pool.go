@@ -1,12 +1,14 @@
 package decode
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 )
 
@@ -25,8 +27,13 @@ type PoolOptions struct {
 	Threads int
 	// HWAccel: decode on an NVIDIA GPU where possible (HWAuto), insist on one (HWCUDA), or not.
 	HWAccel HWAccel
-	// GPUDecoders bounds the decoders open on the GPU at once, and so its memory (default 8).
-	// Videos beyond it decode on the CPU.
+	// GPUs are the CUDA device numbers to decode on (among the devices the process sees, as
+	// CUDA_VISIBLE_DEVICES leaves them); nil: every GPU the process sees. With HWCUDA, one that
+	// cannot be opened fails NewPool; with HWAuto it is logged and left out.
+	GPUs []int
+	// GPUDecoders bounds the decoders open on each GPU at once, and so its memory (default 8).
+	// A new GPU decoder opens on the GPU with the fewest open; videos beyond every GPU's bound
+	// decode on the CPU.
 	GPUDecoders int
 	// Log receives the GPU's state at start and, the first time for each reason, why a video
 	// decodes on the CPU when a GPU is in use. Nil: no logging.
@@ -34,6 +41,9 @@ type PoolOptions struct {
 	// Open opens videos that are not local files (objects in a bucket) by their Info's Path;
 	// nil: every Path is a local file.
 	Open Opener
+
+	// openDevice opens a CUDA device by number (nil: openCUDA); tests give stand-ins.
+	openDevice deviceOpener
 }
 
 // Pool decodes clips for concurrent callers. It keeps open decoders (demuxer, decoder,
@@ -43,7 +53,9 @@ type Pool struct {
 	opts  PoolOptions
 	slots chan struct{} // one token per clip being decoded
 
-	gpu     *gpu // nil: CPU only
+	// gpus are the GPUs decoded on, each with its own device context and decoder slots (none:
+	// CPU only). A decoder stays on its GPU, idle or adopted, until it closes.
+	gpus    []*gpu
 	noAdopt bool // tests: no video.adopt
 
 	// mu guards the fields below, and videoState.users. LOCK ORDERING: mu before videoState.mu
@@ -80,13 +92,20 @@ type PoolStats struct {
 	// GPUReclaims counts idle GPU decoders closed so that a video without one could decode on
 	// the GPU.
 	GPUReclaims int64
+	// GPUs holds each GPU's figures, in the order of PoolOptions.GPUs (by number for all).
+	GPUs []GPUStats
 }
 
 // Stats returns the pool's counters.
 func (p *Pool) Stats() PoolStats {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stats
+	st := p.stats
+	p.mu.Unlock()
+	st.GPUs = nil
+	for _, g := range p.gpus {
+		st.GPUs = append(st.GPUs, g.stats())
+	}
+	return st
 }
 
 // NewPool returns a Pool; Close it to free its decoders. With HWCUDA it fails when there is no
@@ -109,16 +128,32 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	}
 	p := &Pool{opts: opts, slots: make(chan struct{}, opts.Concurrency), idle: list.New(),
 		cpuOnly: map[string]bool{}, logged: map[string]bool{}, states: map[string]*videoState{}}
+	if opts.openDevice == nil {
+		opts.openDevice = openCUDA
+	}
 	if opts.HWAccel != HWNone {
-		g, err := openGPU(opts.GPUDecoders)
+		gpus, failed, err := openGPUs(opts.GPUs, opts.GPUDecoders, opts.openDevice)
 		switch {
-		case err != nil && opts.HWAccel == HWCUDA:
+		case opts.HWAccel == HWCUDA && (err != nil || len(failed) > 0):
+			for _, g := range gpus {
+				g.close()
+			}
+			if err == nil {
+				err = errors.Join(failed...)
+			}
 			return nil, fmt.Errorf("--hwaccel cuda: %w", err)
 		case err != nil:
 			opts.Log.Info("decoding on the CPU", "reason", err)
 		default:
-			p.gpu = g
-			opts.Log.Info("decoding on the GPU with NVDEC where the codec allows", "gpu_decoders", opts.GPUDecoders)
+			for _, err := range failed {
+				opts.Log.Warn("leaving out a GPU", "reason", err)
+			}
+			p.gpus = gpus
+			numbers := make([]int, len(gpus))
+			for i, g := range gpus {
+				numbers[i] = g.index
+			}
+			opts.Log.Info("decoding on the GPU with NVDEC where the codec allows", "gpus", FormatGPUs(numbers), "gpu_decoders_each", opts.GPUDecoders)
 		}
 	}
 	return p, nil
@@ -168,6 +203,7 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 	if err == nil {
 		if work.GPUFrames > 0 && work.CPUFrames == 0 {
 			p.stats.ClipsGPU++
+			v.g.clips.Add(1)
 		} else {
 			p.stats.ClipsCPU++
 		}
@@ -233,11 +269,12 @@ func (p *Pool) take(info *Info, start int) (*video, error) {
 // open opens a decoder of the video, on the GPU where it may: an idle GPU decoder of a video
 // encoded alike goes on with this one where there is one (video.adopt), else a new one opens.
 func (p *Pool) open(info *Info, st *videoState, failed bool) (*video, error) {
-	if p.gpu == nil {
+	if len(p.gpus) == 0 {
 		p.count(func(s *PoolStats) { s.Opens++ })
 		return openVideo(info, p.opts.Open, st, p.opts.Threads, nil, "")
 	}
-	_, wants, _ := chooseDecoder(info.Codec, info.Width, info.Height, hasCUDA, true, failed, p.opts.GPUDecoders)
+	maxGPU := p.opts.GPUDecoders * len(p.gpus)
+	_, wants, _ := chooseDecoder(info.Codec, info.Width, info.Height, hasCUDA, true, failed, maxGPU)
 	var in *input
 	if wants && !p.noAdopt {
 		var v *video
@@ -252,13 +289,13 @@ func (p *Pool) open(info *Info, st *videoState, failed bool) (*video, error) {
 		}
 	}
 	p.count(func(s *PoolStats) { s.Opens++ })
-	slot := p.gpu.take()
-	if wants && !slot {
-		slot = p.reclaimGPUSlot()
+	g := p.takeGPU()
+	if wants && g == nil {
+		g = p.reclaimGPUSlot()
 	}
-	dec, onGPU, reason := chooseDecoder(info.Codec, info.Width, info.Height, hasCUDA, slot, failed, p.opts.GPUDecoders)
-	if slot && !onGPU {
-		p.gpu.release()
+	dec, onGPU, reason := chooseDecoder(info.Codec, info.Width, info.Height, hasCUDA, g != nil, failed, maxGPU)
+	if g != nil && !onGPU {
+		g.release()
 	}
 	if !onGPU {
 		p.mu.Lock()
@@ -270,7 +307,21 @@ func (p *Pool) open(info *Info, st *videoState, failed bool) (*video, error) {
 		}
 		return openVideoIn(info, in, p.opts.Open, st, p.opts.Threads, nil, "")
 	}
-	return openVideoIn(info, in, p.opts.Open, st, 1, p.gpu, dec)
+	g.opened(info)
+	return openVideoIn(info, in, p.opts.Open, st, 1, g, dec)
+}
+
+// takeGPU reserves a decoder slot on the GPU with the fewest decoders open (the first of those
+// with as few), or on the next where another caller took the last first; nil: every GPU is full.
+func (p *Pool) takeGPU() *gpu {
+	order := slices.Clone(p.gpus)
+	slices.SortStableFunc(order, func(a, b *gpu) int { return cmp.Compare(len(a.slots), len(b.slots)) })
+	for _, g := range order {
+		if g.take() {
+			return g
+		}
+	}
+	return nil
 }
 
 // adoptIdle hands the video the least recently used idle GPU decoder that can go on with it
@@ -319,11 +370,12 @@ func (p *Pool) count(f func(*PoolStats)) {
 	p.mu.Unlock()
 }
 
-// reclaimGPUSlot closes the least recently used idle decoder that holds a GPU slot, and takes
-// the slot. Without it, idle decoders of videos read earlier would hold every slot and each new
-// video would decode on the CPU, however idle the GPU. It reports false when every GPU decoder
-// is busy, or another caller took the freed slot first.
-func (p *Pool) reclaimGPUSlot() bool {
+// reclaimGPUSlot closes the least recently used idle decoder that holds a GPU slot, of any GPU,
+// and takes a slot as takeGPU does: the freed one, unless another GPU has fewer decoders open.
+// Without it, idle decoders of videos read earlier would hold every slot and each new video
+// would decode on the CPU, however idle the GPUs. It returns nil when every GPU decoder is busy,
+// or other callers took the freed slot first.
+func (p *Pool) reclaimGPUSlot() *gpu {
 	p.mu.Lock()
 	var victim *video
 	for e := p.idle.Back(); e != nil; e = e.Prev() {
@@ -339,7 +391,7 @@ func (p *Pool) reclaimGPUSlot() bool {
 	if victim != nil {
 		victim.close() // outside mu: destroying an NVDEC decoder takes a while
 	}
-	return p.gpu.take()
+	return p.takeGPU()
 }
 
 // UnusableKeyframes returns, by video path, the frames of the keyframes found unusable since the
@@ -420,8 +472,8 @@ func (p *Pool) Close() {
 		p.closeLocked(e.Value.(*video))
 	}
 	p.idle.Init()
-	if p.gpu != nil {
-		p.gpu.close() // decoders still busy hold their own reference to the device
+	for _, g := range p.gpus {
+		g.close() // decoders still busy hold their own reference to the device
 	}
 }
 

@@ -251,7 +251,7 @@ func (v *video) adopt(info *Info, in *input, st *videoState) bool {
 
 func (v *video) close() {
 	if v.g != nil {
-		v.g.release()
+		v.g.closed(v.info)
 		v.g = nil
 	}
 	if v.sw != nil {

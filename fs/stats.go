@@ -16,6 +16,10 @@ func (f *FS) Stats() wire.Stats {
 	cs := f.cache.Stats()
 	ts := f.plans.Stats()
 	ds := f.cfg.Decoder.Stats()
+	var gpus []wire.GPUStats
+	for _, g := range ds.GPUs {
+		gpus = append(gpus, wire.GPUStats{Index: g.Index, Decoders: g.Decoders, MaxDecoders: g.MaxDecoders, Clips: g.Clips, DecoderMemoryBytes: g.MemoryBytes})
+	}
 	depth := f.cache.Depth()
 	upcoming := f.plans.Upcoming(nil, depth)
 	ahead, inWindow := f.cache.ReadyAhead(upcoming)
@@ -69,7 +73,7 @@ func (f *FS) Stats() wire.Stats {
 			ClipsPerSecond: f.decodeRate.PerSecond(now),
 			ByDecoder:      wire.DecoderClips{NVDEC: ds.ClipsGPU, CPU: ds.ClipsCPU}, GPUFallbacks: ds.GPUFallbacks,
 			FramesDecoded: ds.Frames, FramesServed: (hits + misses) * int64(f.lay.Spec.Frames),
-			Seeks: ds.Seeks, DecodersOpened: ds.Opens, DecodersAdopted: ds.Adoptions,
+			Seeks: ds.Seeks, DecodersOpened: ds.Opens, DecodersAdopted: ds.Adoptions, GPUs: gpus,
 		},
 		Reads: wire.ReadStats{
 			Requests: requests, Bytes: bytes, Accesses: ts.Accesses, WaitSeconds: waited.Seconds(),

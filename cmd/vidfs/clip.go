@@ -24,6 +24,7 @@ func clipCommand() *command {
 		out                            string
 		padEnd                         bool
 		hw                             = hwValue{decode.HWAuto}
+		gpus                           gpusValue
 		fps                            rateValue
 	)
 	return &command{
@@ -52,6 +53,7 @@ training transform), stretch (scale each side to fit), pad (fit the long side, b
 			fs.StringVarP(&out, "output", "o", "", "output file (.npy: NumPy array; -: stdout); required")
 			fs.IntVar(&threads, "threads", 0, "decoder threads on the CPU (0: automatic)")
 			fs.Var(&hw, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto, cuda (require one) or none")
+			fs.Var(&gpus, "gpus", "the NVIDIA GPUs opened, as vidfs mount takes them; the clip decodes on the first")
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			if len(args) != 1 {
@@ -68,7 +70,7 @@ training transform), stretch (scale each side to fit), pad (fit the long side, b
 			o := decode.Output{Width: size.w, Height: size.h, Resize: resize.r, Fast: mode.fast}
 			c := decode.Clip{Start: start, Frames: frames, Stride: stride, PadEnd: padEnd, FPS: fps.r}
 			buf := make([]byte, frames*o.FrameBytes())
-			where, err := decodeOne(ctx, e, info, c, o, buf, threads, hw.h)
+			where, err := decodeOne(ctx, e, info, c, o, buf, threads, hw.h, gpus.gpus)
 			if err != nil {
 				return err
 			}
@@ -93,12 +95,12 @@ training transform), stretch (scale each side to fit), pad (fit the long side, b
 
 // decodeOne decodes one clip on the CPU, or through a pool on the GPU when hw asks for it and
 // there is one; it says where.
-func decodeOne(ctx context.Context, e *env, info *decode.Info, c decode.Clip, o decode.Output, buf []byte, threads int, hw decode.HWAccel) (string, error) {
+func decodeOne(ctx context.Context, e *env, info *decode.Info, c decode.Clip, o decode.Output, buf []byte, threads int, hw decode.HWAccel, gpus []int) (string, error) {
 	if hw == decode.HWNone {
 		return "CPU", decode.DecodeClip(ctx, info, c, o, buf, threads)
 	}
 	log, _ := newLogger(e.stderr, "warn")
-	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: 1, Threads: max(threads, 1), HWAccel: hw, Log: log})
+	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: 1, Threads: max(threads, 1), HWAccel: hw, GPUs: gpus, Log: log})
 	if err != nil {
 		return "", err
 	}

@@ -153,6 +153,7 @@ type mountOptions struct {
 	logLevel              string
 	metricsAddr           string
 	hwaccel               hwValue
+	gpus                  gpusValue
 	gpuDecoders           int
 	onError               string
 	planIdle              time.Duration
@@ -221,7 +222,8 @@ Exit status:
 			fs.IntVar(&o.prefetch, "prefetch", 0, "samples to keep decoded ahead of the reader (default: as many as fit in the cache)")
 			fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "samples decoded at once ahead of the reader")
 			fs.Var(&o.hwaccel, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto (if there is one), cuda (require one) or none")
-			fs.IntVar(&o.gpuDecoders, "gpu-decoders", 8, "decoders open on the GPU at once, busy or idle, which bounds its memory (about 60 MiB each at 1080p); more videos decode on the CPU. Idle ones are reused by videos encoded alike: give it more than 2x --workers")
+			fs.Var(&o.gpus, "gpus", gpusHelp)
+			fs.IntVar(&o.gpuDecoders, "gpu-decoders", 8, "decoders open on each GPU at once, busy or idle, which bounds its memory (about 60 MiB each at 1080p); new ones open on the GPU with the fewest, and more videos decode on the CPU. Idle ones are reused by videos encoded alike: give it more than 2x --workers over the GPUs")
 			fs.BoolVar(&o.allowOther, "allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
 			fs.StringVar(&o.logLevel, "log-level", "info", "log detail on stderr: debug, info, warn or error")
 			fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9100 (path /metrics; Go's profiles under /debug/pprof/, for anyone who can reach it: keep it on loopback)")
@@ -288,7 +290,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	}
 
 	if o.hwaccel.h == decode.HWCUDA {
-		if err := decode.CheckGPU(); err != nil { // before minutes of probing
+		if err := decode.CheckGPUs(o.gpus.gpus); err != nil { // before minutes of probing
 			return fmt.Errorf("--hwaccel cuda: %w", err)
 		}
 	}
@@ -329,7 +331,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	// One decoder per load the cache may run at once; as many kept open between clips as it
 	// prefetches at once.
 	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: cache.MaxLoads(workers), Idle: workers, Threads: 1,
-		HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders, Log: log, Open: source.opener()})
+		HWAccel: o.hwaccel.h, GPUs: o.gpus.gpus, GPUDecoders: o.gpuDecoders, Log: log, Open: source.opener()})
 	if err != nil {
 		return err
 	}
@@ -503,3 +505,15 @@ func (o *mountOptions) tierBytes(log *slog.Logger) (int64, error) {
 	log.Info("disk tier bound", "dir", o.cacheDir, "bytes", formatBytes(n), "why", "half the free space, at most 100GiB (--cache-disk sets it)")
 	return n, nil
 }
+
+// gpusValue is a --gpus flag: all (nil) or a list of CUDA device numbers.
+type gpusValue struct{ gpus []int }
+
+func (g *gpusValue) String() string { return decode.FormatGPUs(g.gpus) }
+func (g *gpusValue) Type() string   { return "all|N,N,..." }
+func (g *gpusValue) Set(v string) (err error) {
+	g.gpus, err = decode.ParseGPUs(v)
+	return err
+}
+
+const gpusHelp = "the NVIDIA GPUs to decode on, each with its own --gpu-decoders: all (every GPU the process sees; CUDA_VISIBLE_DEVICES respected) or CUDA device numbers, e.g. 0,1 (numbered as CUDA_VISIBLE_DEVICES leaves them). With --hwaccel cuda a GPU named that cannot be used is an error; with auto it is logged and left out"

@@ -124,6 +124,10 @@ func printStats(w io.Writer, mnt string, lay wire.Dataset, st wire.Stats) {
 		d.Amplification, d.FramesDecoded, d.FramesServed, d.Seeks, d.DecodersOpened)
 	fmt.Fprintf(w, "           by decoder: NVDEC %d clips, CPU %d clips; %d videos moved to the CPU after NVDEC failed; %d GPU decoders adopted by another video\n",
 		d.ByDecoder.NVDEC, d.ByDecoder.CPU, d.GPUFallbacks, d.DecodersAdopted)
+	for _, g := range d.GPUs {
+		fmt.Fprintf(w, "           GPU %d: %d of %d decoders open, about %s of their surfaces (estimated); %d clips on NVDEC\n",
+			g.Index, g.Decoders, g.MaxDecoders, formatBytes(g.DecoderMemoryBytes), g.Clips)
+	}
 	if t := st.Tier; t != nil {
 		fmt.Fprintf(w, "  tier     %s of %s on disk in %s: %d samples, %s each (%s: %.1fx smaller)\n", formatBytes(t.UsedBytes),
 			formatBytes(t.CapacityBytes), t.Dir, t.Entries, formatBytes(int64(t.BytesPerSample)), t.Codec, t.Ratio)

@@ -26,6 +26,7 @@ type verifyOptions struct {
 	asJSON      bool
 	workers     int
 	hwaccel     hwValue
+	gpus        gpusValue
 	gpuDecoders int
 }
 
@@ -49,7 +50,8 @@ Keyframes found unusable are noted in the probe cache for the mounts that follow
 			fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON on stdout")
 			fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "videos decoded at once")
 			fs.Var(&o.hwaccel, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto (if there is one), cuda (require one) or none")
-			fs.IntVar(&o.gpuDecoders, "gpu-decoders", 8, "decoders open on the GPU at once")
+			fs.Var(&o.gpus, "gpus", gpusHelp)
+			fs.IntVar(&o.gpuDecoders, "gpu-decoders", 8, "decoders open on each GPU at once")
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			if len(args) != 1 {
@@ -129,7 +131,7 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	}
 	defer infos.tables.Close()
 	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: o.workers, Idle: o.workers, Threads: 1,
-		HWAccel: o.hwaccel.h, GPUDecoders: o.gpuDecoders, Log: log, Open: source.opener()})
+		HWAccel: o.hwaccel.h, GPUs: o.gpus.gpus, GPUDecoders: o.gpuDecoders, Log: log, Open: source.opener()})
 	if err != nil {
 		return err
 	}

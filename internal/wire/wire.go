@@ -192,6 +192,20 @@ type DecodeStats struct {
 	// DecodersAdopted counts clips of a video that went to an idle GPU decoder of another video
 	// encoded alike, where a new NVDEC decoder would have been opened.
 	DecodersAdopted int64 `json:"decoders_adopted"`
+	// GPUs are the GPUs decoded on (none: the CPU alone).
+	GPUs []GPUStats `json:"gpus,omitempty"`
+}
+
+// GPUStats is one GPU's decoders.
+type GPUStats struct {
+	Index       int   `json:"index"`        // the CUDA device number, among those the mount sees
+	Decoders    int   `json:"decoders"`     // NVDEC decoders open on it, busy or idle
+	MaxDecoders int   `json:"max_decoders"` // --gpu-decoders: the bound on decoders
+	Clips       int64 `json:"clips"`        // samples NVDEC decoded on it
+	// DecoderMemoryBytes estimates the GPU memory of its open decoders: NV12 surfaces of each
+	// video's coded size (rounded up to 16) times the surfaces FFmpeg has NVDEC allocate for the
+	// codec at most (19 for H.264 and HEVC). The device's CUDA context takes its own beside.
+	DecoderMemoryBytes int64 `json:"decoder_memory_bytes"`
 }
 
 // DecoderClips counts the samples each kind of decoder decoded.
