@@ -169,6 +169,8 @@ type Tier struct {
 	done    chan struct{}
 	// trustAge is the package's trustAge, which tests change between calls.
 	trustAge time.Duration
+	// closeWarn is the package's closeWarn, which tests shorten.
+	closeWarn time.Duration
 	// beforeWrite, when set (by tests, before any Put), runs on the writer before each entry.
 	beforeWrite func()
 	pool        sync.Pool // *[]byte buffers for queueing
@@ -280,7 +282,7 @@ func Open(opts Options) (*Tier, error) {
 	}
 	t := &Tier{opts: opts, dir: dir, dirFD: dirFD, lock: lock, enc: enc, dec: dec, log: opts.Log, scratch: make(chan *scratch, 4),
 		entries: map[Key]*entry{}, evict: evict.New[Key](opts.Due), wake: make(chan struct{}, 1), done: make(chan struct{}),
-		trustAge: trustAge}
+		trustAge: trustAge, closeWarn: closeWarn}
 	t.idle = sync.NewCond(&t.mu)
 	t.stats.Dir, t.stats.MaxBytes, t.stats.Codec = opts.Dir, opts.MaxBytes, opts.Codec
 	if err := t.scan(); err != nil {
@@ -1001,12 +1003,15 @@ func (t *Tier) Stats() Stats {
 	return s
 }
 
+// closeWarn is how long Close waits for the writer before it warns and drops what is queued.
+const closeWarn = 5 * time.Second
+
 // Close writes what is queued, if it can within a few seconds, and releases the directory.
-func (t *Tier) Close() {
+func (t *Tier) Close() error {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return
+		return nil
 	}
 	t.closed = true
 	t.mu.Unlock()
@@ -1016,7 +1021,7 @@ func (t *Tier) Close() {
 	}
 	select {
 	case <-t.done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(t.closeWarn):
 		t.mu.Lock()
 		n := len(t.queue)
 		if len(t.queue) > 0 { // the one being written finishes; the rest are dropped
@@ -1027,6 +1032,7 @@ func (t *Tier) Close() {
 		<-t.done
 	}
 	t.closeFiles()
+	return nil
 }
 
 func (t *Tier) closeFiles() {

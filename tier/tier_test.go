@@ -708,3 +708,44 @@ func flip(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCloseStuckWriter: a writer stuck on a disk that does not answer holds Close only for a
+// bounded time: Close warns, gives up, and says what is stuck. The writer, once the disk
+// answers, finishes the entry it was writing and lets the directory go.
+func TestCloseStuckWriter(t *testing.T) {
+	dir := t.TempDir()
+	tr := open(t, Zstd, dir, 1<<30, nil)
+	tr.closeWarn = 10 * time.Millisecond
+	held, hold := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	tr.beforeWrite = func() { // the disk stops answering once the first entry is on its way
+		once.Do(func() { close(held) })
+		<-hold
+	}
+	for i := range 3 {
+		if !tr.Put(key(i), i, sample(i)) {
+			t.Fatalf("entry %d not queued", i)
+		}
+	}
+	<-held
+	closed := make(chan error, 1)
+	go func() { closed <- tr.Close() }()
+	select {
+	case err := <-closed:
+		if err == nil || !strings.Contains(err.Error(), "writer is stuck") || !strings.Contains(err.Error(), key(0).String()) {
+			t.Errorf("Close with the writer stuck: %v; want an error saying the writer is stuck, on entry %s", err, key(0))
+		}
+	case <-time.After(30 * time.Second): // a guard, far above the bound (a few closeWarns)
+		t.Errorf("Close has not returned 30 s after it began, with its writer stuck: it waits for the disk forever")
+		close(hold)
+		<-closed
+		return
+	}
+	close(hold) // the disk answers: the writer writes entry 0, drops the rest, and ends
+	<-tr.done
+	tr = open(t, Zstd, dir, 1<<30, nil) // the directory was let go
+	defer tr.Close()
+	if !tr.Has(key(0)) || tr.Has(key(1)) || tr.Has(key(2)) {
+		t.Errorf("after the stuck Close: entries 0, 1, 2 on disk: %v %v %v; want the one being written only", tr.Has(key(0)), tr.Has(key(1)), tr.Has(key(2)))
+	}
+}
