@@ -171,6 +171,9 @@ type Tier struct {
 	trustAge time.Duration
 	// closeWarn is the package's closeWarn, which tests shorten.
 	closeWarn time.Duration
+	// writerEnded says the writer goroutine has ended; abandoned, that Close gave up on it first,
+	// leaving it the encoder and the lock to close.
+	writerEnded, abandoned bool
 	// beforeWrite, when set (by tests, before any Put), runs on the writer before each entry.
 	beforeWrite func()
 	pool        sync.Pool // *[]byte buffers for queueing
@@ -808,6 +811,15 @@ func (t *Tier) Put(key Key, tag int, src []byte) bool {
 // the backlog fills and Put skips.
 func (t *Tier) writer() {
 	defer close(t.done)
+	defer func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.writerEnded = true
+		if t.abandoned { // Close gave up on this writer: what it used is its to close
+			t.enc.Close()
+			t.lock.Close()
+		}
+	}()
 	// Locked and never unlocked: the thread, with its priority, ends with this goroutine
 	// instead of going back to run others.
 	runtime.LockOSThread()
@@ -1003,10 +1015,18 @@ func (t *Tier) Stats() Stats {
 	return s
 }
 
-// closeWarn is how long Close waits for the writer before it warns and drops what is queued.
-const closeWarn = 5 * time.Second
+// closeWarn is how long Close waits for the writer before it warns and drops what is queued
+// but the entry being written; closeGiveUp (times closeWarn) how much longer it waits for that
+// entry before it gives up on the writer.
+const (
+	closeWarn   = 5 * time.Second
+	closeGiveUp = 5
+)
 
-// Close writes what is queued, if it can within a few seconds, and releases the directory.
+// Close writes what is queued, if it can within a few seconds, and releases the directory. A
+// writer that the disk holds longer than that (a hung disk: closeWarn, then closeGiveUp times
+// as long) is given up on: Close returns an error naming the entry it is stuck on, and the
+// writer, if the disk ever answers, finishes that entry and then releases the directory itself.
 func (t *Tier) Close() error {
 	t.mu.Lock()
 	if t.closed {
@@ -1029,10 +1049,38 @@ func (t *Tier) Close() error {
 		}
 		t.mu.Unlock()
 		t.log.Warn("disk tier: closing with entries unwritten", "entries", n)
-		<-t.done
+		select {
+		case <-t.done:
+		case <-time.After(closeGiveUp * t.closeWarn):
+			if err := t.abandon(); err != nil {
+				return err
+			}
+		}
 	}
 	t.closeFiles()
 	return nil
+}
+
+// abandon gives up on a writer that the disk holds, and returns an error saying what it is
+// stuck on; the writer closes what it uses (the encoder, and the lock on the directory) if it
+// ever ends. It returns nil if the writer has ended meanwhile, and the tier is closed as usual.
+func (t *Tier) abandon() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.writerEnded {
+		return nil
+	}
+	t.abandoned = true
+	what := "the writer is stuck"
+	if len(t.queue) > 0 {
+		what += " writing entry " + t.queue[0].key.String()
+	}
+	err := fmt.Errorf("disk tier %s: %s for %v after Close asked it to end; closed without it (the directory stays locked until the disk answers)",
+		t.opts.Dir, what, (1+closeGiveUp)*t.closeWarn)
+	t.log.Error("disk tier: given up on the writer", "err", err)
+	t.dec.Close()
+	unix.Close(t.dirFD)
+	return err
 }
 
 func (t *Tier) closeFiles() {
