@@ -236,7 +236,7 @@ const (
 
 // Open opens (or makes) a tier in opts.Dir, taking stock of the entries there and removing what
 // a crash left half-written.
-func Open(opts Options) (*Tier, error) {
+func Open(opts Options) (_ *Tier, err error) {
 	if opts.Dir == "" || opts.MaxBytes <= 0 {
 		return nil, fmt.Errorf("tier: want a directory and a size (got %q, %d bytes)", opts.Dir, opts.MaxBytes)
 	}
@@ -253,12 +253,21 @@ func Open(opts Options) (*Tier, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
 		return nil, fmt.Errorf("disk tier: %w", err)
 	}
+	// Whatever is opened below is closed again if a later step fails.
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for _, c := range slices.Backward(closers) {
+				c()
+			}
+		}
+	}()
 	lock, err := os.OpenFile(filepath.Join(opts.Dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("disk tier: %w", err)
 	}
+	closers = append(closers, lock.Close)
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
 		return nil, fmt.Errorf("disk tier %s is in use by another vidfs mount (give each mount a directory of its own): %w", opts.Dir, err)
 	}
 	// zstd's fastest level without entropy coding: on decoded 16x224x224 clips of real footage
@@ -269,27 +278,25 @@ func Open(opts Options) (*Tier, error) {
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithNoEntropyCompression(true),
 		zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(1))
 	if err != nil {
-		lock.Close()
-		return nil, err
+		return nil, fmt.Errorf("disk tier: zstd encoder: %w", err)
 	}
+	closers = append(closers, enc.Close)
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecodeAllCapLimit(true), zstd.IgnoreChecksum(true))
 	if err != nil {
-		lock.Close()
-		return nil, err
+		return nil, fmt.Errorf("disk tier: zstd decoder: %w", err)
 	}
+	closers = append(closers, func() error { dec.Close(); return nil })
 	dirFD, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		lock.Close()
-		dec.Close()
 		return nil, fmt.Errorf("disk tier: %w", err)
 	}
+	closers = append(closers, func() error { return unix.Close(dirFD) })
 	t := &Tier{opts: opts, dir: dir, dirFD: dirFD, lock: lock, enc: enc, dec: dec, log: opts.Log, scratch: make(chan *scratch, 4),
 		entries: map[Key]*entry{}, evict: evict.New[Key](opts.Due), wake: make(chan struct{}, 1), done: make(chan struct{}),
 		trustAge: trustAge, closeWarn: closeWarn}
 	t.idle = sync.NewCond(&t.mu)
 	t.stats.Dir, t.stats.MaxBytes, t.stats.Codec = opts.Dir, opts.MaxBytes, opts.Codec
 	if err := t.scan(); err != nil {
-		t.closeFiles()
 		return nil, err
 	}
 	t.mu.Lock()
