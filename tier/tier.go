@@ -384,7 +384,7 @@ func (t *Tier) Get(key Key, tag int, dst []byte) bool {
 	if !ok {
 		return false
 	}
-	return t.settle(e, fileID{}, t.read(key, dst))
+	return t.recordRead(e, fileID{}, t.read(key, dst))
 }
 
 // Mapping is an entry's bytes where they lie in the page cache, mapped read-only (Map): served
@@ -418,7 +418,7 @@ func (t *Tier) Map(key Key, tag int, dst []byte) (m Mapping, ok bool) {
 		return Mapping{}, false
 	}
 	m, id, err := t.mapEntry(key, dst, checked)
-	if !t.settle(e, id, err) {
+	if !t.recordRead(e, id, err) {
 		m.Unmap()
 		return Mapping{}, false
 	}
@@ -440,10 +440,10 @@ func (t *Tier) lookup(key Key, tag int) (*entry, fileID, bool) {
 	return e, e.checked, true
 }
 
-// settle counts a read of entry e that returned err, and drops or keeps the entry as err says;
+// recordRead counts a read of entry e that returned err, and drops or keeps the entry as err says;
 // it reports whether the read was a hit. checked, when not zero, is the version of its file
 // whose bytes the read checked.
-func (t *Tier) settle(e *entry, checked fileID, err error) bool {
+func (t *Tier) recordRead(e *entry, checked fileID, err error) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	key := e.key
