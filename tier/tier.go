@@ -176,7 +176,9 @@ type Tier struct {
 	writerEnded, abandoned bool
 	// beforeWrite, when set (by tests, before any Put), runs on the writer before each entry.
 	beforeWrite func()
-	pool        sync.Pool // *[]byte buffers for queueing
+	// unlink removes an entry's file: os.Remove, which tests replace (before any Put).
+	unlink func(name string) error
+	pool   sync.Pool // *[]byte buffers for queueing
 }
 
 type entry struct {
@@ -293,7 +295,7 @@ func Open(opts Options) (_ *Tier, err error) {
 	closers = append(closers, func() error { return unix.Close(dirFD) })
 	t := &Tier{opts: opts, dir: dir, dirFD: dirFD, lock: lock, enc: enc, dec: dec, log: opts.Log, scratch: make(chan *scratch, 4),
 		entries: map[Key]*entry{}, evict: evict.New[Key](opts.Due), wake: make(chan struct{}, 1), done: make(chan struct{}),
-		trustAge: trustAge, closeWarn: closeWarn}
+		trustAge: trustAge, closeWarn: closeWarn, unlink: os.Remove}
 	t.idle = sync.NewCond(&t.mu)
 	t.stats.Dir, t.stats.MaxBytes, t.stats.Codec = opts.Dir, opts.MaxBytes, opts.Codec
 	if err := t.scan(); err != nil {
@@ -464,7 +466,7 @@ func (t *Tier) recordRead(e *entry, checked fileID, err error) bool {
 		t.log.Warn("disk tier: damaged entry dropped; the sample is decoded again", "file", t.path(key), "reason", err)
 		if t.entries[key] == e {
 			t.remove(e)
-			os.Remove(t.path(key))
+			t.unlink(t.path(key))
 		}
 	default:
 		t.stats.ReadErrors++
@@ -974,7 +976,7 @@ func (t *Tier) makeRoom(size int64, due int) bool {
 			return false
 		}
 		t.remove(t.entries[k])
-		os.Remove(t.path(k))
+		t.unlink(t.path(k))
 		t.stats.Evicted++
 	}
 	t.bytes += size
