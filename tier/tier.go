@@ -155,18 +155,21 @@ type Tier struct {
 
 	// mu guards everything below. LOCK ORDERING: mu is taken after any lock of a caller (the
 	// cache's loads call in holding none) and before none: Options.Due, asked with mu held,
-	// takes no lock. Files are read and written without it.
+	// takes no lock. Files are read, written and unlinked without it, so that a slow disk holds
+	// up no lookup.
 	mu      sync.Mutex
 	entries map[Key]*entry
-	evict   *evict.Policy[Key] // the order the entries are evicted in
-	bytes   int64
-	queue   []job
-	queued  int64 // bytes in queue
-	wake    chan struct{}
-	idle    *sync.Cond // on mu: the backlog emptied
-	closed  bool
-	stats   Stats
-	done    chan struct{}
+	// unlinking counts, by key, the damaged entries' files being unlinked (see recordRead).
+	unlinking map[Key]int
+	evict     *evict.Policy[Key] // the order the entries are evicted in
+	bytes     int64
+	queue     []job
+	queued    int64 // bytes in queue
+	wake      chan struct{}
+	idle      *sync.Cond // on mu: the backlog emptied
+	closed    bool
+	stats     Stats
+	done      chan struct{}
 	// trustAge is the package's trustAge, which tests change between calls.
 	trustAge time.Duration
 	// closeWarn is the package's closeWarn, which tests shorten.
@@ -294,7 +297,7 @@ func Open(opts Options) (_ *Tier, err error) {
 	}
 	closers = append(closers, func() error { return unix.Close(dirFD) })
 	t := &Tier{opts: opts, dir: dir, dirFD: dirFD, lock: lock, enc: enc, dec: dec, log: opts.Log, scratch: make(chan *scratch, 4),
-		entries: map[Key]*entry{}, evict: evict.New[Key](opts.Due), wake: make(chan struct{}, 1), done: make(chan struct{}),
+		entries: map[Key]*entry{}, unlinking: map[Key]int{}, evict: evict.New[Key](opts.Due), wake: make(chan struct{}, 1), done: make(chan struct{}),
 		trustAge: trustAge, closeWarn: closeWarn, unlink: os.Remove}
 	t.idle = sync.NewCond(&t.mu)
 	t.stats.Dir, t.stats.MaxBytes, t.stats.Codec = opts.Dir, opts.MaxBytes, opts.Codec
@@ -302,8 +305,9 @@ func Open(opts Options) (_ *Tier, err error) {
 		return nil, err
 	}
 	t.mu.Lock()
-	t.makeRoom(0, -1) // the bound may have shrunk since the last mount: oldest first
+	evicted, _ := t.makeRoom(0, -1) // the bound may have shrunk since the last mount: oldest first
 	t.mu.Unlock()
+	t.unlinkEntries(evicted)
 	go t.writer()
 	return t, nil
 }
@@ -444,32 +448,47 @@ func (t *Tier) lookup(key Key, tag int) (*entry, fileID, bool) {
 
 // recordRead counts a read of entry e that returned err, and drops or keeps the entry as err says;
 // it reports whether the read was a hit. checked, when not zero, is the version of its file
-// whose bytes the read checked.
+// whose bytes the read checked. A damaged entry's file is unlinked after mu is let go, and Put
+// refuses its key until then, so that the unlink cannot take a new entry's file in its place.
 func (t *Tier) recordRead(e *entry, checked fileID, err error) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	key := e.key
+	t.mu.Lock()
 	if err == nil {
 		t.stats.Hits++
 		if checked != (fileID{}) && t.entries[key] == e {
 			e.checked = checked
 			t.stats.Checked++
 		}
+		t.mu.Unlock()
 		return true
 	}
 	t.stats.Misses++
+	drop := false
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		t.forget(key) // evicted meanwhile
 	case errors.Is(err, errDamaged):
 		t.stats.Corrupt++
-		t.log.Warn("disk tier: damaged entry dropped; the sample is decoded again", "file", t.path(key), "reason", err)
-		if t.entries[key] == e {
+		if drop = t.entries[key] == e; drop {
 			t.remove(e)
-			t.unlink(t.path(key))
+			t.unlinking[key]++
 		}
 	default:
 		t.stats.ReadErrors++
+	}
+	t.mu.Unlock()
+	switch {
+	case errors.Is(err, errDamaged):
+		t.log.Warn("disk tier: damaged entry dropped; the sample is decoded again", "file", t.path(key), "reason", err)
+		if drop {
+			t.unlink(t.path(key))
+			t.mu.Lock()
+			if t.unlinking[key]--; t.unlinking[key] == 0 {
+				delete(t.unlinking, key)
+			}
+			t.mu.Unlock()
+		}
+	case !errors.Is(err, fs.ErrNotExist):
 		t.log.Warn("disk tier: entry could not be read, and is kept; the sample is decoded", "file", t.path(key), "err", err)
 	}
 	return false
@@ -792,7 +811,7 @@ func (t *Tier) Refresh(tag int) {
 func (t *Tier) Put(key Key, tag int, src []byte) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed || t.entries[key] != nil {
+	if t.closed || t.entries[key] != nil || t.unlinking[key] > 0 {
 		return false
 	}
 	for _, j := range t.queue {
@@ -894,8 +913,9 @@ func (t *Tier) write(key Key, tag int, raw []byte) error {
 	size := int64(headerSize + len(stored))
 
 	t.mu.Lock()
-	ok := t.makeRoom(size, t.due(tag))
+	evicted, ok := t.makeRoom(size, t.due(tag))
 	t.mu.Unlock()
+	t.unlinkEntries(evicted) // before anything else is written: none of them is written again first
 	if !ok {
 		return errors.New("no room: everything held is wanted sooner")
 	}
@@ -963,9 +983,10 @@ func (t *Tier) unreserve(size int64, err error) error {
 // makeRoom evicts until size more bytes fit, and reserves them. Eviction drops an entry that is
 // not due, least recently used first, or else the one due last, and only if it is due later than
 // the entry being made room for (due; -1: not due, which takes only the place of entries not
-// due): the shared policy's choice (package evict). It reports whether the room was made. Called
-// with t.mu held.
-func (t *Tier) makeRoom(size int64, due int) bool {
+// due): the shared policy's choice (package evict). It reports whether the room was made, and
+// the keys of the entries it dropped from the index, whose files the caller unlinks
+// (unlinkEntries) once it has let mu go, before it writes any entry. Called with t.mu held.
+func (t *Tier) makeRoom(size int64, due int) (evicted []Key, ok bool) {
 	after := due
 	if due < 0 {
 		after = evict.NotDue
@@ -973,14 +994,22 @@ func (t *Tier) makeRoom(size int64, due int) bool {
 	for t.bytes+size > t.opts.MaxBytes {
 		k, ok := t.evict.Victim(after, nil)
 		if !ok {
-			return false
+			return evicted, false
 		}
 		t.remove(t.entries[k])
-		t.unlink(t.path(k))
+		evicted = append(evicted, k)
 		t.stats.Evicted++
 	}
 	t.bytes += size
-	return true
+	return evicted, true
+}
+
+// unlinkEntries unlinks the files of the entries makeRoom evicted. Called without t.mu, by the
+// writer (or by Open before the writer starts), which writes no entry meanwhile.
+func (t *Tier) unlinkEntries(keys []Key) {
+	for _, k := range keys {
+		t.unlink(t.path(k))
+	}
 }
 
 // due is how soon the entry tagged tag is due; -1 when it is not, or has no tag.
