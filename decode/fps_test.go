@@ -352,3 +352,18 @@ func TestFPSDecodesOnlyWhatIsShown(t *testing.T) {
 		})
 	}
 }
+
+// TestFPSClockTicks: a video timed by its rate is timed by its clock only where the clock ticks
+// at about the rate of its frames: timestamps one 90 kHz tick a frame are broken, and it is timed
+// at its average frame rate.
+func TestFPSClockTicks(t *testing.T) {
+	info := &decode.Info{Timing: decode.TimingDecoded, Frames: 50, TimeBase: decode.Rational{Num: 1, Den: 90000},
+		AvgFrameRate: decode.Rational{Num: 25, Den: 1}, PTS: make([]int64, 50)}
+	for k := range info.PTS {
+		info.PTS[k] = int64(k)
+	}
+	fps, _ := rate(t, "5")
+	if r, n := info.TimingRate(), info.FramesAt(fps); r != (decode.Rational{Num: 25, Den: 1}) || n != 10 || info.FrameAt(3, fps) != 15 {
+		t.Errorf("timed at %v, %d frames at 5 fps, instant 3 shows %d; want 25 fps, 10 and 15", r, n, info.FrameAt(3, fps))
+	}
+}
