@@ -143,10 +143,12 @@ func (in *Info) TimingRate() Rational {
 }
 
 // tickPerFrame tells whether the video's timestamps advance exactly one tick of its clock a
-// frame, from the first to the last.
+// frame, from the first to the last, at a rate that agrees with its average frame rate (within
+// maxRateDisagreement: a clock of 90 kHz that advances one tick a frame is broken, not 90,000
+// frames a second).
 func (in *Info) tickPerFrame() bool {
 	n, first, last := in.ptsEnds()
-	return n > 1 && n == in.Frames && in.TimeBase.Valid() && first != NoPTS && last-first == int64(n-1)
+	return n > 1 && n == in.Frames && in.TimeBase.Valid() && first != NoPTS && last-first == int64(n-1) && in.ratesAgree()
 }
 
 // reduced is the fraction in lowest terms.
