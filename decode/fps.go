@@ -19,17 +19,26 @@ import (
 // its presentation time t_k until t_(k+1), and the last frame for the video's average frame
 // duration: the video lasts Info.Duration, (t_(n-1) - t_0) * n / (n-1). At rate F the video holds
 // the instants m/F, m = 0, 1, ..., that come before its end (FramesAt), and instant m shows the
-// last frame whose presentation time is at or before m/F (FrameAt): a 60 fps video at 15 skips
-// three frames in four, a 24 fps video at 30 shows some frames twice, as torchvision's and
-// torchcodec's resampling do.
+// frame whose display interval holds m/F, the last whose presentation time is at or before it
+// (FrameAt; torchcodec's get_frames_played_at): a 60 fps video at 15 skips three frames in four,
+// a 24 fps video at 30 shows some frames twice, as torchvision's and torchcodec's resampling do,
+// and at an instant halfway between two frames (0.5 s of a 25 fps video) the earlier is shown.
+//
+// Times are exact where a frame lasts a whole number of the clock's ticks at the average frame
+// rate (exactTicks: an AVI's clock, which ticks once a frame; an MP4 track's timescale at a
+// multiple of the rate; Matroska's milliseconds at 25 fps). Where it does not (Matroska's
+// milliseconds at 30 or 29.97 fps), the container rounds each frame's time to the nearest tick,
+// so a frame truly at an instant may be stamped up to half a tick after it: there a frame is
+// taken to be shown at an instant up to half a tick before its stamp.
 //
 // A frame's time is its own timestamp where the probe table has one (TimingPTS), so variable frame
 // rate footage gives evenly timed clips. Where it has not (TimingDecoded: AVI, which has no
 // presentation timestamps; MPEG program streams, which stamp some frames only; repeated or
 // missing timestamps), or where they disagree with the stream's average frame rate by more than
 // a factor of 8 (a jump in a transport stream's clock: frames in order, their times not), frame k
-// is taken to start at k over the stream's average frame rate (TimingRate), and TimedByPTS says
-// so.
+// is taken to start at k over the stream's rate (TimingRate: the rate its clock ticks at where
+// the decoder's timestamps advance one tick a frame, as an AVI's do, else its average frame
+// rate), and TimedByPTS says so.
 //
 // Nothing is kept per video for this: the instants of a clip are looked up in the probe table's
 // timestamps (Info.PTS) when the clip is decoded, and a video's length at a rate is arithmetic on
@@ -110,9 +119,14 @@ func (in *Info) ratesAgree() bool {
 }
 
 // TimingRate is the rate that times the frames of a video that TimedByPTS says is not timed by
-// its timestamps: the stream's average frame rate; where the container gives none, the one its
-// timestamps suggest; else 25.
+// its timestamps: the rate the stream's clock ticks at where the decoder's timestamps for its
+// frames advance one tick a frame (an AVI's clock, which is what FFmpeg shows its frames by,
+// whatever average frame rate it guessed); else the stream's average frame rate; where the
+// container gives none, the one its timestamps suggest; else 25.
 func (in *Info) TimingRate() Rational {
+	if in.tickPerFrame() {
+		return Rational{in.TimeBase.Den, in.TimeBase.Num}.reduced()
+	}
 	if in.AvgFrameRate.Valid() {
 		return in.AvgFrameRate
 	}
@@ -126,6 +140,39 @@ func (in *Info) TimingRate() Rational {
 		}
 	}
 	return Rational{25, 1}
+}
+
+// tickPerFrame tells whether the video's timestamps advance exactly one tick of its clock a
+// frame, from the first to the last, at a rate that agrees with its average frame rate (within
+// maxRateDisagreement: a clock of 90 kHz that advances one tick a frame is broken, not 90,000
+// frames a second).
+func (in *Info) tickPerFrame() bool {
+	n, first, last := in.ptsEnds()
+	return n > 1 && n == in.Frames && in.TimeBase.Valid() && first != NoPTS && last-first == int64(n-1) && in.ratesAgree()
+}
+
+// reduced is the fraction in lowest terms.
+func (r Rational) reduced() Rational {
+	a, b := r.Num, r.Den
+	for b != 0 {
+		a, b = b, a%b
+	}
+	if a <= 0 {
+		return r
+	}
+	return Rational{r.Num / a, r.Den / a}
+}
+
+// exactTicks tells whether the video's timestamps are exact: a frame at its average frame rate
+// lasts a whole number of ticks of its clock (see FrameAt). Otherwise the container rounded
+// them to the nearest tick.
+func (in *Info) exactTicks() bool {
+	tb, r := in.TimeBase, in.AvgFrameRate
+	if !tb.Valid() || !r.Valid() {
+		return false
+	}
+	// A frame lasts (1/r)/tb = (tb.Den*r.Den) / (tb.Num*r.Num) ticks.
+	return (uint64(tb.Den)*uint64(r.Den))%(uint64(tb.Num)*uint64(r.Num)) == 0
 }
 
 // TimingNote says, for a video not timed by its timestamps, how it is timed instead; "" for one
@@ -143,7 +190,11 @@ func (in *Info) TimingNote() string {
 		why = fmt.Sprintf("its timestamps span %.3f s for %d frames, which its average frame rate puts at %.3f s",
 			float64(last-first)*in.TimeBase.Float64(), n, float64(n-1)/in.AvgFrameRate.Float64())
 	}
-	return fmt.Sprintf("timed at its average frame rate, %s fps: %s", in.TimingRate().FPSString(), why)
+	r, what := in.TimingRate(), "its average frame rate"
+	if avg := in.AvgFrameRate.reduced(); in.AvgFrameRate.Valid() && r != avg {
+		what = fmt.Sprintf("the rate its clock ticks at (its average frame rate is given as %s fps)", avg.FPSString())
+	}
+	return fmt.Sprintf("timed at %s, %s fps: %s", what, r.FPSString(), why)
 }
 
 // FramesAt returns how many instants m/fps (m = 0, 1, ...) fall before the video's end: its
@@ -156,12 +207,15 @@ func (in *Info) FramesAt(fps Rational) int {
 	}
 	var x, y *big.Int // the video lasts x/y seconds times fps
 	if in.TimedByPTS() && n > 1 {
-		// span*TimeBase * n/(n-1) seconds, less half a tick (timestamps are rounded to whole
-		// ticks, as FrameAt allows for), at fps: (2*span*n - (n-1)) * TimeBase / 2(n-1) * fps.
+		// span*TimeBase * n/(n-1) seconds, less half a tick where timestamps are rounded to
+		// whole ticks (as FrameAt allows for), at fps: (2*span*n - (n-1)) * TimeBase / 2(n-1) *
+		// fps; exact timestamps lose nothing.
 		_, first, last := in.ptsEnds()
 		span := last - first
 		x = bigProduct(2, span, int64(n), int64(fps.Num), int64(in.TimeBase.Num))
-		x.Sub(x, bigProduct(int64(n-1), int64(fps.Num), int64(in.TimeBase.Num)))
+		if !in.exactTicks() {
+			x.Sub(x, bigProduct(int64(n-1), int64(fps.Num), int64(in.TimeBase.Num)))
+		}
 		y = bigProduct(2, int64(fps.Den), int64(in.TimeBase.Den), int64(n-1))
 	} else {
 		r := in.TimingRate()
@@ -187,19 +241,25 @@ func bigProduct(xs ...int64) *big.Int {
 	return p
 }
 
-// FrameAt returns the frame shown at instant m/fps from the first displayed frame: the last
-// frame whose presentation time is at or before it (or, past the end, the last frame).
+// FrameAt returns the frame shown at instant m/fps from the first displayed frame: the one whose
+// display interval holds it, the last frame whose presentation time is at or before it (or, past
+// the end, the last frame).
 func (in *Info) FrameAt(m int, fps Rational) int {
 	n := in.Frames
 	if n <= 1 || m <= 0 || !fps.Valid() {
 		return 0
 	}
 	if in.TimedByPTS() {
-		// The instant in time base units, rounded to the nearest: containers store each frame's
-		// time rounded to a whole tick (Matroska and WebM to the millisecond), so a frame whose
-		// true time is the instant may be stamped up to half a tick after it. A frame is shown
-		// at m/fps when its offset is at most this.
-		lim, ok := mulDivRound(uint64(m)*uint64(fps.Den), uint64(in.TimeBase.Den), uint64(fps.Num)*uint64(in.TimeBase.Num))
+		// The instant in time base units, rounded down where timestamps are exact (exactTicks:
+		// at 12.5 ticks, frame 12 is shown, not 13). Where a container rounds each frame's time
+		// to a whole tick (Matroska and WebM to the millisecond at 30 fps), a frame whose true
+		// time is the instant may be stamped up to half a tick after it: there the instant is
+		// rounded to the nearest tick. A frame is shown at m/fps when its offset is at most this.
+		round := mulDivRound
+		if in.exactTicks() {
+			round = mulDiv
+		}
+		lim, ok := round(uint64(m)*uint64(fps.Den), uint64(in.TimeBase.Den), uint64(fps.Num)*uint64(in.TimeBase.Num))
 		if !ok {
 			return n - 1
 		}

@@ -18,7 +18,9 @@ import (
 // fpsVideos are the test videos clips at a target rate are checked on (testdata/gen.sh): constant
 // 24, 25, 30, 60 and 30000/1001 frames/s, variable frame rate (Matroska, and phone-like MP4), a
 // first timestamp that is not 0 (MPEG-TS), AVIs without presentation timestamps (timed by their
-// average rate, at 25 and 24 frames/s), and other codecs. byPTS: timed by their timestamps.
+// average rate, at 25 and 24 frames/s), clocks that tick once a frame (AVIs timed by their
+// timestamps, an MP4 whose timescale is its rate), and other codecs. byPTS: timed by their
+// timestamps.
 var fpsVideos = []struct {
 	name  string
 	byPTS bool
@@ -26,10 +28,12 @@ var fpsVideos = []struct {
 	{"cfr24.mp4", true}, {"h264_gop16.mp4", true}, {"cfr30.mp4", true}, {"cfr60.mp4", true}, {"ntsc.mp4", true},
 	{"vfr.mkv", true}, {"vfr_phone.mp4", true}, {"start10.ts", true}, {"mpeg4.avi", false}, {"mpeg4_24.avi", false},
 	{"hevc.mkv", true}, {"vp9.webm", true}, {"short8.mp4", true},
+	{"tick25.avi", true}, {"tick30.mp4", true}, {"mjpeg.avi", true},
 }
 
-// fpsRates are the target rates the tests ask for.
-var fpsRates = []string{"15", "24", "30000/1001", "30", "7.5"}
+// fpsRates are the target rates the tests ask for; at 8 and 20 some instants fall halfway
+// between two frames of a 25 and a 30 frames/s video.
+var fpsRates = []string{"15", "24", "30000/1001", "30", "7.5", "8", "20"}
 
 func rate(t testing.TB, s string) (decode.Rational, *big.Rat) {
 	r, err := decode.ParseRate(s)
@@ -148,6 +152,54 @@ func TestFPSBrokenTimestamps(t *testing.T) {
 	}
 	if !info.TimedByPTS() || info.FramesAt(fps) != 20 || info.TimingNote() != "" {
 		t.Errorf("mended: timed by timestamps %v, %d frames", info.TimedByPTS(), info.FramesAt(fps))
+	}
+}
+
+// TestFPSHalfway: where a video's clock ticks once a frame, its frames' times are exact, and at an
+// instant halfway between two frames the earlier is shown (the frame whose display interval
+// holds the instant, as torchcodec's get_frames_played_at has it): 0.5 s of a 25 frames/s AVI
+// is frame 12 (0.48 to 0.52 s), not 13; instant m at 20 frames/s of a 30 frames/s MP4 whose
+// timescale is 30 is frame 1.5m rounded down. And a video timed by its rate, whose decoded
+// frames' clock ticks once a frame (an AVI), is timed by that clock where the average frame
+// rate FFmpeg guessed differs from it: frame m is shown at instant m of its own rate, not the
+// frame before.
+func TestFPSHalfway(t *testing.T) {
+	avi := probe(t, "tick25.avi") // 16 frames: 0.64 s
+	fps8, _ := rate(t, "8")
+	if idx, err := avi.ClipFrames(decode.Clip{Start: 0, Frames: 3, Stride: 2, FPS: fps8}); err != nil || fmt.Sprint(idx) != "[0 6 12]" {
+		t.Errorf("tick25.avi, 3 frames 2 apart at 8 fps: %v, %v; want [0 6 12]", idx, err)
+	}
+	if n := avi.FramesAt(fps8); n != 6 { // 0, 0.125, ..., 0.625 s
+		t.Errorf("tick25.avi at 8 fps: %d frames, want 6", n)
+	}
+	mp4 := probe(t, "tick30.mp4") // 30 frames: 1 s
+	fps20, _ := rate(t, "20")
+	if n := mp4.FramesAt(fps20); n != 20 {
+		t.Errorf("tick30.mp4 at 20 fps: %d frames, want 20", n)
+	}
+	for m := range 20 {
+		if got := mp4.FrameAt(m, fps20); got != 3*m/2 {
+			t.Errorf("tick30.mp4 at 20 fps, instant %d: frame %d, want %d", m, got, 3*m/2)
+		}
+	}
+
+	// A decoded AVI at 30000/1001 frames/s whose average rate was guessed as 29.97.
+	info := &decode.Info{Timing: decode.TimingDecoded, Frames: 300, TimeBase: decode.Rational{Num: 1001, Den: 30000},
+		AvgFrameRate: decode.Rational{Num: 2997, Den: 100}, PTS: make([]int64, 300)}
+	for k := range info.PTS {
+		info.PTS[k] = int64(k) + 2 // as the decoder stamps B-frames out of an AVI: one tick a frame
+	}
+	ntsc, _ := rate(t, "30000/1001")
+	if n := info.FramesAt(ntsc); n != 300 {
+		t.Errorf("AVI at its own rate: %d frames, want 300", n)
+	}
+	for m := range 300 {
+		if got := info.FrameAt(m, ntsc); got != m {
+			t.Fatalf("AVI at its own rate, instant %d: frame %d, want %d", m, got, m)
+		}
+	}
+	if r := info.TimingRate(); r != (decode.Rational{Num: 30000, Den: 1001}) {
+		t.Errorf("AVI timed at %v, want its clock's 30000/1001", r)
 	}
 }
 
@@ -298,5 +350,20 @@ func TestFPSDecodesOnlyWhatIsShown(t *testing.T) {
 				t.Errorf("decoded %d frames for 80 served; want at most the floor, %d, and well under all from the keyframe, %d", decoded, floor, all)
 			}
 		})
+	}
+}
+
+// TestFPSClockTicks: a video timed by its rate is timed by its clock only where the clock ticks
+// at about the rate of its frames: timestamps one 90 kHz tick a frame are broken, and it is timed
+// at its average frame rate.
+func TestFPSClockTicks(t *testing.T) {
+	info := &decode.Info{Timing: decode.TimingDecoded, Frames: 50, TimeBase: decode.Rational{Num: 1, Den: 90000},
+		AvgFrameRate: decode.Rational{Num: 25, Den: 1}, PTS: make([]int64, 50)}
+	for k := range info.PTS {
+		info.PTS[k] = int64(k)
+	}
+	fps, _ := rate(t, "5")
+	if r, n := info.TimingRate(), info.FramesAt(fps); r != (decode.Rational{Num: 25, Den: 1}) || n != 10 || info.FrameAt(3, fps) != 15 {
+		t.Errorf("timed at %v, %d frames at 5 fps, instant 3 shows %d; want 25 fps, 10 and 15", r, n, info.FrameAt(3, fps))
 	}
 }

@@ -36,8 +36,12 @@ func (r *Resize) UnmarshalText(b []byte) (err error) { *r, err = ParseResize(str
 
 // OutputVersion changes whenever the bytes DecodeClip writes for the same video, clip and
 // Output change (a new scaling path, another frame numbering): stores of decoded samples kept
-// across runs, such as the disk tier, include it in their keys, with FFmpegVersion.
-const OutputVersion = 1
+// across runs, such as the disk tier, include it in their keys, with FFmpegVersion. 2: a clip at
+// a target rate shows, at an instant halfway between two frames of a video whose timestamps are
+// exact, the earlier frame (it showed the later), and its length at that rate counts the
+// instants in the video's last half tick; a video timed by its rate whose clock ticks once a
+// frame is timed at that rate rather than its average frame rate.
+const OutputVersion = 2
 
 // Output is the shape every decoded frame is brought to: Height x Width RGB24.
 type Output struct {

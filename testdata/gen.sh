@@ -71,6 +71,12 @@ ff $(rate 30 90) -vf "$(pattern),settb=1/1000,setpts='N*33+if(gte(N\,30)\,min(N-
 # An AVI without presentation timestamps (MPEG-4 part 2 with B-frames) at 24 frames/s: timed by
 # its average frame rate.
 ff $(rate 24 48) -vf "$(pattern)" -c:v mpeg4 -q:v 3 -g 12 -bf 2 "$out/mpeg4_24.avi"
+# Clocks that tick once a frame, whose times are exact: an AVI whose packets all carry timestamps
+# (MPEG-4 part 2 without B-frames: timed by them, time base 1/25), and an MP4 whose track's
+# timescale is its rate (30). At 8 and 20 frames/s some instants fall halfway between two frames
+# (0.5 s at 25 frames/s is frame 12.5), where the earlier of the two is the one shown.
+ff $(rate 25 16) -vf "$(pattern)" -c:v mpeg4 -q:v 3 -g 12 -bf 0 "$out/tick25.avi"
+ff $(rate 30 30) -vf "$(pattern)" $(x264) -g 30 -keyint_min 30 -sc_threshold 0 -video_track_timescale 30 "$out/tick30.mp4"
 
 # Containers and streams whose decoder numbers frames otherwise than their packets suggest (see
 # "What frame k means" in docs/design.md). Moving content (testsrc2) rather than the index

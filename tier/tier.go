@@ -155,23 +155,33 @@ type Tier struct {
 
 	// mu guards everything below. LOCK ORDERING: mu is taken after any lock of a caller (the
 	// cache's loads call in holding none) and before none: Options.Due, asked with mu held,
-	// takes no lock. Files are read and written without it.
+	// takes no lock. Files are read, written and unlinked without it, so that a slow disk holds
+	// up no lookup.
 	mu      sync.Mutex
 	entries map[Key]*entry
-	evict   *evict.Policy[Key] // the order the entries are evicted in
-	bytes   int64
-	queue   []job
-	queued  int64 // bytes in queue
-	wake    chan struct{}
-	idle    *sync.Cond // on mu: the backlog emptied
-	closed  bool
-	stats   Stats
-	done    chan struct{}
+	// unlinking counts, by key, the damaged entries' files being unlinked (see recordRead).
+	unlinking map[Key]int
+	evict     *evict.Policy[Key] // the order the entries are evicted in
+	bytes     int64
+	queue     []job
+	queued    int64 // bytes in queue
+	wake      chan struct{}
+	idle      *sync.Cond // on mu: the backlog emptied
+	closed    bool
+	stats     Stats
+	done      chan struct{}
 	// trustAge is the package's trustAge, which tests change between calls.
 	trustAge time.Duration
+	// closeWarn is the package's closeWarn, which tests shorten.
+	closeWarn time.Duration
+	// writerEnded says the writer goroutine has ended; abandoned, that Close gave up on it first,
+	// leaving it the encoder and the lock to close.
+	writerEnded, abandoned bool
 	// beforeWrite, when set (by tests, before any Put), runs on the writer before each entry.
 	beforeWrite func()
-	pool        sync.Pool // *[]byte buffers for queueing
+	// unlink removes an entry's file: os.Remove, which tests replace (before any Put).
+	unlink func(name string) error
+	pool   sync.Pool // *[]byte buffers for queueing
 }
 
 type entry struct {
@@ -231,7 +241,7 @@ const (
 
 // Open opens (or makes) a tier in opts.Dir, taking stock of the entries there and removing what
 // a crash left half-written.
-func Open(opts Options) (*Tier, error) {
+func Open(opts Options) (_ *Tier, err error) {
 	if opts.Dir == "" || opts.MaxBytes <= 0 {
 		return nil, fmt.Errorf("tier: want a directory and a size (got %q, %d bytes)", opts.Dir, opts.MaxBytes)
 	}
@@ -248,12 +258,21 @@ func Open(opts Options) (*Tier, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
 		return nil, fmt.Errorf("disk tier: %w", err)
 	}
+	// Whatever is opened below is closed again if a later step fails.
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for _, c := range slices.Backward(closers) {
+				c()
+			}
+		}
+	}()
 	lock, err := os.OpenFile(filepath.Join(opts.Dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("disk tier: %w", err)
 	}
+	closers = append(closers, lock.Close)
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
 		return nil, fmt.Errorf("disk tier %s is in use by another vidfs mount (give each mount a directory of its own): %w", opts.Dir, err)
 	}
 	// zstd's fastest level without entropy coding: on decoded 16x224x224 clips of real footage
@@ -264,32 +283,31 @@ func Open(opts Options) (*Tier, error) {
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithNoEntropyCompression(true),
 		zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(1))
 	if err != nil {
-		lock.Close()
-		return nil, err
+		return nil, fmt.Errorf("disk tier: zstd encoder: %w", err)
 	}
+	closers = append(closers, enc.Close)
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecodeAllCapLimit(true), zstd.IgnoreChecksum(true))
 	if err != nil {
-		lock.Close()
-		return nil, err
+		return nil, fmt.Errorf("disk tier: zstd decoder: %w", err)
 	}
+	closers = append(closers, func() error { dec.Close(); return nil })
 	dirFD, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		lock.Close()
-		dec.Close()
 		return nil, fmt.Errorf("disk tier: %w", err)
 	}
+	closers = append(closers, func() error { return unix.Close(dirFD) })
 	t := &Tier{opts: opts, dir: dir, dirFD: dirFD, lock: lock, enc: enc, dec: dec, log: opts.Log, scratch: make(chan *scratch, 4),
-		entries: map[Key]*entry{}, evict: evict.New[Key](opts.Due), wake: make(chan struct{}, 1), done: make(chan struct{}),
-		trustAge: trustAge}
+		entries: map[Key]*entry{}, unlinking: map[Key]int{}, evict: evict.New[Key](opts.Due), wake: make(chan struct{}, 1), done: make(chan struct{}),
+		trustAge: trustAge, closeWarn: closeWarn, unlink: os.Remove}
 	t.idle = sync.NewCond(&t.mu)
 	t.stats.Dir, t.stats.MaxBytes, t.stats.Codec = opts.Dir, opts.MaxBytes, opts.Codec
 	if err := t.scan(); err != nil {
-		t.closeFiles()
 		return nil, err
 	}
 	t.mu.Lock()
-	t.makeRoom(0, -1) // the bound may have shrunk since the last mount: oldest first
+	evicted, _ := t.makeRoom(0, -1) // the bound may have shrunk since the last mount: oldest first
 	t.mu.Unlock()
+	t.unlinkEntries(evicted)
 	go t.writer()
 	return t, nil
 }
@@ -372,7 +390,7 @@ func (t *Tier) Get(key Key, tag int, dst []byte) bool {
 	if !ok {
 		return false
 	}
-	return t.settle(e, fileID{}, t.read(key, dst))
+	return t.recordRead(e, fileID{}, t.read(key, dst))
 }
 
 // Mapping is an entry's bytes where they lie in the page cache, mapped read-only (Map): served
@@ -406,7 +424,7 @@ func (t *Tier) Map(key Key, tag int, dst []byte) (m Mapping, ok bool) {
 		return Mapping{}, false
 	}
 	m, id, err := t.mapEntry(key, dst, checked)
-	if !t.settle(e, id, err) {
+	if !t.recordRead(e, id, err) {
 		m.Unmap()
 		return Mapping{}, false
 	}
@@ -428,34 +446,49 @@ func (t *Tier) lookup(key Key, tag int) (*entry, fileID, bool) {
 	return e, e.checked, true
 }
 
-// settle counts a read of entry e that returned err, and drops or keeps the entry as err says;
+// recordRead counts a read of entry e that returned err, and drops or keeps the entry as err says;
 // it reports whether the read was a hit. checked, when not zero, is the version of its file
-// whose bytes the read checked.
-func (t *Tier) settle(e *entry, checked fileID, err error) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+// whose bytes the read checked. A damaged entry's file is unlinked after mu is let go, and Put
+// refuses its key until then, so that the unlink cannot take a new entry's file in its place.
+func (t *Tier) recordRead(e *entry, checked fileID, err error) bool {
 	key := e.key
+	t.mu.Lock()
 	if err == nil {
 		t.stats.Hits++
 		if checked != (fileID{}) && t.entries[key] == e {
 			e.checked = checked
 			t.stats.Checked++
 		}
+		t.mu.Unlock()
 		return true
 	}
 	t.stats.Misses++
+	drop := false
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		t.forget(key) // evicted meanwhile
 	case errors.Is(err, errDamaged):
 		t.stats.Corrupt++
-		t.log.Warn("disk tier: damaged entry dropped; the sample is decoded again", "file", t.path(key), "reason", err)
-		if t.entries[key] == e {
+		if drop = t.entries[key] == e; drop {
 			t.remove(e)
-			os.Remove(t.path(key))
+			t.unlinking[key]++
 		}
 	default:
 		t.stats.ReadErrors++
+	}
+	t.mu.Unlock()
+	switch {
+	case errors.Is(err, errDamaged):
+		t.log.Warn("disk tier: damaged entry dropped; the sample is decoded again", "file", t.path(key), "reason", err)
+		if drop {
+			t.unlink(t.path(key))
+			t.mu.Lock()
+			if t.unlinking[key]--; t.unlinking[key] == 0 {
+				delete(t.unlinking, key)
+			}
+			t.mu.Unlock()
+		}
+	case !errors.Is(err, fs.ErrNotExist):
 		t.log.Warn("disk tier: entry could not be read, and is kept; the sample is decoded", "file", t.path(key), "err", err)
 	}
 	return false
@@ -778,7 +811,7 @@ func (t *Tier) Refresh(tag int) {
 func (t *Tier) Put(key Key, tag int, src []byte) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed || t.entries[key] != nil {
+	if t.closed || t.entries[key] != nil || t.unlinking[key] > 0 {
 		return false
 	}
 	for _, j := range t.queue {
@@ -806,6 +839,15 @@ func (t *Tier) Put(key Key, tag int, src []byte) bool {
 // the backlog fills and Put skips.
 func (t *Tier) writer() {
 	defer close(t.done)
+	defer func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.writerEnded = true
+		if t.abandoned { // Close gave up on this writer: what it used is its to close
+			t.enc.Close()
+			t.lock.Close()
+		}
+	}()
 	// Locked and never unlocked: the thread, with its priority, ends with this goroutine
 	// instead of going back to run others.
 	runtime.LockOSThread()
@@ -871,8 +913,9 @@ func (t *Tier) write(key Key, tag int, raw []byte) error {
 	size := int64(headerSize + len(stored))
 
 	t.mu.Lock()
-	ok := t.makeRoom(size, t.due(tag))
+	evicted, ok := t.makeRoom(size, t.due(tag))
 	t.mu.Unlock()
+	t.unlinkEntries(evicted) // before anything else is written: none of them is written again first
 	if !ok {
 		return errors.New("no room: everything held is wanted sooner")
 	}
@@ -940,9 +983,10 @@ func (t *Tier) unreserve(size int64, err error) error {
 // makeRoom evicts until size more bytes fit, and reserves them. Eviction drops an entry that is
 // not due, least recently used first, or else the one due last, and only if it is due later than
 // the entry being made room for (due; -1: not due, which takes only the place of entries not
-// due): the shared policy's choice (package evict). It reports whether the room was made. Called
-// with t.mu held.
-func (t *Tier) makeRoom(size int64, due int) bool {
+// due): the shared policy's choice (package evict). It reports whether the room was made, and
+// the keys of the entries it dropped from the index, whose files the caller unlinks
+// (unlinkEntries) once it has let mu go, before it writes any entry. Called with t.mu held.
+func (t *Tier) makeRoom(size int64, due int) (evicted []Key, ok bool) {
 	after := due
 	if due < 0 {
 		after = evict.NotDue
@@ -950,14 +994,22 @@ func (t *Tier) makeRoom(size int64, due int) bool {
 	for t.bytes+size > t.opts.MaxBytes {
 		k, ok := t.evict.Victim(after, nil)
 		if !ok {
-			return false
+			return evicted, false
 		}
 		t.remove(t.entries[k])
-		os.Remove(t.path(k))
+		evicted = append(evicted, k)
 		t.stats.Evicted++
 	}
 	t.bytes += size
-	return true
+	return evicted, true
+}
+
+// unlinkEntries unlinks the files of the entries makeRoom evicted. Called without t.mu, by the
+// writer (or by Open before the writer starts), which writes no entry meanwhile.
+func (t *Tier) unlinkEntries(keys []Key) {
+	for _, k := range keys {
+		t.unlink(t.path(k))
+	}
 }
 
 // due is how soon the entry tagged tag is due; -1 when it is not, or has no tag.
@@ -1001,12 +1053,23 @@ func (t *Tier) Stats() Stats {
 	return s
 }
 
-// Close writes what is queued, if it can within a few seconds, and releases the directory.
-func (t *Tier) Close() {
+// closeWarn is how long Close waits for the writer before it warns and drops what is queued
+// but the entry being written; closeGiveUp (times closeWarn) how much longer it waits for that
+// entry before it gives up on the writer.
+const (
+	closeWarn   = 5 * time.Second
+	closeGiveUp = 5
+)
+
+// Close writes what is queued, if it can within a few seconds, and releases the directory. A
+// writer that the disk holds longer than that (a hung disk: closeWarn, then closeGiveUp times
+// as long) is given up on: Close returns an error naming the entry it is stuck on, and the
+// writer, if the disk ever answers, finishes that entry and then releases the directory itself.
+func (t *Tier) Close() error {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return
+		return nil
 	}
 	t.closed = true
 	t.mu.Unlock()
@@ -1016,7 +1079,7 @@ func (t *Tier) Close() {
 	}
 	select {
 	case <-t.done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(t.closeWarn):
 		t.mu.Lock()
 		n := len(t.queue)
 		if len(t.queue) > 0 { // the one being written finishes; the rest are dropped
@@ -1024,9 +1087,38 @@ func (t *Tier) Close() {
 		}
 		t.mu.Unlock()
 		t.log.Warn("disk tier: closing with entries unwritten", "entries", n)
-		<-t.done
+		select {
+		case <-t.done:
+		case <-time.After(closeGiveUp * t.closeWarn):
+			if err := t.abandon(); err != nil {
+				return err
+			}
+		}
 	}
 	t.closeFiles()
+	return nil
+}
+
+// abandon gives up on a writer that the disk holds, and returns an error saying what it is
+// stuck on; the writer closes what it uses (the encoder, and the lock on the directory) if it
+// ever ends. It returns nil if the writer has ended meanwhile, and the tier is closed as usual.
+func (t *Tier) abandon() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.writerEnded {
+		return nil
+	}
+	t.abandoned = true
+	what := "the writer is stuck"
+	if len(t.queue) > 0 {
+		what += " writing entry " + t.queue[0].key.String()
+	}
+	err := fmt.Errorf("disk tier %s: %s for %v after Close asked it to end; closed without it (the directory stays locked until the disk answers)",
+		t.opts.Dir, what, (1+closeGiveUp)*t.closeWarn)
+	t.log.Error("disk tier: given up on the writer", "err", err)
+	t.dec.Close()
+	unix.Close(t.dirFD)
+	return err
 }
 
 func (t *Tier) closeFiles() {

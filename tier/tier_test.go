@@ -708,3 +708,104 @@ func flip(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCloseStuckWriter: a writer stuck on a disk that does not answer holds Close only for a
+// bounded time: Close warns, gives up, and says what is stuck. The writer, once the disk
+// answers, finishes the entry it was writing and lets the directory go.
+func TestCloseStuckWriter(t *testing.T) {
+	dir := t.TempDir()
+	tr := open(t, Zstd, dir, 1<<30, nil)
+	tr.closeWarn = 10 * time.Millisecond
+	held, hold := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	tr.beforeWrite = func() { // the disk stops answering once the first entry is on its way
+		once.Do(func() { close(held) })
+		<-hold
+	}
+	for i := range 3 {
+		if !tr.Put(key(i), i, sample(i)) {
+			t.Fatalf("entry %d not queued", i)
+		}
+	}
+	<-held
+	closed := make(chan error, 1)
+	go func() { closed <- tr.Close() }()
+	select {
+	case err := <-closed:
+		if err == nil || !strings.Contains(err.Error(), "writer is stuck") || !strings.Contains(err.Error(), key(0).String()) {
+			t.Errorf("Close with the writer stuck: %v; want an error saying the writer is stuck, on entry %s", err, key(0))
+		}
+	case <-time.After(30 * time.Second): // a guard, far above the bound (a few closeWarns)
+		t.Errorf("Close has not returned 30 s after it began, with its writer stuck: it waits for the disk forever")
+		close(hold)
+		<-closed
+		return
+	}
+	close(hold) // the disk answers: the writer writes entry 0, drops the rest, and ends
+	<-tr.done
+	tr = open(t, Zstd, dir, 1<<30, nil) // the directory was let go
+	defer tr.Close()
+	if !tr.Has(key(0)) || tr.Has(key(1)) || tr.Has(key(2)) {
+		t.Errorf("after the stuck Close: entries 0, 1, 2 on disk: %v %v %v; want the one being written only", tr.Has(key(0)), tr.Has(key(1)), tr.Has(key(2)))
+	}
+}
+
+// TestUnlinkWithoutLock: an entry's file is unlinked without the tier's lock held, so that a disk
+// slow to unlink (here, an unlink held until the test lets it go) holds up no reader: an evicted
+// entry's, unlinked by the writer, and a damaged one's, unlinked by the reader that found it.
+func TestUnlinkWithoutLock(t *testing.T) {
+	dir := t.TempDir()
+	probe := open(t, None, dir, 1<<30, nil)
+	probe.Put(key(0), 0, sample(0))
+	probe.Flush()
+	one := probe.Stats().Bytes
+	probe.Close()
+	os.RemoveAll(dir)
+
+	tr := open(t, None, dir, 2*one+one/2, nil) // room for 2
+	defer tr.Close()
+	entered, hold := make(chan string, 4), make(chan struct{})
+	tr.unlink = func(name string) error {
+		entered <- name
+		<-hold
+		return os.Remove(name)
+	}
+	// answers says whether the tier answers a reader while an unlink is held.
+	answers := func(what string) bool {
+		done := make(chan struct{})
+		go func() { tr.Stats(); tr.Has(key(9)); close(done) }()
+		select {
+		case <-done:
+			return true
+		case <-time.After(30 * time.Second): // a guard: the calls take microseconds
+			t.Errorf("%s: the tier has not answered Stats and Has in 30 s while an unlink is held: it unlinks under its lock", what)
+			return false
+		}
+	}
+	for i := range 3 {
+		tr.Put(key(i), i, sample(i))
+	}
+	<-entered // the writer evicts entry 0 to make room for entry 2
+	ok := answers("evicting")
+	hold <- struct{}{}
+	tr.Flush()
+	if !ok {
+		close(hold)
+		return
+	}
+	if tr.Has(key(0)) || !tr.Has(key(1)) || !tr.Has(key(2)) {
+		t.Fatalf("entries 0, 1, 2 held: %v %v %v; want 1 and 2", tr.Has(key(0)), tr.Has(key(1)), tr.Has(key(2)))
+	}
+	flip(t, tr.path(key(1)))
+	got := make(chan bool)
+	go func() { got <- ways[0].read(tr, key(1), 1, make([]byte, sampleBytes)) }()
+	<-entered // the reader drops the damaged entry 1
+	ok = answers("dropping a damaged entry")
+	close(hold)
+	if <-got {
+		t.Error("damaged entry 1 served")
+	}
+	if _, err := os.Stat(tr.path(key(1))); ok && !os.IsNotExist(err) {
+		t.Errorf("damaged entry 1 left on disk: %v", err)
+	}
+}

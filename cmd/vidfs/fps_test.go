@@ -276,3 +276,27 @@ func TestFPSProbeCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestFPSHalfwayClip: vidfs clip --fps of a 25 frames/s AVI, whose clock ticks once a frame,
+// shows at 0.5 s frame 12 (0.48 to 0.52 s), not the 13 that rounding 12.5 ticks up gave, and
+// vidfs probe counts the 6 instants of 8 frames/s in its 0.64 s.
+func TestFPSHalfwayClip(t *testing.T) {
+	path := testvideo.Path("tick25.avi")
+	code, out, errs := vidfs(t, "clip", path, "--fps", "8", "--start", "0", "--frames", "3", "--stride", "2",
+		"--size", "48x64", "--resize", "stretch", "--hwaccel", "none", "-o", "-")
+	if code != 0 || len(out) != 3*48*64*3 {
+		t.Fatalf("vidfs clip: exit %d, %d bytes: %s", code, len(out), errs)
+	}
+	if got := frameIndices(t, []byte(out), 160, 120); fmt.Sprint(got) != "[0 6 12]" {
+		t.Errorf("vidfs clip --fps 8 --stride 2 --frames 3 of a 25 fps AVI: frames %v, want [0 6 12]", got)
+	}
+	code, out, errs = vidfs(t, "probe", "--fps", "8", path)
+	var r struct {
+		AtFPS struct {
+			Frames int `json:"frames"`
+		} `json:"at_fps"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil || r.AtFPS.Frames != 6 {
+		t.Errorf("vidfs probe --fps 8 of a 0.64 s video: exit %d, %+v, %v: %s; want 6 frames", code, r, err, errs)
+	}
+}

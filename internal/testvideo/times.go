@@ -69,7 +69,7 @@ func (t Times) time(k int) *big.Rat {
 }
 
 // Duration is how long the video lasts: its last frame's time plus an average frame, less the
-// half tick by which a timestamp may be late (see slack).
+// half tick by which a timestamp may be late where the clock rounds (see slack).
 func (t Times) Duration() *big.Rat {
 	n := t.Frames
 	if t.PTS == nil || n == 1 {
@@ -79,11 +79,17 @@ func (t Times) Duration() *big.Rat {
 	return d.Sub(d, t.slack())
 }
 
-// slack is half a tick of the container's clock: timestamps are stored rounded to whole ticks,
-// so a frame shown at an instant may be stamped up to half a tick after it. Zero without
-// timestamps.
+// slack is half a tick of the container's clock where its ticks round the frames' times: where a
+// frame at the average rate is not a whole number of ticks (Matroska's milliseconds at 30
+// frames/s), a frame shown at an instant may be stamped up to half a tick after it. Where it is
+// (an AVI's clock, which ticks once a frame; an MP4 track's timescale at a multiple of the rate),
+// the times are exact, and the frame shown at an instant is the one whose interval holds it, the
+// earlier of two at an instant halfway between them: zero. Zero without timestamps too.
 func (t Times) slack() *big.Rat {
 	if t.PTS == nil {
+		return new(big.Rat)
+	}
+	if t.Rate.Sign() > 0 && new(big.Rat).Quo(new(big.Rat).Inv(t.Rate), t.TimeBase).IsInt() {
 		return new(big.Rat)
 	}
 	return new(big.Rat).Mul(t.TimeBase, big.NewRat(1, 2))
@@ -100,7 +106,7 @@ func (t Times) Count(fps *big.Rat) int {
 }
 
 // Expected is the frame shown at instant m/fps: the last whose time is at or before it, to
-// within half a tick of the container's clock (slack).
+// within half a tick of the container's clock where it rounds (slack).
 func (t Times) Expected(m int, fps *big.Rat) int {
 	at := new(big.Rat).Quo(big.NewRat(int64(m), 1), fps)
 	at.Add(at, t.slack())
