@@ -205,6 +205,9 @@ type Stats struct {
 	// EvictWork counts the work of choosing victims and keeping their order: dues asked and
 	// entries looked at (evict.Policy's Asks and Visits), which tests count.
 	EvictWork int64
+	// QueueWork counts the queued loads looked at to take one out of its queue (dropped, or
+	// moved ahead for a reader), which tests count.
+	QueueWork int64
 }
 
 // New returns a cache. Close it to stop its loads and free its memory. A capacity below
@@ -304,7 +307,7 @@ func (c *Cache) Get(ctx context.Context, sample int) (h *Handle, hit bool, err e
 			e.demand = true // a reader wants it now: move it ahead of prefetch work
 			c.evict.Remove(sample)
 			q := &c.queue[e.lane]
-			q[prefetchJob] = remove(q[prefetchJob], e)
+			q[prefetchJob] = c.remove(q[prefetchJob], e)
 			q[demandJob] = append(q[demandJob], e)
 		}
 		// A reader waits for it: should its Fetch under way miss, Load has it ahead of
@@ -675,7 +678,7 @@ func (c *Cache) drop(e *entry) []byte {
 	delete(c.entries, e.sample)
 	c.evict.Remove(e.sample)
 	if e.state != ready {
-		c.queue[e.lane][prefetchJob] = remove(c.queue[e.lane][prefetchJob], e)
+		c.queue[e.lane][prefetchJob] = c.remove(c.queue[e.lane][prefetchJob], e)
 		e.err = context.Canceled
 		close(e.done)
 	}
@@ -695,8 +698,10 @@ func (c *Cache) takeBack(e *entry) []byte {
 	return b
 }
 
-func remove(q []*entry, e *entry) []*entry {
+// remove takes e out of q. Called with c.mu held.
+func (c *Cache) remove(q []*entry, e *entry) []*entry {
 	for i, x := range q {
+		c.stats.QueueWork++
 		if x == e {
 			return append(q[:i], q[i+1:]...)
 		}
