@@ -143,12 +143,13 @@ type entry struct {
 	buf     []byte // the sample's bytes: a buffer of the cache's, or lent's
 	lent    *Lent  // the memory a Fetch lent, if it did; the buffer then waits in spare
 	spare   []byte
-	demand  bool // a reader asked for it: load ahead of prefetch work
-	lane    lane // the lane it is queued or loading in
-	started bool // a load of it has started (counted in Stats.Prefetched or Demand)
-	pins    int  // readers copying from buf
-	waiters int  // readers waiting for it
-	read    bool // read since it was loaded
+	demand  bool  // a reader asked for it: load ahead of prefetch work
+	lane    lane  // the lane it is queued or loading in
+	q       *fifo // the queue it waits in, if it does
+	started bool  // a load of it has started (counted in Stats.Prefetched or Demand)
+	pins    int   // readers copying from buf
+	waiters int   // readers waiting for it
+	read    bool  // read since it was loaded
 	done    chan struct{}
 	err     error
 }
@@ -172,9 +173,9 @@ type Cache struct {
 	failed    map[int]error // samples whose load failed, and why: the record of it (see Failures)
 	free      [][]byte
 	allocated int
-	lent      int                   // entries holding lent memory (Options.MaxLent bounds them)
-	queue     [lanes][jobs][]*entry // queued loads, by lane and job
-	running   [lanes][jobs]int      // loads running, by lane and job
+	lent      int               // entries holding lent memory (Options.MaxLent bounds them)
+	queue     [lanes][jobs]fifo // queued loads, by lane and job
+	running   [lanes][jobs]int  // loads running, by lane and job
 	closed    bool
 	// replanned: the plans were written or removed since the last prefetch pass, and every due
 	// may have moved (Replanned).
@@ -205,8 +206,8 @@ type Stats struct {
 	// EvictWork counts the work of choosing victims and keeping their order: dues asked and
 	// entries looked at (evict.Policy's Asks and Visits), which tests count.
 	EvictWork int64
-	// QueueWork counts the queued loads looked at to take one out of its queue (dropped, or
-	// moved ahead for a reader), which tests count.
+	// QueueWork counts the queued loads looked at to take one out of its queue (started,
+	// dropped, or moved ahead for a reader), which tests count.
 	QueueWork int64
 }
 
@@ -223,6 +224,11 @@ func New(opts Options) (*Cache, error) {
 	c := &Cache{
 		opts: opts, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1),
 		changed: make(chan struct{}), entries: map[int]*entry{}, evict: evict.New[int](opts.NextUse), failed: map[int]error{},
+	}
+	for l := range lanes {
+		for j := range jobs {
+			c.queue[l][j].work = &c.stats.QueueWork
+		}
 	}
 	c.wg.Add(1)
 	c.Kick() // what Want names from the start is prefetched without waiting for a kick
@@ -307,8 +313,8 @@ func (c *Cache) Get(ctx context.Context, sample int) (h *Handle, hit bool, err e
 			e.demand = true // a reader wants it now: move it ahead of prefetch work
 			c.evict.Remove(sample)
 			q := &c.queue[e.lane]
-			q[prefetchJob] = c.remove(q[prefetchJob], e)
-			q[demandJob] = append(q[demandJob], e)
+			q[prefetchJob].remove(e)
+			q[demandJob].push(e)
 		}
 		// A reader waits for it: should its Fetch under way miss, Load has it ahead of
 		// prefetch work, and no prefetch pass drops it.
@@ -344,7 +350,7 @@ func (c *Cache) enqueue(sample int, buf []byte, j job) *entry {
 		e.lane = fetchLane
 	}
 	c.entries[sample] = e
-	c.queue[e.lane][j] = append(c.queue[e.lane][j], e)
+	c.queue[e.lane][j].push(e)
 	if j == prefetchJob {
 		c.evict.Add(sample, sample)
 	}
@@ -453,8 +459,11 @@ func (c *Cache) prefetch(want []int) {
 	}
 	dropped := false
 	for l := range lanes {
-		for _, e := range append([]*entry(nil), c.queue[l][prefetchJob]...) {
-			if !wanted[e.sample] && e.waiters == 0 {
+		q := &c.queue[l][prefetchJob]
+		// Dropping one takes it out of q in constant time (fifo.remove), which leaves the
+		// queue's entries in items as they are (a compaction makes new ones).
+		for _, e := range q.items {
+			if e.q == q && !wanted[e.sample] && e.waiters == 0 {
 				c.free = append(c.free, c.drop(e))
 				c.stats.Cancelled++
 				dropped = true
@@ -488,15 +497,11 @@ func (c *Cache) dispatch() {
 		}
 		q, run := &c.queue[l], &c.running[l]
 		running := func() int { return run[prefetchJob] + run[demandJob] }
-		for len(q[demandJob]) > 0 && running() < 2*w {
-			e := q[demandJob][0]
-			q[demandJob] = q[demandJob][1:]
-			c.start(e, demandJob)
+		for q[demandJob].len() > 0 && running() < 2*w {
+			c.start(q[demandJob].pop(), demandJob)
 		}
-		for len(q[demandJob]) == 0 && len(q[prefetchJob]) > 0 && run[prefetchJob] < w && running() < 2*w {
-			e := q[prefetchJob][0]
-			q[prefetchJob] = q[prefetchJob][1:]
-			c.start(e, prefetchJob)
+		for q[demandJob].len() == 0 && q[prefetchJob].len() > 0 && run[prefetchJob] < w && running() < 2*w {
+			c.start(q[prefetchJob].pop(), prefetchJob)
 		}
 	}
 }
@@ -566,7 +571,7 @@ func (c *Cache) fetched(e *entry, j job, f Fetched) {
 			if e.demand {
 				next = demandJob
 			}
-			c.queue[loadLane][next] = append(c.queue[loadLane][next], e)
+			c.queue[loadLane][next].push(e)
 			if next == prefetchJob {
 				c.evict.Add(e.sample, e.sample)
 			}
@@ -678,7 +683,7 @@ func (c *Cache) drop(e *entry) []byte {
 	delete(c.entries, e.sample)
 	c.evict.Remove(e.sample)
 	if e.state != ready {
-		c.queue[e.lane][prefetchJob] = c.remove(c.queue[e.lane][prefetchJob], e)
+		e.q.remove(e) // a queued prefetch
 		e.err = context.Canceled
 		close(e.done)
 	}
@@ -696,17 +701,6 @@ func (c *Cache) takeBack(e *entry) []byte {
 	}
 	e.buf = nil
 	return b
-}
-
-// remove takes e out of q. Called with c.mu held.
-func (c *Cache) remove(q []*entry, e *entry) []*entry {
-	for i, x := range q {
-		c.stats.QueueWork++
-		if x == e {
-			return append(q[:i], q[i+1:]...)
-		}
-	}
-	return q
 }
 
 // ReadyAhead returns how many of samples (in order) are ready from the first on without a gap,
@@ -783,11 +777,10 @@ func (c *Cache) Close() {
 	c.closed = true
 	for l := range lanes {
 		for j := range jobs {
-			for _, e := range c.queue[l][j] {
+			c.queue[l][j].drain(func(e *entry) {
 				e.err = ErrClosed
 				close(e.done)
-			}
-			c.queue[l][j] = nil
+			})
 		}
 	}
 	c.signal()
