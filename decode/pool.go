@@ -57,6 +57,9 @@ type Pool struct {
 	// CPU only). A decoder stays on its GPU, idle or adopted, until it closes.
 	gpus    []*gpu
 	noAdopt bool // tests: no video.adopt
+	// decodeOn, in tests, decodes a clip with a decoder in place of video.decodeClip (stand-in
+	// GPU decoders fail as a test says); nil: video.decodeClip.
+	decodeOn func(v *video, ctx context.Context, c Clip, o Output, dst []byte) (clipWork, error)
 
 	// mu guards the fields below, and videoState.users. LOCK ORDERING: mu before videoState.mu
 	// (a state's learned is asked under mu); the decoders' work is done without it.
@@ -177,7 +180,7 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 	if err != nil {
 		return err
 	}
-	work, err := v.decodeClip(ctx, c, o, dst)
+	work, err := p.decode(v, ctx, c, o, dst)
 	retry := err != nil && v.g != nil && ctx.Err() == nil && !errors.Is(err, ErrTooFewFrames) && !errors.Is(err, ErrBadRequest)
 	if retry {
 		// NVDEC could not decode it: decode this video on the CPU from now on.
@@ -193,7 +196,7 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 		if v, err = p.take(info, info.firstFrame(c)); err != nil {
 			return err
 		}
-		work, err = v.decodeClip(ctx, c, o, dst)
+		work, err = p.decode(v, ctx, c, o, dst)
 	}
 	p.mu.Lock()
 	p.stats.Frames += int64(work.Decoded)
@@ -217,6 +220,14 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 	}
 	p.put(v)
 	return err
+}
+
+// decode decodes clip c with decoder v (see decodeOn).
+func (p *Pool) decode(v *video, ctx context.Context, c Clip, o Output, dst []byte) (clipWork, error) {
+	if p.decodeOn != nil {
+		return p.decodeOn(v, ctx, c, o, dst)
+	}
+	return v.decodeClip(ctx, c, o, dst)
 }
 
 // take returns an idle decoder of the video (the one positioned closest before start), or a new one.
