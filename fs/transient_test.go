@@ -68,6 +68,9 @@ func TestDescriptorsShort(t *testing.T) {
 	if !errors.Is(shortErr, syscall.EIO) {
 		t.Errorf("sample %d read while descriptors are short: %v, want EIO", i, shortErr)
 	}
+	if st := m.stats(t); st.Decode.FailedTransient == 0 || st.Decode.Failed != 0 {
+		t.Errorf("stats count %d decodes failed for good, %d transiently; want 0 and at least 1", st.Decode.Failed, st.Decode.FailedTransient)
+	}
 	if _, err := f.ReadAt(buf, int64(i)*S); err != nil {
 		t.Fatalf("sample %d read once descriptors are back: %v", i, err)
 	}
