@@ -436,8 +436,10 @@ func (c *Cache) Kick() {
 
 // prefetchLoop makes a pass over what is wanted at each kick (kicks that come during a pass
 // make one more). A pass's work grows with the prefetch depth (Want's answer, and prefetch's
-// look at each of it): 12 us at 100 samples, 2.5 ms at 13,000 (a 32 GiB cache of 2.4 MB
-// samples; BenchmarkPrefetchPass), holding the cache's lock, beside as much in Want. So that a
+// look at each of it). At 13,000 samples (a 32 GiB cache of 2.4 MB samples) prefetch takes
+// about 2.5 ms, holding the cache's lock (BenchmarkPrefetchPass), and Want about 2 ms beside
+// (order.Plans.Upcoming: order.BenchmarkUpcoming), about 4 ms a pass in all; at 100 samples,
+// some microseconds. Dropping queued prefetches adds work linear in those dropped. So that a
 // large cache (a depth over restDepth) spends neither a core nor its lock on passes at a read's
 // rate, a pass of it that took over passGap is followed by a rest of passRest times as long,
 // while kicks gather.
