@@ -124,3 +124,37 @@ func TestTransientPrefetchBackoff(t *testing.T) {
 		}
 	})
 }
+
+// TestTransientRecordBounded: the back-offs of samples that failed transiently long ago (the
+// plan moved on, and nobody read them again) are not kept for the life of the cache.
+func TestTransientRecordBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newLoader()
+		c, err := New(Options{SampleBytes: sampleBytes, Capacity: 4, Workers: 1, Load: f.load, Permanent: permanent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		fail := func(first, n int) {
+			for s := first; s < first+n; s++ {
+				f.mu.Lock()
+				f.fail[s] = syscall.EIO
+				f.mu.Unlock()
+				if _, _, err := c.Get(context.Background(), s); !errors.Is(err, syscall.EIO) {
+					t.Fatalf("Get(%d): %v", s, err)
+				}
+				<-f.began
+			}
+		}
+		for round := range 10 {
+			fail(round*1000, 1000)
+			time.Sleep(2 * retryMax) // every back-off so far ended long ago
+		}
+		c.mu.Lock()
+		held := len(c.retry)
+		c.mu.Unlock()
+		if held > 2500 {
+			t.Errorf("%d back-offs held after 10,000 samples failed transiently, in rounds far apart; want those of about the last round", held)
+		}
+	})
+}
