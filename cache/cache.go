@@ -189,8 +189,11 @@ type Cache struct {
 	// may have moved (Replanned).
 	replanned bool
 	// retry holds the samples whose last load failed transiently (not Options.Permanent): not
-	// prefetched again before their time. A sample leaves it when it loads.
-	retry map[int]backoff
+	// prefetched again before their time. A sample leaves it when it loads, or once its
+	// back-off ended over retryMax ago (when it counts as never failed), at a sweep: the next
+	// back-off after retry has grown to retrySweep.
+	retry      map[int]backoff
+	retrySweep int
 	// retryTimer, when set, kicks a prefetch pass at retryAt, when the earliest back-off that a
 	// pass skipped ends.
 	retryTimer *time.Timer
@@ -696,6 +699,14 @@ func (c *Cache) backOff(sample int) {
 	}
 	b.at = now.Add(b.wait)
 	c.retry[sample] = b
+	if len(c.retry) >= c.retrySweep { // work amortised over the back-offs since the last sweep
+		for s, b := range c.retry {
+			if now.Sub(b.at) > retryMax {
+				delete(c.retry, s)
+			}
+		}
+		c.retrySweep = max(64, 2*len(c.retry))
+	}
 }
 
 // retryLater makes sure a prefetch pass runs at at, when a back-off that a pass skipped ends.
