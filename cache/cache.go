@@ -6,7 +6,10 @@
 // and a Fetch, when there is one, makes those a quicker source holds (a disk tier), in a lane of
 // its own, so that they never wait behind the slow loads. A Fetch may lend the cache memory
 // that holds the sample already (Fetched.Lent: a disk tier's file mapped from the page cache),
-// which the cache serves in place of a buffer, without a copy.
+// which the cache serves in place of a buffer, without a copy. A sample whose load fails for
+// good (the data's own damage: Options.Permanent) is recorded as failed; one whose load fails in
+// a way that may pass (the path to the data) is loaded again by the next read, and prefetched
+// again after a back-off.
 //
 // Eviction is the plan-aware policy of package evict, which the disk tier shares: samples no
 // plan wants first, least recently used first, then the one due last, in work that does not grow
@@ -14,7 +17,7 @@
 //
 // Locking: the cache asks NextUse with its own lock held (choosing a victim, settling a load),
 // so NextUse must take no lock of anything that calls into the cache (order.Plans.Due takes
-// none). Want, Fetch, Load and OnFail are called without the cache's lock.
+// none). Want, Fetch, Load, Permanent and OnFail are called without the cache's lock.
 package cache
 
 import (
@@ -63,14 +66,19 @@ type Options struct {
 	// Want appends to dst the next n samples to keep ready, most urgent first (the upcoming
 	// plan). Nil: none.
 	Want func(dst []int, n int) []int
-	// OnFail is told, once, of each sample whose load failed (and was not cancelled), before Get
+	// OnFail is told, once, of each sample whose load failed for good (Permanent), before Get
 	// or Failed answers with its error. It is called from the load's goroutine without the
 	// cache's lock held. Nil: nobody is told.
 	OnFail func(sample int, err error)
-	// Transient, if set, tells which load errors may pass (a network that was down): the
-	// readers waiting get the error, but the sample is not recorded as failed, and the next
-	// read loads it again.
-	Transient func(err error) bool
+	// Permanent tells which load errors are the sample's own (damage in its video), which
+	// loading it again cannot mend: the sample is recorded as failed (Failed, Failures) and
+	// every later Get fails at once with that error. Any other error (descriptors short, a disk
+	// or a network down: the path to the data, not the data) fails only the reads waiting for
+	// that load, and is counted in Stats.Transient: the next read loads the sample again, and
+	// the plan's prefetches of it back off, from retryMin doubling to retryMax, so that a source
+	// that is down does not keep the loads busy. Cancellation is neither. Nil: every error is
+	// permanent.
+	Permanent func(err error) bool
 }
 
 // Fetched is what a Fetch made. With OK, the sample's bytes are in the buffer Fetch was given,
@@ -143,12 +151,13 @@ type entry struct {
 	buf     []byte // the sample's bytes: a buffer of the cache's, or lent's
 	lent    *Lent  // the memory a Fetch lent, if it did; the buffer then waits in spare
 	spare   []byte
-	demand  bool // a reader asked for it: load ahead of prefetch work
-	lane    lane // the lane it is queued or loading in
-	started bool // a load of it has started (counted in Stats.Prefetched or Demand)
-	pins    int  // readers copying from buf
-	waiters int  // readers waiting for it
-	read    bool // read since it was loaded
+	demand  bool  // a reader asked for it: load ahead of prefetch work
+	lane    lane  // the lane it is queued or loading in
+	q       *fifo // the queue it waits in, if it does
+	started bool  // a load of it has started (counted in Stats.Prefetched or Demand)
+	pins    int   // readers copying from buf
+	waiters int   // readers waiting for it
+	read    bool  // read since it was loaded
 	done    chan struct{}
 	err     error
 }
@@ -163,7 +172,7 @@ type Cache struct {
 
 	// mu guards everything below. LOCK ORDERING: mu is taken after any lock of a caller (fs
 	// holds none of its own when it calls in) and before none: NextUse, asked with mu held, takes
-	// no lock; Want, Fetch, Load and OnFail are called without it.
+	// no lock; Want, Fetch, Load, Permanent and OnFail are called without it.
 	mu      sync.Mutex
 	changed chan struct{} // closed (and replaced) when a buffer may have become free
 	entries map[int]*entry
@@ -172,15 +181,40 @@ type Cache struct {
 	failed    map[int]error // samples whose load failed, and why: the record of it (see Failures)
 	free      [][]byte
 	allocated int
-	lent      int                   // entries holding lent memory (Options.MaxLent bounds them)
-	queue     [lanes][jobs][]*entry // queued loads, by lane and job
-	running   [lanes][jobs]int      // loads running, by lane and job
+	lent      int               // entries holding lent memory (Options.MaxLent bounds them)
+	queue     [lanes][jobs]fifo // queued loads, by lane and job
+	running   [lanes][jobs]int  // loads running, by lane and job
 	closed    bool
 	// replanned: the plans were written or removed since the last prefetch pass, and every due
 	// may have moved (Replanned).
 	replanned bool
-	stats     Stats
+	// retry holds the samples whose last load failed transiently (not Options.Permanent): not
+	// prefetched again before their time. A sample leaves it when it loads, or once its
+	// back-off ended over retryMax ago (when it counts as never failed), at a sweep: the next
+	// back-off after retry has grown to retrySweep.
+	retry      map[int]backoff
+	retrySweep int
+	// retryTimer, when set, kicks a prefetch pass at retryAt, when the earliest back-off that a
+	// pass skipped ends.
+	retryTimer *time.Timer
+	retryAt    time.Time
+	stats      Stats
 }
+
+// backoff is when a sample whose load failed transiently may be prefetched again, and how long
+// the last wait was.
+type backoff struct {
+	at   time.Time
+	wait time.Duration
+}
+
+// retryMin and retryMax bound the wait before a sample whose load failed transiently is
+// prefetched again: retryMin after its first such failure, twice the last wait after each
+// further one, at most retryMax. Reads do not wait: a read's miss loads at once.
+const (
+	retryMin = 100 * time.Millisecond
+	retryMax = 5 * time.Second
+)
 
 // Stats is a snapshot of the cache's state and counters.
 type Stats struct {
@@ -196,7 +230,8 @@ type Stats struct {
 	Loaded        int64 // loads that succeeded
 	Fetched       int64 // of those, made by Fetch
 	FetchMissed   int64 // samples Fetch did not make, passed to Load
-	Failed        int64 // loads that failed
+	Failed        int64 // loads that failed for good (Options.Permanent): samples recorded failed
+	Transient     int64 // loads that failed in a way that may pass: not recorded, tried again
 	Prefetched    int64 // loads started ahead of a read
 	Demand        int64 // loads started by a read's miss
 	Evicted       int64 // ready samples dropped to make room
@@ -205,6 +240,9 @@ type Stats struct {
 	// EvictWork counts the work of choosing victims and keeping their order: dues asked and
 	// entries looked at (evict.Policy's Asks and Visits), which tests count.
 	EvictWork int64
+	// QueueWork counts the queued loads looked at to take one out of its queue (started,
+	// dropped, or moved ahead for a reader), which tests count.
+	QueueWork int64
 }
 
 // New returns a cache. Close it to stop its loads and free its memory. A capacity below
@@ -220,6 +258,12 @@ func New(opts Options) (*Cache, error) {
 	c := &Cache{
 		opts: opts, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1),
 		changed: make(chan struct{}), entries: map[int]*entry{}, evict: evict.New[int](opts.NextUse), failed: map[int]error{},
+		retry: map[int]backoff{},
+	}
+	for l := range lanes {
+		for j := range jobs {
+			c.queue[l][j].work = &c.stats.QueueWork
+		}
 	}
 	c.wg.Add(1)
 	c.Kick() // what Want names from the start is prefetched without waiting for a kick
@@ -273,8 +317,9 @@ func (c *Cache) Peek(sample int) *Handle {
 }
 
 // Get returns the sample, pinned, loading it first if it is not ready: at once, ahead of
-// prefetch work. hit says whether it was ready. A sample whose load failed fails again at once,
-// with the same error.
+// prefetch work. hit says whether it was ready. A sample whose load failed for good
+// (Options.Permanent) fails again at once, with the same error; one whose load failed
+// transiently is loaded again.
 func (c *Cache) Get(ctx context.Context, sample int) (h *Handle, hit bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -304,8 +349,8 @@ func (c *Cache) Get(ctx context.Context, sample int) (h *Handle, hit bool, err e
 			e.demand = true // a reader wants it now: move it ahead of prefetch work
 			c.evict.Remove(sample)
 			q := &c.queue[e.lane]
-			q[prefetchJob] = remove(q[prefetchJob], e)
-			q[demandJob] = append(q[demandJob], e)
+			q[prefetchJob].remove(e)
+			q[demandJob].push(e)
 		}
 		// A reader waits for it: should its Fetch under way miss, Load has it ahead of
 		// prefetch work, and no prefetch pass drops it.
@@ -341,7 +386,7 @@ func (c *Cache) enqueue(sample int, buf []byte, j job) *entry {
 		e.lane = fetchLane
 	}
 	c.entries[sample] = e
-	c.queue[e.lane][j] = append(c.queue[e.lane][j], e)
+	c.queue[e.lane][j].push(e)
 	if j == prefetchJob {
 		c.evict.Add(sample, sample)
 	}
@@ -394,8 +439,10 @@ func (c *Cache) Kick() {
 
 // prefetchLoop makes a pass over what is wanted at each kick (kicks that come during a pass
 // make one more). A pass's work grows with the prefetch depth (Want's answer, and prefetch's
-// look at each of it): 12 us at 100 samples, 2.5 ms at 13,000 (a 32 GiB cache of 2.4 MB
-// samples; BenchmarkPrefetchPass), holding the cache's lock, beside as much in Want. So that a
+// look at each of it). At 13,000 samples (a 32 GiB cache of 2.4 MB samples) prefetch takes
+// about 2.5 ms, holding the cache's lock (BenchmarkPrefetchPass), and Want about 2 ms beside
+// (order.Plans.Upcoming: order.BenchmarkUpcoming), about 4 ms a pass in all; at 100 samples,
+// some microseconds. Dropping queued prefetches adds work linear in those dropped. So that a
 // large cache (a depth over restDepth) spends neither a core nor its lock on passes at a read's
 // rate, a pass of it that took over passGap is followed by a rest of passRest times as long,
 // while kicks gather.
@@ -450,8 +497,11 @@ func (c *Cache) prefetch(want []int) {
 	}
 	dropped := false
 	for l := range lanes {
-		for _, e := range append([]*entry(nil), c.queue[l][prefetchJob]...) {
-			if !wanted[e.sample] && e.waiters == 0 {
+		q := &c.queue[l][prefetchJob]
+		// Dropping one takes it out of q in constant time (fifo.remove), which leaves the
+		// queue's entries in items as they are (a compaction makes new ones).
+		for _, e := range q.items {
+			if e.q == q && !wanted[e.sample] && e.waiters == 0 {
 				c.free = append(c.free, c.drop(e))
 				c.stats.Cancelled++
 				dropped = true
@@ -461,8 +511,16 @@ func (c *Cache) prefetch(want []int) {
 	if dropped {
 		c.signal()
 	}
+	var now time.Time
+	if len(c.retry) > 0 {
+		now = time.Now()
+	}
 	for _, s := range want {
 		if _, failed := c.failed[s]; failed || c.entries[s] != nil {
+			continue
+		}
+		if b, ok := c.retry[s]; ok && now.Before(b.at) {
+			c.retryLater(b.at)
 			continue
 		}
 		buf := c.takeBuffer(s, false)
@@ -485,15 +543,11 @@ func (c *Cache) dispatch() {
 		}
 		q, run := &c.queue[l], &c.running[l]
 		running := func() int { return run[prefetchJob] + run[demandJob] }
-		for len(q[demandJob]) > 0 && running() < 2*w {
-			e := q[demandJob][0]
-			q[demandJob] = q[demandJob][1:]
-			c.start(e, demandJob)
+		for q[demandJob].len() > 0 && running() < 2*w {
+			c.start(q[demandJob].pop(), demandJob)
 		}
-		for len(q[demandJob]) == 0 && len(q[prefetchJob]) > 0 && run[prefetchJob] < w && running() < 2*w {
-			e := q[prefetchJob][0]
-			q[prefetchJob] = q[prefetchJob][1:]
-			c.start(e, prefetchJob)
+		for q[demandJob].len() == 0 && q[prefetchJob].len() > 0 && run[prefetchJob] < w && running() < 2*w {
+			c.start(q[prefetchJob].pop(), prefetchJob)
 		}
 	}
 }
@@ -521,13 +575,31 @@ func (c *Cache) run(e *entry, j job) {
 		return
 	}
 	err := c.opts.Load(c.ctx, e.sample, e.buf)
-	failed := err != nil && c.ctx.Err() == nil && !errors.Is(err, context.Canceled) &&
-		(c.opts.Transient == nil || !c.opts.Transient(err))
-	if failed && c.opts.OnFail != nil {
+	how := loaded
+	switch {
+	case err == nil:
+	case c.ctx.Err() != nil || errors.Is(err, context.Canceled):
+		how = cancelled
+	case c.opts.Permanent == nil || c.opts.Permanent(err):
+		how = failedForGood
+	default:
+		how = failedTransiently
+	}
+	if how == failedForGood && c.opts.OnFail != nil {
 		c.opts.OnFail(e.sample, err) // while the entry still shows it loading
 	}
-	c.finish(e, j, err, failed)
+	c.finish(e, j, err, how)
 }
+
+// outcome is how a load ended.
+type outcome int
+
+const (
+	loaded            outcome = iota
+	cancelled                 // by Close, or the cache dropping the sample
+	failedForGood             // Options.Permanent: recorded
+	failedTransiently         // may pass: tried again, prefetches after a back-off
+)
 
 // fetched settles a fetch: the sample is ready if Fetch made it, else it is queued for Load,
 // ahead of prefetch work if a reader waits for it (unless the cache is closing).
@@ -563,7 +635,7 @@ func (c *Cache) fetched(e *entry, j job, f Fetched) {
 			if e.demand {
 				next = demandJob
 			}
-			c.queue[loadLane][next] = append(c.queue[loadLane][next], e)
+			c.queue[loadLane][next].push(e)
 			if next == prefetchJob {
 				c.evict.Add(e.sample, e.sample)
 			}
@@ -574,14 +646,15 @@ func (c *Cache) fetched(e *entry, j job, f Fetched) {
 		c.mu.Unlock()
 	}
 	var err error
+	how := loaded
 	if !ok {
-		err = ErrClosed
+		err, how = ErrClosed, cancelled
 	}
-	c.finish(e, j, err, false)
+	c.finish(e, j, err, how)
 }
 
 // finish settles a load that returned err: failed, cancelled or ready.
-func (c *Cache) finish(e *entry, j job, err error, failed bool) {
+func (c *Cache) finish(e *entry, j job, err error, how outcome) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.running[e.lane][j]--
@@ -589,11 +662,16 @@ func (c *Cache) finish(e *entry, j job, err error, failed bool) {
 		delete(c.entries, e.sample)
 		c.free = append(c.free, c.takeBack(e))
 		e.err = err
-		if failed {
+		switch how {
+		case failedForGood:
 			c.failed[e.sample] = err
 			c.stats.Failed++
+		case failedTransiently:
+			c.stats.Transient++
+			c.backOff(e.sample)
 		}
 	} else {
+		delete(c.retry, e.sample)
 		e.state = ready
 		c.evict.Add(e.sample, e.sample)
 		c.stats.Loaded++
@@ -605,6 +683,51 @@ func (c *Cache) finish(e *entry, j job, err error, failed bool) {
 	c.signal()
 	c.dispatch()
 	c.Kick()
+}
+
+// backOff puts off the next prefetch of sample, whose load just failed transiently: retryMin
+// after its first such failure (or one long after the last), twice the last wait after a
+// further one, at most retryMax. Called with c.mu held.
+func (c *Cache) backOff(sample int) {
+	now := time.Now()
+	b, ok := c.retry[sample]
+	switch {
+	case !ok || now.Sub(b.at) > retryMax:
+		b.wait = retryMin
+	default:
+		b.wait = min(2*b.wait, retryMax)
+	}
+	b.at = now.Add(b.wait)
+	c.retry[sample] = b
+	if len(c.retry) >= c.retrySweep { // work amortised over the back-offs since the last sweep
+		for s, b := range c.retry {
+			if now.Sub(b.at) > retryMax {
+				delete(c.retry, s)
+			}
+		}
+		c.retrySweep = max(64, 2*len(c.retry))
+	}
+}
+
+// retryLater makes sure a prefetch pass runs at at, when a back-off that a pass skipped ends.
+// Called with c.mu held.
+func (c *Cache) retryLater(at time.Time) {
+	if c.retryTimer != nil && !c.retryAt.After(at) {
+		return // a pass comes at or before at already
+	}
+	if c.retryTimer != nil {
+		c.retryTimer.Stop()
+	}
+	var t *time.Timer
+	t = time.AfterFunc(time.Until(at), func() {
+		c.mu.Lock()
+		if c.retryTimer == t { // set before this runs: it was set with c.mu held
+			c.retryTimer = nil
+		}
+		c.mu.Unlock()
+		c.Kick()
+	})
+	c.retryTimer, c.retryAt = t, at
 }
 
 // takeBuffer finds a buffer for sample: a free one, a new one while under capacity, or one
@@ -675,7 +798,7 @@ func (c *Cache) drop(e *entry) []byte {
 	delete(c.entries, e.sample)
 	c.evict.Remove(e.sample)
 	if e.state != ready {
-		c.queue[e.lane][prefetchJob] = remove(c.queue[e.lane][prefetchJob], e)
+		e.q.remove(e) // a queued prefetch
 		e.err = context.Canceled
 		close(e.done)
 	}
@@ -693,15 +816,6 @@ func (c *Cache) takeBack(e *entry) []byte {
 	}
 	e.buf = nil
 	return b
-}
-
-func remove(q []*entry, e *entry) []*entry {
-	for i, x := range q {
-		if x == e {
-			return append(q[:i], q[i+1:]...)
-		}
-	}
-	return q
 }
 
 // ReadyAhead returns how many of samples (in order) are ready from the first on without a gap,
@@ -776,13 +890,16 @@ func (c *Cache) Close() {
 		return
 	}
 	c.closed = true
+	if c.retryTimer != nil {
+		c.retryTimer.Stop()
+		c.retryTimer = nil
+	}
 	for l := range lanes {
 		for j := range jobs {
-			for _, e := range c.queue[l][j] {
+			c.queue[l][j].drain(func(e *entry) {
 				e.err = ErrClosed
 				close(e.done)
-			}
-			c.queue[l][j] = nil
+			})
 		}
 	}
 	c.signal()

@@ -57,6 +57,9 @@ type Pool struct {
 	// CPU only). A decoder stays on its GPU, idle or adopted, until it closes.
 	gpus    []*gpu
 	noAdopt bool // tests: no video.adopt
+	// decodeOn, in tests, decodes a clip with a decoder in place of video.decodeClip (stand-in
+	// GPU decoders fail as a test says); nil: video.decodeClip.
+	decodeOn func(v *video, ctx context.Context, c Clip, o Output, dst []byte) (clipWork, error)
 
 	// mu guards the fields below, and videoState.users. LOCK ORDERING: mu before videoState.mu
 	// (a state's learned is asked under mu); the decoders' work is done without it.
@@ -177,23 +180,29 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 	if err != nil {
 		return err
 	}
-	work, err := v.decodeClip(ctx, c, o, dst)
-	retry := err != nil && v.g != nil && ctx.Err() == nil && !errors.Is(err, ErrTooFewFrames) && !errors.Is(err, ErrBadRequest)
-	if retry {
-		// NVDEC could not decode it: decode this video on the CPU from now on.
+	work, err := p.decode(v, ctx, c, o, dst)
+	if err != nil && v.g != nil && ctx.Err() == nil && gpuMayFail(err) {
+		// NVDEC may have failed on it: decode the clip again on the CPU, with a CPU decoder (not
+		// another GPU decoder of the video, which would fail alike). If the CPU decodes it, NVDEC
+		// was at fault: this video decodes on the CPU from now on. If not, the damage is the
+		// video's, and the GPU keeps it.
+		gpuErr := err
 		p.mu.Lock()
 		p.closeLocked(v)
-		p.cpuOnly[info.Path] = true
-		p.stats.GPUFallbacks++
 		p.stats.Frames += int64(work.Decoded)
 		p.stats.Seeks += int64(work.Seeks)
 		p.stats.FlushesSaved += int64(work.FlushesSaved)
 		p.mu.Unlock()
-		p.opts.Log.Warn("NVDEC failed on a video; decoding it on the CPU", "file", info.Path, "err", err)
-		if v, err = p.take(info, info.firstFrame(c)); err != nil {
+		if v, err = p.takeFor(info, info.firstFrame(c), true); err != nil {
 			return err
 		}
-		work, err = v.decodeClip(ctx, c, o, dst)
+		if work, err = p.decode(v, ctx, c, o, dst); err == nil {
+			p.mu.Lock()
+			p.cpuOnly[info.Path] = true
+			p.stats.GPUFallbacks++
+			p.mu.Unlock()
+			p.opts.Log.Warn("NVDEC failed on a video; decoding it on the CPU", "file", info.Path, "err", gpuErr)
+		}
 	}
 	p.mu.Lock()
 	p.stats.Frames += int64(work.Decoded)
@@ -219,8 +228,27 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 	return err
 }
 
+// decode decodes clip c with decoder v (see decodeOn).
+func (p *Pool) decode(v *video, ctx context.Context, c Clip, o Output, dst []byte) (clipWork, error) {
+	if p.decodeOn != nil {
+		return p.decodeOn(v, ctx, c, o, dst)
+	}
+	return v.decodeClip(ctx, c, o, dst)
+}
+
+// gpuMayFail tells whether err, from a GPU decoder, may be NVDEC's failure: what decoding
+// failed with (damage, as NVDEC's errors appear, or an internal failure), not the path's
+// (ErrUnreadable, ErrChanged) or the request's (ErrTooFewFrames, ErrBadRequest), which the CPU
+// would meet alike.
+func gpuMayFail(err error) bool {
+	return errors.Is(err, ErrCorrupt) || errors.Is(err, ErrInternal)
+}
+
 // take returns an idle decoder of the video (the one positioned closest before start), or a new one.
-func (p *Pool) take(info *Info, start int) (*video, error) {
+func (p *Pool) take(info *Info, start int) (*video, error) { return p.takeFor(info, start, false) }
+
+// takeFor is take; with cpu, of a decoder that decodes on the CPU.
+func (p *Pool) takeFor(info *Info, start int, cpu bool) (*video, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -229,7 +257,7 @@ func (p *Pool) take(info *Info, start int) (*video, error) {
 	var best *list.Element
 	for e := p.idle.Front(); e != nil; e = e.Next() {
 		v := e.Value.(*video)
-		if v.info != info && v.info.Path != info.Path {
+		if (v.info != info && v.info.Path != info.Path) || (cpu && v.g != nil) {
 			continue
 		}
 		if best == nil {
@@ -249,7 +277,7 @@ func (p *Pool) take(info *Info, start int) (*video, error) {
 		v.info = info
 		return v, nil
 	}
-	failed := p.cpuOnly[info.Path]
+	failed := p.cpuOnly[info.Path] || cpu
 	st := p.states[info.Path]
 	if st == nil {
 		st = newVideoState(info, p.opts.Log)

@@ -301,6 +301,7 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (c
 		setFast(v.cc, o.Fast)
 		v.fast = o.Fast
 	}
+	v.in.clearReadError() // readError tells of this clip's reads
 	r := &clipRun{idx: idx}
 	drain := !v.idrFlush && v.drainPays(idx) // a drained decoder takes packets only after a flush
 	v.prevLast = idx[len(idx)-1]
@@ -321,6 +322,14 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (c
 		r.track(drain)
 		err := v.decodeFrames(ctx, r, o, dst)
 		v.setSkip(discardDefault)
+		if err != nil {
+			if ioErr := v.in.readError(); ioErr != nil {
+				// A read of the file failed (a packet read short decodes as damage): the
+				// path's failure. Nothing is learnt of the video from it.
+				v.at = nil
+				return r.work, ioErr
+			}
+		}
 		var dmg *damage
 		if !errors.As(err, &dmg) {
 			if v.at != nil && v.at.feed == drainedEarly {
@@ -611,10 +620,10 @@ func (v *video) next(r *clipRun, rest []int) (int, bool, error) {
 		}
 		if !at.pending {
 			if err := v.readPacket(); err != nil {
-				if err := v.in.sourceError(nil); err != nil {
-					return -1, false, err // the bytes could not be had (a fetch failed): no damage
+				if err := v.in.readError(); err != nil {
+					return -1, false, err // the bytes could not be had (EIO, a fetch failed): no damage
 				}
-				// The end of the file, or a read error (truncation): decode what was read.
+				// The end of the file, or a demuxer's error (truncation): decode what was read.
 				at.feed = endOfFile
 				if err := v.end(); err != nil {
 					return -1, false, err

@@ -92,9 +92,6 @@ type Config struct {
 	// PlanMoved, if set, is called (quickly: it must not block) when what the plans want next
 	// may have changed: a plan written or removed, a reader moving on. Upcoming says what.
 	PlanMoved func()
-	// Transient, if set, tells which decode errors may pass (the source's network was down):
-	// reads get EIO, and the next read decodes again, instead of the sample failing for good.
-	Transient func(err error) bool
 	// FetchStats, if set, reports the fetching of the source's bytes (a bucket's) for
 	// .vidfs/stats; BytesPerSample is filled in here.
 	FetchStats func() wire.FetchStats
@@ -203,7 +200,10 @@ func New(cfg Config) (*FS, error) {
 		opts.MaxLent = maxLent(capacity)
 	}
 	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.Due, f.plans.Upcoming
-	opts.Transient = cfg.Transient
+	// Only a video's own damage fails its sample for good; what may pass (descriptors short,
+	// a disk or the source's network down) fails the reads in progress with EIO, and the sample
+	// is decoded again.
+	opts.Permanent = decode.Permanent
 	c, err := cache.New(opts)
 	if err != nil {
 		if f.tier != nil {

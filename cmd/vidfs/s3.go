@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"path/filepath"
 	"time"
@@ -220,7 +219,6 @@ func (s source) fetchFor(cfg *vfs.Config, log *slog.Logger) func(ctx context.Con
 		}
 		return w
 	}
-	cfg.Transient = func(err error) bool { return errors.Is(err, s3src.ErrUnavailable) }
 	return func(ctx context.Context, f *vfs.FS) {
 		a.upcoming, a.held = f.Upcoming, f.Held
 		go a.run(ctx)

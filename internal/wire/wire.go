@@ -192,6 +192,10 @@ type DecodeStats struct {
 	// DecodersAdopted counts clips of a video that went to an idle GPU decoder of another video
 	// encoded alike, where a new NVDEC decoder would have been opened.
 	DecodersAdopted int64 `json:"decoders_adopted"`
+	// FailedTransient counts decodes that failed for a reason that may pass (descriptors short, a
+	// disk or the source's network down), unlike Failed (the video's own damage): the reads
+	// waiting got EIO, and the sample is decoded again when next read or prefetched.
+	FailedTransient int64 `json:"failed_transient"`
 	// GPUs are the GPUs decoded on (none: the CPU alone).
 	GPUs []GPUStats `json:"gpus,omitempty"`
 }
