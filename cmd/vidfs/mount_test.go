@@ -443,7 +443,11 @@ wait:
 		t.Fatalf("vidfs umount: exit %d, %s", code, errs)
 	}
 	if !gone() {
-		t.Fatalf("the daemon (pid %d) still runs a minute after vidfs umount", pid)
+		// Its goroutines, for the failure: Go writes them to the log file on SIGQUIT.
+		syscall.Kill(pid, syscall.SIGQUIT)
+		time.Sleep(2 * time.Second)
+		log, _ := os.ReadFile(filepath.Join(dir, "m.log"))
+		t.Fatalf("the daemon (pid %d) still runs a minute after vidfs umount; its log:\n%s", pid, log)
 	}
 	if pids := mountProcesses(t, mnt); len(pids) > 0 {
 		t.Errorf("%v: processes %v still serve %s after vidfs umount", args, pids, mnt)
