@@ -246,11 +246,10 @@ func (p *probeFrom) probe(ctx context.Context, path string) (*decode.Info, error
 	if !s3src.IsURL(path) {
 		return decode.Probe(path)
 	}
-	bucket, key, err := s3src.ParseURL(path)
+	bucket, key, err := s3src.ParseObjectURL(path)
 	if err != nil {
 		return nil, err
 	}
-	key = key[:len(key)-1] // ParseURL ends a prefix in /
 	b := p.buckets[bucket]
 	if b == nil {
 		src := "s3://" + bucket + "/"
