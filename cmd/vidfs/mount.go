@@ -313,7 +313,12 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	}
 	var figures wire.ScanStats
 	scanning := newScanReport(mnt, log) // for vidfs stats MNT meanwhile
-	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, &figures, scanning.update)
+	notify := newNotifier(log)          // for systemd, under Type=notify
+	report := func(p catalog.Progress) {
+		scanning.update(p)
+		notify.progress(p)
+	}
+	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, &figures, report)
 	scanning.remove()
 	if err != nil {
 		return err
@@ -379,18 +384,21 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	if err != nil {
 		return errors.Join(err, m.Unmount())
 	}
+	notify.ready(fmt.Sprintf("serving %d samples of %d videos at %s", lay.Len(), len(lay.Videos), mnt))
 
 	served := make(chan struct{})
 	go func() { m.Wait(); close(served) }()
 	select {
 	case <-ctx.Done():
 		log.Info("unmounting", "at", mnt)
+		notify.stopping("unmounting " + mnt)
 		if err := m.Unmount(); err != nil {
 			return unmountError{err}
 		}
 		log.Info("unmounted", "at", mnt)
 	case <-served:
 		log.Info("unmounted from outside", "at", mnt)
+		notify.stopping("unmounted from outside: " + mnt)
 	}
 	return nil
 }
@@ -427,21 +435,7 @@ func newProgress(w io.Writer) func(catalog.Progress) {
 			return
 		}
 		last = time.Now()
-		var line string
-		if p.Final {
-			rate := ""
-			if p.Done > p.Cached {
-				rate = fmt.Sprintf(" (%.0f/s)", p.Rate())
-			}
-			line = fmt.Sprintf("scanned %d videos in %s: %d probed%s, %d from the probe cache, %d unreadable",
-				p.Total, roundElapsed(p.Elapsed), p.Done-p.Cached, rate, p.Cached, p.Failed)
-		} else {
-			left := "time left unknown"
-			if d := p.Left(); d > 0 {
-				left = d.Round(time.Second).String() + " left"
-			}
-			line = fmt.Sprintf("probing videos: %d/%d (%d from cache), %.0f/s, %s, %d unreadable", p.Done, p.Total, p.Cached, p.Rate(), left, p.Failed)
-		}
+		line := progressLine(p)
 		switch {
 		case tty && !p.Final:
 			fmt.Fprintf(w, "\r%s\x1b[K", line)
@@ -451,6 +445,23 @@ func newProgress(w io.Writer) func(catalog.Progress) {
 			fmt.Fprintln(w, line)
 		}
 	}
+}
+
+// progressLine says how far a scan has got, or how it went.
+func progressLine(p catalog.Progress) string {
+	if p.Final {
+		rate := ""
+		if p.Done > p.Cached {
+			rate = fmt.Sprintf(" (%.0f/s)", p.Rate())
+		}
+		return fmt.Sprintf("scanned %d videos in %s: %d probed%s, %d from the probe cache, %d unreadable",
+			p.Total, roundElapsed(p.Elapsed), p.Done-p.Cached, rate, p.Cached, p.Failed)
+	}
+	left := "time left unknown"
+	if d := p.Left(); d > 0 {
+		left = d.Round(time.Second).String() + " left"
+	}
+	return fmt.Sprintf("probing videos: %d/%d (%d from cache), %.0f/s, %s, %d unreadable", p.Done, p.Total, p.Cached, p.Rate(), left, p.Failed)
 }
 
 // roundElapsed rounds a scan's time for a person: to three figures or so, never to 0.
