@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"time"
 
+	"github.com/aws/smithy-go"
 	"github.com/spf13/pflag"
 
 	"github.com/vidfs/vidfs/decode"
@@ -263,6 +265,9 @@ func (p *probeFrom) probe(ctx context.Context, path string) (*decode.Info, error
 		p.buckets[bucket] = b
 	}
 	if _, err := b.Head(ctx, key); err != nil {
+		if apiErr := smithy.APIError(nil); errors.As(err, &apiErr) && (apiErr.ErrorCode() == "NotFound" || apiErr.ErrorCode() == "NoSuchKey") {
+			return nil, fmt.Errorf("%s: object not found (the key is taken as written: no %%XX unescaping, ? and # are part of it): %w", path, err)
+		}
 		return nil, err
 	}
 	return decode.ProbeFrom(b.Path(key), b.Open)
