@@ -348,21 +348,21 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	if err != nil {
 		return err
 	}
-	cfg := vfs.Config{Source: source.files.Root(), Layout: lay, Infos: infos, Resize: o.resize.r, Fast: o.decode.fast, Decoder: pool,
+	kick := newAheadKick() // the FS's plans kick the bucket's fetching ahead, made after it
+	f, err := vfs.New(vfs.Config{Source: source.files.Root(), Layout: lay, Infos: infos, Resize: o.resize.r, Fast: o.decode.fast, Decoder: pool,
 		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Scan: &figures, Log: log,
-		OnError: onError, PlanIdle: o.planIdle, TierDir: o.cacheDir, TierBytes: tierBytes, TierCodec: o.cacheDiskCodec.c}
-	startFetching := source.fetchFor(&cfg, log)
-	f, err := vfs.New(cfg)
+		OnError: onError, PlanIdle: o.planIdle, TierDir: o.cacheDir, TierBytes: tierBytes, TierCodec: o.cacheDiskCodec.c,
+		PlanMoved: source.planMoved(kick), Current: source.current(), FetchStats: source.fetchStats(), Transient: source.transient()})
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	fetchCtx, stopFetching := context.WithCancel(context.Background())
-	defer stopFetching()
 	// Once unmounted, before the cache waits for its loads: a decode waiting on the network
 	// ends at once, not after --s3-timeout, and no GET goes on.
 	defer source.close()
-	startFetching(fetchCtx, f)
+	if ahead := source.fetchAheadFor(f, lay, infos, kick, log); ahead != nil {
+		defer ahead.close() // first: it asks f what is due
+	}
 	m, err := f.Mount(mnt, vfs.MountOptions{AllowOther: o.allowOther, Debug: o.debugFUSE})
 	if err != nil {
 		return err
