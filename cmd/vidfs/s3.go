@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/aws/smithy-go"
@@ -127,8 +128,9 @@ type fetchAhead struct {
 	// budget bounds the bytes one pass asks for.
 	budget int64
 
-	ctx    context.Context // ends the passes: cancelled by close
-	cancel context.CancelFunc
+	ctx     context.Context // ends the passes: cancelled by close
+	cancel  context.CancelFunc
+	running sync.WaitGroup // run, which close waits for
 }
 
 // aheadSamples is how many of the samples due next a pass fetches for.
@@ -143,12 +145,13 @@ func newFetchAhead(b *s3src.Bucket, lay *layout.Layout, infos vfs.Infos, upcomin
 
 // start makes passes in the background, each time the kick asks, until close.
 func (a *fetchAhead) start() {
-	go a.run()
+	a.running.Go(a.run)
 }
 
-// close ends the passes: a fetch in flight ends at once.
+// close ends the passes, a fetch in flight at once, and returns once they have ended.
 func (a *fetchAhead) close() {
 	a.cancel()
+	a.running.Wait()
 }
 
 // run makes passes until close.
