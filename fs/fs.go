@@ -123,7 +123,7 @@ type FS struct {
 
 	pages      *pageFiller
 	tier       *diskTier // nil without one
-	stopTag    context.CancelFunc
+	stopTag    func()    // ends tagTier and waits for it
 	reads      readCounters
 	decodeRate metrics.Rate // of the same
 	problems   problemLog
@@ -218,9 +218,7 @@ func New(cfg Config) (*FS, error) {
 	f.plans.OnRepublish(f.replanned) // the dues went stale and were worked out anew
 	f.pages = newPageFiller(f)
 	if f.tier != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		f.stopTag = cancel
-		go f.tagTier(ctx)
+		f.stopTag = f.startTagging()
 	}
 	return f, nil
 }

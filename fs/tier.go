@@ -127,6 +127,21 @@ func tierCodec(asked tier.Codec, samples int, sampleBytes, bound int64) (tier.Co
 	return tier.Zstd, fmt.Sprintf("the samples do not fit uncompressed (%d MiB, the bound %d MiB): the smallest", need>>20, bound>>20)
 }
 
+// startTagging runs tagTier in the background; the function it returns stops it and returns once
+// it has ended (Close, before the tier closes).
+func (f *FS) startTagging() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.tagTier(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // tagTier tells the tier which of its entries (found on disk from an earlier mount) are which
 // samples of this one, so that eviction knows when each is due. It runs in the background, and
 // stops with ctx.

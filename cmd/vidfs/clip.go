@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/s3src"
 	"github.com/vidfs/vidfs/layout"
 )
 
@@ -61,6 +62,9 @@ training transform), stretch (scale each side to fit), pad (fit the long side, b
 			}
 			if out == "" {
 				return usageError{"no output file: give -o FILE (or -o - for stdout)"}
+			}
+			if s3src.IsURL(args[0]) {
+				return fmt.Errorf("%s: clip decodes a local file; copy the object first (aws s3 cp %s .)", args[0], args[0])
 			}
 			began := time.Now()
 			info, err := decode.Probe(args[0])

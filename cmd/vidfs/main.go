@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -57,7 +56,7 @@ func commands() map[string]*command {
 }
 
 func main() {
-	decode.TuneMalloc(min(runtime.NumCPU(), 8))
+	decode.TuneMalloc(min(usableCores(), 8))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}))

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -35,6 +34,7 @@ type layoutOptions struct {
 	decode                              decodeValue
 	short                               string
 	probeWorkers                        int
+	cores                               int // the CPUs this process may use, which the worker counts' defaults come from
 	probeCache                          string
 	s3                                  s3Options
 }
@@ -53,7 +53,8 @@ func (l *layoutOptions) register(fs *pflag.FlagSet) {
 	fs.Var(&l.resize, "resize", "how frames are fitted: crop (short side, centre), stretch or pad")
 	fs.Var(&l.decode, "decode", "exact (bit-exact, as the ffmpeg CLI) or fast (skip H.264/HEVC deblocking, area scaling: 1.2x on H.264, about 44 dB from exact)")
 	fs.StringVar(&l.short, "short", "pad", "videos shorter than one sample: pad (repeat the last frame) or skip")
-	fs.IntVar(&l.probeWorkers, "probe-workers", runtime.NumCPU(), "videos probed at once")
+	l.cores = usableCores()
+	fs.IntVar(&l.probeWorkers, "probe-workers", 0, "videos probed at once ("+coresHelp(l.cores, l.cores)+": probing reads more than it computes, and comes before training)")
 	fs.StringVar(&l.probeCache, "probe-cache", defaultProbeCache(), "directory for cached probe tables, which mounts on several nodes may share (\"\" for none)")
 	l.s3.register(fs)
 }
@@ -78,6 +79,7 @@ func (l *layoutOptions) spec() (layout.Spec, error) {
 func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src catalog.Files, figures *wire.ScanStats,
 	report func(catalog.Progress)) (*layout.Layout, *videoTables, []wire.Problem, error) {
 	show := newProgress(w)
+	var workers int // set before the scan reports
 	progress := func(p catalog.Progress) {
 		show(p)
 		if report != nil {
@@ -85,10 +87,14 @@ func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger,
 		}
 		if p.Final && figures != nil {
 			*figures = wire.ScanStats{Videos: p.Total, Probed: p.Done - p.Cached, FromCache: p.Cached, Unreadable: p.Failed,
-				Seconds: p.Elapsed.Seconds(), ProbesPerSecond: p.Rate()}
+				Seconds: p.Elapsed.Seconds(), ProbesPerSecond: p.Rate(), Workers: workers, Cores: l.cores}
 		}
 	}
-	tables, videos, err := catalog.Scan(ctx, catalog.Options{Files: src, Workers: l.probeWorkers, CacheDir: l.probeCache, Progress: progress, Log: log})
+	workers = l.probeWorkers
+	if workers <= 0 {
+		workers = l.cores
+	}
+	tables, videos, err := catalog.Scan(ctx, catalog.Options{Files: src, Workers: workers, CacheDir: l.probeCache, Progress: progress, Log: log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -220,7 +226,7 @@ Exit status:
 			fs.Var(&o.cacheDisk, "cache-disk", "bound on the disk tier's size, e.g. 100GiB (default: half the free space of --cache-dir's filesystem, at most 100GiB)")
 			fs.Var(&o.cacheDiskCodec, "cache-disk-codec", "how the disk tier stores samples: none (2.4 MB a 16x224x224 sample, the least CPU), lz4 (1.3x smaller), zstd (2.2x smaller, the most CPU) or auto (none if every sample fits within --cache-disk so, else zstd)")
 			fs.IntVar(&o.prefetch, "prefetch", 0, "samples to keep decoded ahead of the reader (default: as many as fit in the cache)")
-			fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "samples decoded at once ahead of the reader")
+			fs.IntVar(&o.workers, "workers", 0, "samples decoded at once ahead of the reader ("+coresHelp(decodeWorkers(o.cores), o.cores)+", less an eighth left to the trainer's own processes)")
 			fs.Var(&o.hwaccel, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto (if there is one), cuda (require one) or none")
 			fs.Var(&o.gpus, "gpus", gpusHelp)
 			fs.IntVar(&o.gpuDecoders, "gpu-decoders", 8, "decoders open on each GPU at once, busy or idle, which bounds its memory (about 60 MiB each at 1080p); new ones open on the GPU with the fewest, and more videos decode on the CPU. Idle ones are reused by videos encoded alike: give it more than 2x --workers over the GPUs")
@@ -311,7 +317,12 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	}
 	var figures wire.ScanStats
 	scanning := newScanReport(mnt, log) // for vidfs stats MNT meanwhile
-	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, &figures, scanning.update)
+	notify := newNotifier(log)          // for systemd, under Type=notify
+	report := func(p catalog.Progress) {
+		scanning.update(p)
+		notify.progress(p)
+	}
+	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, &figures, report)
 	scanning.remove()
 	if err != nil {
 		return err
@@ -326,7 +337,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	}
 	workers := o.workers
 	if workers <= 0 {
-		workers = runtime.NumCPU()
+		workers = decodeWorkers(o.cores)
 	}
 	// One decoder per load the cache may run at once; as many kept open between clips as it
 	// prefetches at once.
@@ -341,21 +352,21 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	if err != nil {
 		return err
 	}
-	cfg := vfs.Config{Source: source.files.Root(), Layout: lay, Infos: infos, Resize: o.resize.r, Fast: o.decode.fast, Decoder: pool,
+	kick := newAheadKick() // the FS's plans kick the bucket's fetching ahead, made after it
+	f, err := vfs.New(vfs.Config{Source: source.files.Root(), Layout: lay, Infos: infos, Resize: o.resize.r, Fast: o.decode.fast, Decoder: pool,
 		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Scan: &figures, Log: log,
-		OnError: onError, PlanIdle: o.planIdle, PlanMaxEntries: o.planMaxEntries, TierDir: o.cacheDir, TierBytes: tierBytes, TierCodec: o.cacheDiskCodec.c}
-	startFetching := source.fetchFor(&cfg, log)
-	f, err := vfs.New(cfg)
+		OnError: onError, PlanIdle: o.planIdle, PlanMaxEntries: o.planMaxEntries, TierDir: o.cacheDir, TierBytes: tierBytes, TierCodec: o.cacheDiskCodec.c,
+		PlanMoved: source.planMoved(kick), Current: source.current(), FetchStats: source.fetchStats()})
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	fetchCtx, stopFetching := context.WithCancel(context.Background())
-	defer stopFetching()
 	// Once unmounted, before the cache waits for its loads: a decode waiting on the network
 	// ends at once, not after --s3-timeout, and no GET goes on.
 	defer source.close()
-	startFetching(fetchCtx, f)
+	if ahead := source.fetchAheadFor(f, lay, infos, kick, log); ahead != nil {
+		defer ahead.close() // first: it asks f what is due
+	}
 	m, err := f.Mount(mnt, vfs.MountOptions{AllowOther: o.allowOther, Debug: o.debugFUSE})
 	if err != nil {
 		return err
@@ -371,24 +382,27 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	log.Info("mounted", "at", mnt, "samples", lay.Len(), "shape", fmt.Sprintf("(%d, %d, %d, 3)", spec.Frames, spec.Height, spec.Width),
 		"videos", len(lay.Videos), "left_out", len(skipped), "classes", len(lay.Classes),
 		"cache", formatBytes(st.Cache.CapacityBytes), "cache_samples", st.Cache.CapacitySamples,
-		"prefetch", st.Plan.PrefetchDepth, "workers", st.Decode.Workers, "ready_in", time.Since(began).Round(time.Millisecond))
+		"prefetch", st.Plan.PrefetchDepth, "workers", st.Decode.Workers, "cores", o.cores, "ready_in", time.Since(began).Round(time.Millisecond))
 	done, err := serving(o.pidFile)
 	defer done()
 	if err != nil {
 		return errors.Join(err, m.Unmount())
 	}
+	notify.ready(fmt.Sprintf("serving %d samples of %d videos at %s", lay.Len(), len(lay.Videos), mnt))
 
 	served := make(chan struct{})
 	go func() { m.Wait(); close(served) }()
 	select {
 	case <-ctx.Done():
 		log.Info("unmounting", "at", mnt)
+		notify.stopping("unmounting " + mnt)
 		if err := m.Unmount(); err != nil {
 			return unmountError{err}
 		}
 		log.Info("unmounted", "at", mnt)
 	case <-served:
 		log.Info("unmounted from outside", "at", mnt)
+		notify.stopping("unmounted from outside: " + mnt)
 	}
 	return nil
 }
@@ -425,21 +439,7 @@ func newProgress(w io.Writer) func(catalog.Progress) {
 			return
 		}
 		last = time.Now()
-		var line string
-		if p.Final {
-			rate := ""
-			if p.Done > p.Cached {
-				rate = fmt.Sprintf(" (%.0f/s)", p.Rate())
-			}
-			line = fmt.Sprintf("scanned %d videos in %s: %d probed%s, %d from the probe cache, %d unreadable",
-				p.Total, roundElapsed(p.Elapsed), p.Done-p.Cached, rate, p.Cached, p.Failed)
-		} else {
-			left := "time left unknown"
-			if d := p.Left(); d > 0 {
-				left = d.Round(time.Second).String() + " left"
-			}
-			line = fmt.Sprintf("probing videos: %d/%d (%d from cache), %.0f/s, %s, %d unreadable", p.Done, p.Total, p.Cached, p.Rate(), left, p.Failed)
-		}
+		line := progressLine(p)
 		switch {
 		case tty && !p.Final:
 			fmt.Fprintf(w, "\r%s\x1b[K", line)
@@ -449,6 +449,23 @@ func newProgress(w io.Writer) func(catalog.Progress) {
 			fmt.Fprintln(w, line)
 		}
 	}
+}
+
+// progressLine says how far a scan has got, or how it went.
+func progressLine(p catalog.Progress) string {
+	if p.Final {
+		rate := ""
+		if p.Done > p.Cached {
+			rate = fmt.Sprintf(" (%.0f/s)", p.Rate())
+		}
+		return fmt.Sprintf("scanned %d videos in %s: %d probed%s, %d from the probe cache, %d unreadable",
+			p.Total, roundElapsed(p.Elapsed), p.Done-p.Cached, rate, p.Cached, p.Failed)
+	}
+	left := "time left unknown"
+	if d := p.Left(); d > 0 {
+		left = d.Round(time.Second).String() + " left"
+	}
+	return fmt.Sprintf("probing videos: %d/%d (%d from cache), %.0f/s, %s, %d unreadable", p.Done, p.Total, p.Cached, p.Rate(), left, p.Failed)
 }
 
 // roundElapsed rounds a scan's time for a person: to three figures or so, never to 0.

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
+	"github.com/aws/smithy-go"
 	"github.com/spf13/pflag"
 
 	"github.com/vidfs/vidfs/decode"
@@ -94,47 +98,73 @@ func (f bucketFiles) List(ctx context.Context) ([]catalog.File, error) {
 	return files, nil
 }
 
+// aheadKick asks a fetchAhead for a pass. It is made before the mount's FS, whose plans call
+// moved (fs.Config.PlanMoved) when they move, and given to the fetchAhead made after the FS,
+// which asks the FS what is due.
+type aheadKick chan struct{}
+
+func newAheadKick() aheadKick { return make(aheadKick, 1) }
+
+// moved asks for a pass; it never blocks.
+func (k aheadKick) moved() {
+	select {
+	case k <- struct{}{}:
+	default:
+	}
+}
+
 // fetchAhead fetches the bytes of the samples the plans want next, soonest due first, into the
-// bucket's memory, before their decodes ask (none for those the mount holds decoded): it runs each time the plans move, over at most
-// aheadSamples samples and half the bucket's memory.
+// bucket's memory, before their decodes ask (none for those the mount holds decoded): it runs
+// each time the plans move, over at most aheadSamples samples and half the bucket's memory.
+// Every field is set when it is made; start runs it, close ends it.
 type fetchAhead struct {
 	b        *s3src.Bucket
 	lay      *layout.Layout
 	infos    vfs.Infos
 	upcoming func(dst []int, n int) []int // the samples due next, soonest first
 	held     func(sample int) bool        // whether a sample needs no decode (nil: all do)
-	kick     chan struct{}                // a pass is due
+	kick     <-chan struct{}              // a pass is due
 	log      *slog.Logger
 	// budget bounds the bytes one pass asks for.
 	budget int64
+
+	ctx     context.Context // ends the passes: cancelled by close
+	cancel  context.CancelFunc
+	running sync.WaitGroup // run, which close waits for
 }
 
 // aheadSamples is how many of the samples due next a pass fetches for.
 const aheadSamples = 64
 
-func newFetchAhead(b *s3src.Bucket, lay *layout.Layout, infos vfs.Infos, budget int64, log *slog.Logger) *fetchAhead {
-	return &fetchAhead{b: b, lay: lay, infos: infos, kick: make(chan struct{}, 1), budget: budget, log: log}
+func newFetchAhead(b *s3src.Bucket, lay *layout.Layout, infos vfs.Infos, upcoming func(dst []int, n int) []int, held func(int) bool,
+	kick aheadKick, budget int64, log *slog.Logger) *fetchAhead {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &fetchAhead{b: b, lay: lay, infos: infos, upcoming: upcoming, held: held, kick: kick, budget: budget, log: log,
+		ctx: ctx, cancel: cancel}
 }
 
-// moved asks for a pass; it never blocks (fs.Config.PlanMoved).
-func (a *fetchAhead) moved() {
-	select {
-	case a.kick <- struct{}{}:
-	default:
-	}
+// start makes passes in the background, each time the kick asks, until close.
+func (a *fetchAhead) start() {
+	a.running.Go(a.run)
 }
 
-// run makes passes until ctx ends.
-func (a *fetchAhead) run(ctx context.Context) {
+// close ends the passes, a fetch in flight at once, and returns once they have ended.
+func (a *fetchAhead) close() {
+	a.cancel()
+	a.running.Wait()
+}
+
+// run makes passes until close.
+func (a *fetchAhead) run() {
 	var due []int
 	for {
 		select {
-		case <-ctx.Done():
+		case <-a.ctx.Done():
 			return
 		case <-a.kick:
 		}
 		due = a.upcoming(due[:0], aheadSamples)
-		a.pass(ctx, due)
+		a.pass(a.ctx, due)
 	}
 }
 
@@ -199,17 +229,41 @@ func sampleBytes(lay *layout.Layout, infos vfs.Infos, s int) (path string, off, 
 	return info.Path, start.Pos, end + readSlack, true
 }
 
-// fetchFor wires a bucket's fetching ahead into the mount's config, and returns what runs it once
-// the FS is made; for a local source, nothing.
-func (s source) fetchFor(cfg *vfs.Config, log *slog.Logger) func(ctx context.Context, f *vfs.FS) {
+// planMoved is the mount's fs.Config.PlanMoved: for a bucket, kick's; nil for a directory.
+func (s source) planMoved(kick aheadKick) func() {
 	if s.bucket == nil {
-		return func(context.Context, *vfs.FS) {}
+		return nil
 	}
-	st := s.bucket.Stats()
-	a := newFetchAhead(s.bucket, cfg.Layout, cfg.Infos, st.CacheCapacity/2, log)
-	cfg.PlanMoved = a.moved
-	cfg.Current = func(video string) bool { return s.bucket.Unchanged(s.bucket.Path(video)) }
-	cfg.FetchStats = func() wire.FetchStats {
+	return kick.moved
+}
+
+// current is the mount's fs.Config.Current: for a bucket, whether an object still has the ETag
+// it was listed with; nil for a directory (its files' size and time are compared).
+func (s source) current() func(video string) bool {
+	if s.bucket == nil {
+		return nil
+	}
+	return func(video string) bool { return s.bucket.Unchanged(s.bucket.Path(video)) }
+}
+
+// fetchAheadFor starts fetching ahead what f's plans want next, from a bucket (nil for a
+// directory): made after the FS, with its hooks, and kicked by it through kick.
+func (s source) fetchAheadFor(f *vfs.FS, lay *layout.Layout, infos vfs.Infos, kick aheadKick, log *slog.Logger) *fetchAhead {
+	if s.bucket == nil {
+		return nil
+	}
+	a := newFetchAhead(s.bucket, lay, infos, f.Upcoming, f.Held, kick, s.bucket.Stats().CacheCapacity/2, log)
+	a.start()
+	kick.moved() // a first pass, for a plan written before it started
+	return a
+}
+
+// fetchStats is the mount's fs.Config.FetchStats: a bucket's counters; nil for a directory.
+func (s source) fetchStats() func() wire.FetchStats {
+	if s.bucket == nil {
+		return nil
+	}
+	return func() wire.FetchStats {
 		st := s.bucket.Stats()
 		w := wire.FetchStats{Lists: st.Lists, GETs: st.GETs, BytesFetched: st.BytesFetched, FetchSeconds: st.FetchSeconds,
 			Retries: st.Retries, Throttled: st.Throttled, FailedGETs: st.FailedGETs,
@@ -218,11 +272,6 @@ func (s source) fetchFor(cfg *vfs.Config, log *slog.Logger) func(ctx context.Con
 			w.MeanLatencyMs = st.FetchSeconds * 1000 / float64(st.GETs)
 		}
 		return w
-	}
-	return func(ctx context.Context, f *vfs.FS) {
-		a.upcoming, a.held = f.Upcoming, f.Held
-		go a.run(ctx)
-		a.moved()
 	}
 }
 
@@ -244,11 +293,10 @@ func (p *probeFrom) probe(ctx context.Context, path string) (*decode.Info, error
 	if !s3src.IsURL(path) {
 		return decode.Probe(path)
 	}
-	bucket, key, err := s3src.ParseURL(path)
+	bucket, key, err := s3src.ParseObjectURL(path)
 	if err != nil {
 		return nil, err
 	}
-	key = key[:len(key)-1] // ParseURL ends a prefix in /
 	b := p.buckets[bucket]
 	if b == nil {
 		src := "s3://" + bucket + "/"
@@ -262,6 +310,9 @@ func (p *probeFrom) probe(ctx context.Context, path string) (*decode.Info, error
 		p.buckets[bucket] = b
 	}
 	if _, err := b.Head(ctx, key); err != nil {
+		if apiErr := smithy.APIError(nil); errors.As(err, &apiErr) && (apiErr.ErrorCode() == "NotFound" || apiErr.ErrorCode() == "NoSuchKey") {
+			return nil, fmt.Errorf("%s: object not found (the key is taken as written: no %%XX unescaping, ? and # are part of it): %w", path, err)
+		}
 		return nil, err
 	}
 	return decode.ProbeFrom(b.Path(key), b.Open)

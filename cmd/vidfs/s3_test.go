@@ -361,7 +361,7 @@ func TestFetchAheadInPlanOrder(t *testing.T) {
 		}
 	}
 	before := len(p.GetLog())
-	a := newFetchAhead(fresh, lay, infos, 1<<30, slog.New(slog.DiscardHandler))
+	a := newFetchAhead(fresh, lay, infos, nil, nil, newAheadKick(), 1<<30, slog.New(slog.DiscardHandler))
 	a.pass(ctx, due)
 	for _, s := range due {
 		readRange(t, fresh, lay, infos, s)
@@ -398,8 +398,8 @@ func TestFetchAheadSkipsSamplesHeld(t *testing.T) {
 		}
 	}
 	before := len(p.GetLog())
-	a := newFetchAhead(fresh, lay, infos, 1<<30, slog.New(slog.DiscardHandler))
-	a.held = func(s int) bool { return s == due[1] }
+	held := func(s int) bool { return s == due[1] }
+	a := newFetchAhead(fresh, lay, infos, nil, held, newAheadKick(), 1<<30, slog.New(slog.DiscardHandler))
 	a.pass(ctx, due)
 	readRange(t, fresh, lay, infos, due[2])
 	var keys []string

@@ -117,8 +117,12 @@ func printStats(w io.Writer, mnt string, lay wire.Dataset, st wire.Stats) {
 		fmt.Fprintf(w, "    %-12s position %d of %d, %s; hit rate %s, waited %.2f s; %d ready ahead\n",
 			e.Name, e.Position, e.Length, state, pct(e.Hits, e.Hits+e.Misses), e.WaitSeconds, e.ReadyAhead)
 	}
-	fmt.Fprintf(w, "  decode   %d workers: %d in flight, %d queued; %d clips done (%d ahead of reads, %d on a miss), %d failed; %.1f clips/s now\n",
-		d.Workers, d.InFlight, d.Queued, d.Clips, d.Prefetched, d.OnDemand, d.Failed, d.ClipsPerSecond)
+	cores := ""
+	if st.Scan != nil && st.Scan.Cores > 0 {
+		cores = fmt.Sprintf(" (of %s this process may use)", plural(st.Scan.Cores, "core"))
+	}
+	fmt.Fprintf(w, "  decode   %d workers%s: %d in flight, %d queued; %d clips done (%d ahead of reads, %d on a miss), %d failed; %.1f clips/s now\n",
+		d.Workers, cores, d.InFlight, d.Queued, d.Clips, d.Prefetched, d.OnDemand, d.Failed, d.ClipsPerSecond)
 	fmt.Fprintf(w, "           %d queued prefetches dropped when the plan moved on\n", d.Cancelled)
 	fmt.Fprintf(w, "           %.2f frames decoded per frame served (%d / %d); %d seeks, %d decoders opened\n",
 		d.Amplification, d.FramesDecoded, d.FramesServed, d.Seeks, d.DecodersOpened)

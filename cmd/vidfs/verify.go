@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +47,7 @@ Keyframes found unusable are noted in the probe cache for the mounts that follow
 			o.layoutOptions.register(fs)
 			fs.BoolVar(&o.allFrames, "all-frames", false, "decode every frame of every video, not only the samples")
 			fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON on stdout")
-			fs.IntVar(&o.workers, "workers", runtime.NumCPU(), "videos decoded at once")
+			fs.IntVar(&o.workers, "workers", 0, "videos decoded at once ("+coresHelp(o.cores, o.cores)+")")
 			fs.Var(&o.hwaccel, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto (if there is one), cuda (require one) or none")
 			fs.Var(&o.gpus, "gpus", gpusHelp)
 			fs.IntVar(&o.gpuDecoders, "gpu-decoders", 8, "decoders open on each GPU at once")
@@ -116,8 +115,11 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	if err != nil {
 		return err
 	}
-	if o.workers < 1 {
-		return usageError{"--workers must be at least 1"}
+	if o.workers < 0 {
+		return usageError{"--workers must be at least 1 (0: the default)"}
+	}
+	if o.workers == 0 {
+		o.workers = o.cores
 	}
 	began := time.Now()
 	source, err := openSource(ctx, src, o.s3, log)

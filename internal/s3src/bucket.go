@@ -17,8 +17,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -74,23 +72,6 @@ func (o *Options) defaults() {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-}
-
-// IsURL tells whether a mount's source names a bucket (s3://BUCKET/PREFIX) rather than a directory.
-func IsURL(src string) bool { return strings.HasPrefix(src, "s3://") }
-
-// ParseURL splits s3://BUCKET/PREFIX into the bucket and the prefix, which ends in "/" unless
-// it is empty.
-func ParseURL(src string) (bucket, prefix string, err error) {
-	u, err := url.Parse(src)
-	if err != nil || u.Scheme != "s3" || u.Host == "" {
-		return "", "", fmt.Errorf("%q: want s3://BUCKET or s3://BUCKET/PREFIX", src)
-	}
-	prefix = strings.TrimPrefix(u.Path, "/")
-	if prefix != "" && !strings.HasSuffix(prefix, "/") {
-		prefix += "/"
-	}
-	return u.Host, prefix, nil
 }
 
 // Bucket is an opened bucket: its client, the objects listed, and the cache of their bytes.

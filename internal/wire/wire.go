@@ -61,6 +61,10 @@ type ScanStats struct {
 	Unreadable      int     `json:"unreadable"`
 	Seconds         float64 `json:"seconds"`
 	ProbesPerSecond float64 `json:"probes_per_s"`
+	// Workers is how many videos were probed at once; Cores, how many CPUs the process may use
+	// (its affinity and cgroup quota), which the default worker counts come from.
+	Workers int `json:"workers,omitempty"`
+	Cores   int `json:"cores,omitempty"`
 	// SecondsLeft estimates the time the scan still takes, while it runs (see Scanning).
 	SecondsLeft float64 `json:"seconds_left,omitempty"`
 }
