@@ -12,8 +12,8 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 
+	"github.com/vidfs/vidfs/internal/testfd"
 	"github.com/vidfs/vidfs/internal/testvideo"
 )
 
@@ -27,7 +27,7 @@ func TestProbeOutOfDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	var err error
-	withoutDescriptors(t, 0, func() { _, err = Probe(path) })
+	testfd.Short(t, 0, func() { _, err = Probe(path) })
 	if err == nil {
 		t.Fatal("probed with no descriptor left")
 	}
@@ -36,43 +36,6 @@ func TestProbeOutOfDescriptors(t *testing.T) {
 	}
 	if _, err := Probe(path); err != nil {
 		t.Errorf("probe once descriptors are back: %v", err)
-	}
-}
-
-// withoutDescriptors runs f with all but free of the process's file descriptors taken: it
-// lowers the soft RLIMIT_NOFILE, opens /dev/null until EMFILE, and gives back free of them.
-func withoutDescriptors(t *testing.T, free int, f func()) {
-	t.Helper()
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
-	}
-	low := lim
-	low.Cur = min(lim.Cur, 256) // fewer to take
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
-		t.Fatal(err)
-	}
-	var held []int
-	for {
-		fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.EMFILE) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, fd)
-	}
-	for range free {
-		unix.Close(held[len(held)-1])
-		held = held[:len(held)-1]
-	}
-	f()
-	for _, fd := range held {
-		unix.Close(fd)
-	}
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -11,9 +11,8 @@ import (
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/testfd"
 	"github.com/vidfs/vidfs/internal/testvideo"
 )
 
@@ -36,7 +35,7 @@ func TestScanOutOfDescriptors(t *testing.T) {
 		tables *Tables
 		logged bytes.Buffer
 	)
-	withoutDescriptors(t, 1, func() {
+	testfd.Short(t, 1, func() {
 		tables, vs, err = Scan(context.Background(), Options{Root: src, CacheDir: cacheDir, Workers: 1,
 			Log: slog.New(slog.NewTextHandler(&logged, nil))})
 	})
@@ -148,42 +147,5 @@ func TestScanOldTransientError(t *testing.T) {
 	}
 	if errs := cachedErrors(t, cacheDir, src); len(errs) != 1 || !strings.HasPrefix(errs["c.mp4"], decode.ErrNotVideo.Error()) {
 		t.Errorf("the probe cache remembers %v; want c.mp4's ErrNotVideo only", errs)
-	}
-}
-
-// withoutDescriptors runs f with all but free of the process's file descriptors taken: it
-// lowers the soft RLIMIT_NOFILE, opens /dev/null until EMFILE, and gives back free of them.
-func withoutDescriptors(t *testing.T, free int, f func()) {
-	t.Helper()
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
-	}
-	low := lim
-	low.Cur = min(lim.Cur, 256) // fewer to take
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
-		t.Fatal(err)
-	}
-	var held []int
-	for {
-		fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.EMFILE) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, fd)
-	}
-	for range free {
-		unix.Close(held[len(held)-1])
-		held = held[:len(held)-1]
-	}
-	f()
-	for _, fd := range held {
-		unix.Close(fd)
-	}
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
 	}
 }
