@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -776,3 +777,116 @@ func (mp *mountProc) unmountedFromOutside(t *testing.T) {
 		t.Errorf("%s still serves", mp.dir)
 	}
 }
+
+// TestMountHitsMemoryBound: many threads reading samples the cache holds (hits: nothing decoded,
+// nothing evicted) do not make the mount's resident memory grow with the reads. The cache is
+// warmed (every sample read twice), then 16 goroutines pread whole samples at random, in two
+// halves of hitReads/2 reads. The peak resident memory over both, beside the warm process's, must
+// stay within hitsBound (the FUSE requests served at once and their buffers, with the Go heap's
+// room to grow before a collection), and the second half must add at most hitsGrowth to the
+// first's peak: memory that grows with the reads, a buffer held for every few reads, outgrows it.
+// The mount runs on 2 CPUs (GOMAXPROCS), busy with the readers, as where the growth was seen.
+func TestMountHitsMemoryBound(t *testing.T) {
+	const readers, hitReads = 16, 60000
+	mp := startMountIn(t, []string{"env", "GOMAXPROCS=2"}, makeSource(t), "--cache-mem", "64MiB", "--workers", "2",
+		"--frames", "8", "--stride", "2", "--step", "8", "--size", "128x128", "--probe-cache", "")
+	lay, err := readDataset(mp.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, S := lay.Samples, lay.SampleBytes
+	f, err := os.Open(filepath.Join(mp.dir, "clips.raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, S)
+	for range 2 {
+		for i := range n {
+			if _, err := f.ReadAt(buf, int64(i)*S); err != nil {
+				t.Fatalf("sample %d: %v", i, err)
+			}
+		}
+	}
+	st := mountStats(t, mp.dir)
+	if st.Cache.ReadySamples != n || st.Cache.Evicted != 0 {
+		t.Fatalf("warm-up: %d of %d samples ready, %d evicted: the cache must hold them all", st.Cache.ReadySamples, n, st.Cache.Evicted)
+	}
+	hits := st.Cache.Hits
+	// Peaks from here on: clear_refs 5 resets VmHWM to the current VmRSS.
+	resetPeak := func() {
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", mp.cmd.Process.Pid), []byte("5"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resetPeak()
+	warm := mp.statusKB(t, "VmRSS") << 10
+	var peaks [2]int64
+	for half := range peaks {
+		var wg sync.WaitGroup
+		var mu sync.Mutex // guards failures
+		var failures []string
+		for k := range readers {
+			wg.Go(func() {
+				b := make([]byte, S)
+				r := uint64(half*readers+k)*0x9e3779b97f4a7c15 + 1 // xorshift: random samples
+				for range hitReads / 2 / readers {
+					r ^= r << 13
+					r ^= r >> 7
+					r ^= r << 17
+					i := int(r % uint64(n))
+					if got, err := f.ReadAt(b, int64(i)*S); err != nil || int64(got) != S {
+						mu.Lock()
+						failures = append(failures, fmt.Sprintf("sample %d: %d bytes, %v", i, got, err))
+						mu.Unlock()
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if len(failures) > 0 {
+			t.Fatalf("reads failed: %v", failures)
+		}
+		peaks[half] = mp.statusKB(t, "VmHWM") << 10
+	}
+	st = mountStats(t, mp.dir)
+	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
+	t.Logf("%d hits by %d readers (%d samples of %d KiB in the cache): resident %.1f MiB warm, peak %.1f MiB after half the reads, %.1f MiB after all; memory %+v",
+		st.Cache.Hits-hits, readers, n, S>>10, mib(warm), mib(peaks[0]), mib(peaks[1]), st.Memory)
+	if st.Cache.Hits-hits != hitReads || st.Cache.Evicted != 0 {
+		t.Errorf("%d hits, %d evicted: want %d hits and nothing evicted", st.Cache.Hits-hits, st.Cache.Evicted, hitReads)
+	}
+	if raceDetector() {
+		t.Log("resident memory not bounded under the race detector, whose own grows with the goroutines go-fuse starts and ends; make test runs this test again without it")
+		return
+	}
+	if grew := peaks[1] - warm; grew > hitsBound {
+		t.Errorf("resident memory grew by %.1f MiB over %d cached reads (%.1f to %.1f MiB), bound %.0f MiB",
+			mib(grew), hitReads, mib(warm), mib(peaks[1]), mib(hitsBound))
+	}
+	if grew := peaks[1] - peaks[0]; grew > hitsGrowth {
+		t.Errorf("resident memory grew by %.1f MiB over the second %d cached reads (peak %.1f to %.1f MiB), bound %.0f MiB",
+			mib(grew), hitReads/2, mib(peaks[0]), mib(peaks[1]), mib(hitsGrowth))
+	}
+}
+
+// raceDetector tells whether the test binary was built with -race.
+func raceDetector() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
+}
+
+// hitsBound is what cached reads may add to a warm mount's resident memory: the FUSE requests
+// served at once (16 here) and their buffers of a sample each (6 MiB), twice for the Go heap's
+// room to grow. hitsGrowth is what
+// the second half of the reads may add to the first's peak: the Go heap reaching its goal.
+const hitsBound, hitsGrowth = 24 << 20, 6 << 20
