@@ -890,3 +890,98 @@ func raceDetector() bool {
 // room to grow. hitsGrowth is what
 // the second half of the reads may add to the first's peak: the Go heap reaching its goal.
 const hitsBound, hitsGrowth = 24 << 20, 6 << 20
+
+// TestMountMemoryParts: the stats' memory parts add up to the mount's resident memory, each
+// counted as resident. After 16 readers of cached samples as large as a FUSE request (1 MiB,
+// whose reply buffers go-fuse takes from the Go heap and vidfs never touches), the parts must add
+// up to VmRSS, with native (what is left of it) at least the resident pages of the files the
+// process maps (the binary, the C libraries), which no other part holds, and the Go heap at
+// most the anonymous memory resident beside the cache.
+func TestMountMemoryParts(t *testing.T) {
+	const readers, reads = 16, 4000
+	mp := startMountIn(t, []string{"env", "GOMAXPROCS=2"}, makeSource(t), "--cache-mem", "128MiB", "--workers", "2",
+		"--frames", "8", "--stride", "4", "--step", "64", "--size", "256x256", "--probe-cache", "")
+	lay, err := readDataset(mp.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, S := lay.Samples, lay.SampleBytes
+	f, err := os.Open(filepath.Join(mp.dir, "clips.raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := range n {
+		if _, err := f.ReadAt(make([]byte, S), int64(i)*S); err != nil {
+			t.Fatalf("sample %d: %v", i, err)
+		}
+	}
+	var wg sync.WaitGroup
+	for k := range readers {
+		wg.Go(func() {
+			b := make([]byte, S)
+			for j := range reads / readers {
+				i := (k*7 + j) % n
+				if _, err := f.ReadAt(b, int64(i)*S); err != nil {
+					t.Errorf("sample %d: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := mountStats(t, mp.dir)
+	rss := mp.statusKB(t, "VmRSS") << 10
+	files, anon := mappedRss(t, mp.cmd.Process.Pid)
+	m := st.Memory
+	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
+	t.Logf("%d samples of %d KiB, %d ready; VmRSS %.1f MiB, of which files mapped %.1f and anonymous %.1f; memory %+v",
+		n, S>>10, st.Cache.ReadySamples, mib(rss), mib(files), mib(anon), m)
+	// What the process may do between the stats and this test's reading: its resident memory as a
+	// whole, and the files and anonymous memory it maps (but a few heap spans) much less.
+	const tolerance, slack = 8 << 20, 2 << 20
+	if d := m.ResidentBytes - rss; d > tolerance || d < -tolerance {
+		t.Errorf("resident_bytes %.1f MiB, VmRSS %.1f MiB", mib(m.ResidentBytes), mib(rss))
+	}
+	parts := m.CacheBytes + m.TierMappedBytes + m.GoHeapBytes + m.GoRuntimeBytes
+	if sum := parts + m.NativeBytes; sum != m.ResidentBytes {
+		t.Errorf("parts add up to %.1f MiB (%.1f measured, %.1f native), not the %.1f MiB resident",
+			mib(sum), mib(parts), mib(m.NativeBytes), mib(m.ResidentBytes))
+	}
+	if m.NativeBytes < files-slack {
+		t.Errorf("native %.1f MiB, less than the %.1f MiB of files mapped resident: the other parts count %.1f MiB that is not resident",
+			mib(m.NativeBytes), mib(files), mib(files-m.NativeBytes))
+	}
+	if m.GoHeapBytes > anon-m.CacheBytes+slack {
+		t.Errorf("go_heap_bytes %.1f MiB, more than the %.1f MiB of anonymous memory resident beside the cache's %.1f MiB",
+			mib(m.GoHeapBytes), mib(anon-m.CacheBytes), mib(m.CacheBytes))
+	}
+	if want := int64(st.Cache.ReadySamples) * S; m.CacheBytes < want || m.CacheBytes > st.Cache.CapacityBytes+int64(os.Getpagesize())*int64(st.Cache.CapacitySamples) {
+		t.Errorf("cache_bytes %.1f MiB: %d samples ready (%.1f MiB) in a cache of %.1f MiB", mib(m.CacheBytes), st.Cache.ReadySamples, mib(want), mib(st.Cache.CapacityBytes))
+	}
+}
+
+// mappedRss sums the resident pages of process pid's mappings from /proc/PID/smaps: those of
+// files, and the anonymous ones.
+func mappedRss(t *testing.T, pid int) (files, anon int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := false
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":"):
+			file = len(fields) >= 6 && strings.HasPrefix(fields[5], "/")
+		case len(fields) == 3 && fields[0] == "Rss:":
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			if file {
+				files += kb << 10
+			} else {
+				anon += kb << 10
+			}
+		}
+	}
+	return files, anon
+}
