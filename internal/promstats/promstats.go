@@ -79,10 +79,12 @@ func New(snapshot func() wire.Stats, latency func() metrics.Cumulative) *Collect
 	add("read_zeroed_total", "Accesses to failed samples served with zeros.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Zeroed) })
 	add("read_page_fills_total", "Samples put whole in the page cache for memory-mapped readers.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.PageFills) })
 	add("memory_resident_bytes", "Resident memory of the mount process.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.ResidentBytes) })
-	add("memory_cache_bytes", "Sample buffers mapped.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.CacheBytes) })
-	add("memory_tier_mapped_bytes", "Samples served from disk tier files mapped from the page cache.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.TierMappedBytes) })
-	add("memory_go_heap_bytes", "Go heap objects, live and not yet collected.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.GoHeapBytes) })
-	add("memory_go_runtime_bytes", "Other memory the Go runtime holds.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.GoRuntimeBytes) })
+	add("memory_cache_bytes", "Sample buffers resident.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.CacheBytes) })
+	add("memory_tier_mapped_bytes", "Samples served from disk tier files mapped from the page cache, resident in the process.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.TierMappedBytes) })
+	add("memory_go_heap_bytes", "The Go heap resident: objects, free spans not yet given back, goroutine stacks.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.GoHeapBytes) })
+	add("memory_go_heap_objects_bytes", "Go heap objects, live and not yet collected, resident or not (not a part of the resident memory).", gauge,
+		func(s *wire.Stats) float64 { return float64(s.Memory.GoHeapObjectsBytes) })
+	add("memory_go_runtime_bytes", "Memory the Go runtime holds outside its heap: metadata, OS thread stacks.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.GoRuntimeBytes) })
 	add("memory_native_bytes", "Resident memory outside the cache and Go: FFmpeg, the binary.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.NativeBytes) })
 	tier := func(v func(t *wire.TierStats) float64) func(s *wire.Stats) float64 {
 		return func(s *wire.Stats) float64 {
