@@ -3,6 +3,7 @@ package fs
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,9 +13,10 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/vidfs/vidfs/cache"
+	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vidfs/vidfs/internal/metrics"
+	"github.com/vidfs/vidfs/cache"
+	"github.com/vidfs/vidfs/internal/promstats"
 	"github.com/vidfs/vidfs/internal/wire"
 )
 
@@ -39,6 +41,7 @@ func (f *FS) Stats() wire.Stats {
 	hits, misses, requests, bytes, waited := r.all.hits, r.all.misses, r.requests, r.bytes, r.all.waited
 	r.mu.Unlock()
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	lat := r.latency.Quantiles(0.5, 0.9, 0.99)
 	substituted, zeroed := f.failed.counts()
 
 	plan := wire.PlanStats{PrefetchDepth: depth, ReadyAhead: ahead, ReadyInWindow: inWindow, Upcoming: len(upcoming), OnPlanReads: ts.OnPlan, OffPlanReads: ts.OffPlan}
@@ -82,10 +85,7 @@ func (f *FS) Stats() wire.Stats {
 		Reads: wire.ReadStats{
 			Requests: requests, Bytes: bytes, Accesses: ts.Accesses, WaitSeconds: waited.Seconds(),
 			Substituted: substituted, Zeroed: zeroed, PageFills: f.pages.filled.Load(),
-			LatencyMs: wire.Latency{
-				P50: ms(r.latency.Quantile(0.5)), P90: ms(r.latency.Quantile(0.9)),
-				P99: ms(r.latency.Quantile(0.99)), Max: ms(r.latency.Max()),
-			},
+			LatencyMs: wire.Latency{P50: ms(lat[0]), P90: ms(lat[1]), P99: ms(lat[2]), Max: ms(r.latency.Max())},
 		},
 		Tier:   tier,
 		Memory: f.memory(cs, backlog),
@@ -108,8 +108,13 @@ func (f *FS) Stats() wire.Stats {
 	return st
 }
 
-// ReadLatency returns the distribution of read request latencies since the mount started.
-func (f *FS) ReadLatency() metrics.Cumulative { return f.reads.latency.Cumulative() }
+// Register adds the mount's metrics to reg, for Prometheus: its stats, a snapshot of which each
+// scrape takes as .vidfs/stats does (promstats), and the read latency histogram that the read
+// path observes into and .vidfs/stats takes its quantiles from.
+func (f *FS) Register(reg prometheus.Registerer) error {
+	return errors.Join(reg.Register(promstats.New(f.Stats)),
+		reg.Register(f.reads.latency.Collector("vidfs_read_latency_seconds", "Read request latency since the mount started.")))
+}
 
 // dataset is .vidfs/layout.json.
 func (f *FS) dataset() wire.Dataset {
