@@ -985,3 +985,70 @@ func mappedRss(t *testing.T, pid int) (files, anon int64) {
 	}
 	return files, anon
 }
+
+// TestMountMemoryPartsTier: tier_mapped_bytes is what is resident of the disk tier's files the
+// mount maps, as the mount's /proc/PID/smaps has them, with --cache-dir given through a symbolic
+// link (smaps names files by their real paths). Two epochs over a cache that holds 64 of the 100
+// samples: the first decodes and writes the tier (stored as they are, which the cache maps), the
+// second loads from it.
+func TestMountMemoryPartsTier(t *testing.T) {
+	real, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "tier")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	mp := startMount(t, makeSource(t), "--cache-mem", "24MiB", "--workers", "2", "--frames", "8", "--stride", "2", "--step", "8",
+		"--size", "128x128", "--probe-cache", "", "--cache-dir", link, "--cache-disk", "1GiB", "--cache-disk-codec", "none")
+	lay, err := readDataset(mp.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, S := lay.Samples, lay.SampleBytes
+	f, err := os.Open(filepath.Join(mp.dir, "clips.raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, S)
+	for range 2 {
+		for i := range n {
+			if _, err := f.ReadAt(buf, int64(i)*S); err != nil {
+				t.Fatalf("sample %d: %v", i, err)
+			}
+		}
+	}
+	st := mountStats(t, mp.dir)
+	mapped := tierRss(t, mp.cmd.Process.Pid, real)
+	t.Logf("tier: %d hits, %d written; %.1f MiB of its files resident in the mount; memory %+v",
+		st.Tier.Hits, st.Tier.Written, float64(mapped)/(1<<20), st.Memory)
+	if st.Tier.Hits == 0 || mapped == 0 {
+		t.Fatalf("%d tier hits, %d bytes of tier files resident: the second epoch must map samples from the tier", st.Tier.Hits, mapped)
+	}
+	if d := st.Memory.TierMappedBytes - mapped; d > 2<<20 || d < -2<<20 {
+		t.Errorf("tier_mapped_bytes %d, smaps %d bytes resident of files under %s", st.Memory.TierMappedBytes, mapped, real)
+	}
+}
+
+// tierRss sums the resident pages of process pid's mappings of files under dir (a real path).
+func tierRss(t *testing.T, pid int, dir string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":"):
+			in = len(fields) >= 6 && strings.HasPrefix(fields[5], dir+"/")
+		case len(fields) == 3 && fields[0] == "Rss:" && in:
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			sum += kb << 10
+		}
+	}
+	return sum
+}
