@@ -199,6 +199,13 @@ func mappedResident(tierDir string, heapPtr uintptr) (residentParts, error) {
 	}
 	defer fh.Close()
 	if tierDir != "" {
+		// smaps names files by their absolute paths, symbolic links resolved.
+		if abs, err := filepath.Abs(tierDir); err == nil {
+			tierDir = abs
+		}
+		if real, err := filepath.EvalSymlinks(tierDir); err == nil {
+			tierDir = real
+		}
 		tierDir = filepath.Clean(tierDir) + "/"
 	}
 	var maps []mapping
