@@ -10,6 +10,11 @@ its end (--plans 8: 8 processes of one thread, each with a plan of its own, as D
 stats' memory by part are sampled. Reports the peak (VmHWM), each quarter's peak, whether the
 memory is flat (the last quarter's peak within 5 % of the second's) and within the cache plus
 150 MiB, and the readers' errors. Saves the samples as JSON in ~/.cache/vidfs/bench.
+
+--hits (issue 33): the same 16 readers, of cached samples only: the first 110 MiB of samples (45
+of them), read once before the clock starts so that the cache holds them, are all the plans and
+the random readers take; nothing is decoded or evicted after, and the readers go as fast as
+vidfs answers (thousands of reads a second, where the decoding soak makes about 50).
 """
 import argparse
 import json
@@ -86,13 +91,34 @@ def status(pid):
     return out
 
 
-def soak(source, secs, every, plans):
+HITS_BYTES = 110 * MiB  # the samples --hits reads, in the cache: as in issue 33's report
+
+
+def warm(mnt, S, n):
+    """Reads samples 0..n-1 once, so that the cache holds them, and checks that it does."""
+    fd = os.open(os.path.join(mnt, "clips.raw"), os.O_RDONLY)
+    try:
+        for i in range(n):
+            if len(os.pread(fd, S, i * S)) != S:
+                raise SystemExit("warm-up: short read of sample %d" % i)
+    finally:
+        os.close(fd)
+    st = json.load(open(os.path.join(mnt, ".vidfs", "stats")))
+    if st["cache"]["ready_samples"] < n:
+        raise SystemExit("warm-up: %d samples ready of the %d read" % (st["cache"]["ready_samples"], n))
+
+
+def soak(source, secs, every, plans, hits=False):
     with run.Mounted(source, ["--cache-mem", "%dMiB" % (CACHE_MEM // MiB)], name="mnt-soak") as m:
         lay = json.load(open(os.path.join(m.dir, ".vidfs", "layout.json")))
+        n = lay["samples"]
+        if hits:
+            n = min(n, HITS_BYTES // lay["sample_bytes"])
+            warm(m.dir, lay["sample_bytes"], n)
         start = time.time()
         stop_at = start + secs
         kinds = [("soak%d" % k, 8 // plans) for k in range(plans)] + [("random", 8)]
-        procs = [subprocess.Popen([PY, "-c", READERS, m.dir, str(lay["sample_bytes"]), str(lay["samples"]), str(stop_at), str(t), kind],
+        procs = [subprocess.Popen([PY, "-c", READERS, m.dir, str(lay["sample_bytes"]), str(n), str(stop_at), str(t), kind],
                                   stdout=subprocess.PIPE, text=True) for kind, t in kinds]
         samples = []
         while any(p.poll() is None for p in procs):
@@ -100,7 +126,8 @@ def soak(source, secs, every, plans):
             s = status(m.proc.pid)
             st = json.load(open(os.path.join(m.dir, ".vidfs", "stats")))
             s.update({"t": time.time() - start, "memory": st["memory"], "requests": st["reads"]["requests"],
-                      "plan": st["plan"]["length"], "errors": len(st.get("errors") or [])})
+                      "plan": st["plan"]["length"], "errors": len(st.get("errors") or []), "hits": st["cache"]["hits"],
+                      "misses": st["cache"]["misses"], "evicted": st["cache"]["evicted"]})
             samples.append(s)
             run.log("soak %4.0f s: RSS %4.0f MiB (cache %4.0f, Go heap %4.0f, runtime %4.0f, native %4.0f), %d reads" % (
                 s["t"], s["VmRSS"] / MiB, st["memory"]["cache_bytes"] / MiB, st["memory"]["go_heap_bytes"] / MiB,
@@ -111,7 +138,8 @@ def soak(source, secs, every, plans):
         planned["examples"] = [e for g in got[:-1] for e in g["examples"]]
         readers = {"plan": planned, "random": got[-1]}
     return {"plans": plans, "seconds": secs, "samples": samples, "hwm": hwm, "readers": readers, "dataset_samples": lay["samples"],
-            "plan_entries": EPOCHS * lay["samples"], "machine": run.machine(), "began": start}
+            "plan_entries": EPOCHS * n, "machine": run.machine(), "began": start, "hits": hits, "read_samples": n,
+            "sample_bytes": lay["sample_bytes"]}
 
 
 def report(r):
@@ -122,10 +150,14 @@ def report(r):
     peak = max(S, key=lambda s: s["VmRSS"]) if S else {"memory": {}}
     mem = peak["memory"]
     rd = r["readers"]
-    L = ["Measured %s on %s by `bench/soak.py --seconds %d`: 16 threads pread whole samples of make bench's dataset"
-         " (%d samples), 8 following %s of %d epochs, %s entries each (written %d times in all), 8 at random;"
+    hits = r.get("hits", False)
+    which = ("the first %d (%.0f MiB, read once before: cache hits only)" % (r["read_samples"], r["read_samples"] * r["sample_bytes"] / MiB)
+             if hits else "all")
+    L = ["Measured %s on %s by `bench/soak.py --seconds %d%s`: 16 threads pread whole samples of make bench's dataset"
+         " (%d samples; %s of them), 8 following %s of %d epochs, %s entries each (written %d times in all), 8 at random;"
          " --cache-mem 256MiB; vidfs's VmRSS sampled every few seconds." % (
-             time.strftime("%Y-%m-%d", time.localtime(r["began"])), r["machine"], secs, r["dataset_samples"],
+             time.strftime("%Y-%m-%d", time.localtime(r["began"])), r["machine"], secs, " --hits" if hits else "",
+             r["dataset_samples"], which,
              "one plan (in turn, as a DataLoader's workers)" if r.get("plans", 1) == 1 else
              "%d plans (a process each, as DDP ranks)" % r["plans"], EPOCHS, format(r["plan_entries"], ","),
              rd["plan"]["plan_writes"]), "",
@@ -137,9 +169,12 @@ def report(r):
           "| Go heap | %.0f |" % (mem.get("go_heap_bytes", 0) / MiB),
           "| Go runtime | %.0f |" % (mem.get("go_runtime_bytes", 0) / MiB),
           "| native | %.0f |" % (mem.get("native_bytes", 0) / MiB), "",
-          "Reads: %d on the plan, %d at random, %d errors%s." % (
-              rd["plan"]["reads"], rd["random"]["reads"], rd["plan"]["errors"] + rd["random"]["errors"],
+          "Reads: %d on the plan, %d at random (%.0f a second), %d errors%s." % (
+              rd["plan"]["reads"], rd["random"]["reads"], (rd["plan"]["reads"] + rd["random"]["reads"]) / secs,
+              rd["plan"]["errors"] + rd["random"]["errors"],
               " (" + "; ".join(rd["plan"]["examples"] + rd["random"]["examples"]) + ")" if rd["plan"]["errors"] + rd["random"]["errors"] else ""),
+          "Cache over the run: %d hits, %d misses, %d evicted." % tuple(
+              S[-1].get(k, 0) - S[0].get(k, 0) if S else 0 for k in ("hits", "misses", "evicted")),
           "Flat (the last quarter's peak within 5 %% of the second's): %s (%.0f MiB against %.0f MiB). Within the cache"
           " plus 150 MiB: %s (%.0f MiB above the cache's 256 MiB)." % (
               "yes" if flat else "no", q[3] / MiB, q[1] / MiB, "yes" if over <= 150 * MiB else "no", over / MiB)]
@@ -152,6 +187,8 @@ def main():
     ap.add_argument("--every", type=float, default=3)
     ap.add_argument("--plans", type=int, default=1, choices=[1, 2, 4, 8],
                     help="plans the 8 planned readers follow: 1 (taking its entries in turn) or one per process")
+    ap.add_argument("--hits", action="store_true",
+                    help="read only samples the cache holds (the first 110 MiB, read once before): issue 33's soak")
     ap.add_argument("--from", dest="saved", help="re-render an earlier soak's results (its JSON)")
     a = ap.parse_args()
     if a.saved:
@@ -159,8 +196,8 @@ def main():
         return
     source = os.path.join(run.CACHE, "dataset-v1")
     subprocess.run([os.path.join(HERE, "dataset.sh"), source], check=True)
-    r = soak(source, a.seconds, a.every, a.plans)
-    saved = os.path.join(run.CACHE, "soak-%s.json" % time.strftime("%Y%m%d-%H%M%S", time.localtime(r["began"])))
+    r = soak(source, a.seconds, a.every, a.plans, a.hits)
+    saved = os.path.join(run.CACHE, "soak%s-%s.json" % ("-hits" if a.hits else "", time.strftime("%Y%m%d-%H%M%S", time.localtime(r["began"]))))
     json.dump(r, open(saved, "w"))
     run.log("samples saved in %s (--from re-renders them)" % saved)
     print(report(r))

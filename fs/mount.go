@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -42,6 +43,7 @@ func (f *FS) Mount(dir string, mo MountOptions) (*Mount, error) {
 		return nil, fmt.Errorf("mount point %s: not a directory", dir)
 	}
 	hour := time.Hour // the tree never changes while mounted
+	maxWrite := max(1<<20, pageRound(f.lay.Spec.SampleBytes()))
 	opts := &gofs.Options{
 		EntryTimeout: &hour, AttrTimeout: &hour, NegativeTimeout: &hour,
 		MountOptions: fuse.MountOptions{
@@ -53,7 +55,10 @@ func (f *FS) Mount(dir string, mo MountOptions) (*Mount, error) {
 			// MiB. (Measured with the limit at 1024 pages, 2.4 MB samples from memory: 1.07-1.24x
 			// the clips/s at 0.70-0.89x vidfs's CPU per sample, docs/benchmarks.md.) Splice stays off:
 			// go-fuse splices only data that is in a file, and the samples are in memory.
-			MaxWrite: max(1<<20, pageRound(f.lay.Spec.SampleBytes())), DisableSplice: true,
+			MaxWrite: maxWrite, DisableSplice: true,
+			// About maxServed(workers) requests served at once, however many the readers send:
+			// see inflightBudget.
+			MaxInflightRequestBytes: inflightBudget(maxWrite, maxServed(f.cache.Workers())),
 			// One page: the kernel's read-around for memory-mapped files would otherwise read
 			// into neighbouring samples (and make vidfs decode them) on every page fault.
 			MaxReadAhead:      4096,
@@ -78,6 +83,38 @@ func (f *FS) Mount(dir string, mo MountOptions) (*Mount, error) {
 		m.dev = st.Dev
 	}
 	return m, nil
+}
+
+// maxServed is how many FUSE requests a mount serves at once: all that 2x workers readers
+// waiting for decodes (cache.MaxLoads) can hold, and at least 16.
+func maxServed(workers int) int { return max(16, 2*workers) }
+
+// inflightBudget is go-fuse's MaxInflightRequestBytes for about n requests served at once
+// with requests of at most maxWrite bytes.
+//
+// Without a bound go-fuse starts a goroutine to read the next request whenever none is waiting,
+// and each request served holds a buffer as large as the read it answers (which vidfs never
+// fills: it answers with the cache's buffers). Under many readers of cached samples the
+// goroutines that have answered wait for a CPU behind new ones the reads start, each holding its
+// buffer: measured on 2 cores with 16 readers, 500 such buffers of 384 KiB outstanding where 16
+// reads were in flight, and the resident memory growing by 0.6 MiB every 1,000 reads.
+//
+// go-fuse (v2.12, fuse/fusefd.go) counts against the budget, for each request it holds, its
+// request struct (776 bytes), and while a goroutine waits for the kernel's next request, also
+// its read buffer (the largest request, maxWrite as the kernel caps it, plus 4 KiB and 128
+// bytes of header); it hands the read buffer back as soon as a read request is read. So one
+// waiting goroutine's buffer plus n request structs lets n requests be served at once, and a
+// goroutine read a request only when one of them is done.
+func inflightBudget(maxWrite, n int) int {
+	const request = 776
+	pages := 256 // the kernel's limit on a request's pages, as go-fuse reads it
+	if b, err := os.ReadFile("/proc/sys/fs/fuse/max_pages_limit"); err == nil {
+		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > 0 {
+			pages = v
+		}
+	}
+	readBuf := max(min(maxWrite, pages*os.Getpagesize())+128, 8192) + 4096
+	return readBuf + n*request
 }
 
 // pageRound is n rounded up to whole pages.

@@ -1,12 +1,22 @@
 package fs
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	rtmetrics "runtime/metrics"
+	"strconv"
+	"strings"
 	"time"
+	"unsafe"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vidfs/vidfs/cache"
-
-	"github.com/vidfs/vidfs/internal/metrics"
+	"github.com/vidfs/vidfs/internal/promstats"
 	"github.com/vidfs/vidfs/internal/wire"
 )
 
@@ -35,6 +45,7 @@ func (f *FS) Stats() wire.Stats {
 	hits, misses, requests, bytes, waited := r.all.hits, r.all.misses, r.requests, r.bytes, r.all.waited
 	r.mu.Unlock()
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	lat := r.latency.Quantiles(0.5, 0.9, 0.99)
 	substituted, zeroed := f.failed.counts()
 
 	plan := wire.PlanStats{PrefetchDepth: depth, ReadyAhead: ahead, ReadyInWindow: inWindow, Upcoming: len(upcoming), OnPlanReads: ts.OnPlan, OffPlanReads: ts.OffPlan}
@@ -78,10 +89,7 @@ func (f *FS) Stats() wire.Stats {
 		Reads: wire.ReadStats{
 			Requests: requests, Bytes: bytes, Accesses: ts.Accesses, WaitSeconds: waited.Seconds(),
 			Substituted: substituted, Zeroed: zeroed, PageFills: f.pages.filled.Load(),
-			LatencyMs: wire.Latency{
-				P50: ms(r.latency.Quantile(0.5)), P90: ms(r.latency.Quantile(0.9)),
-				P99: ms(r.latency.Quantile(0.99)), Max: ms(r.latency.Max()),
-			},
+			LatencyMs: wire.Latency{P50: ms(lat[0]), P90: ms(lat[1]), P99: ms(lat[2]), Max: ms(r.latency.Max())},
 		},
 		Tier:   tier,
 		Memory: f.memory(cs, backlog),
@@ -104,8 +112,13 @@ func (f *FS) Stats() wire.Stats {
 	return st
 }
 
-// ReadLatency returns the distribution of read request latencies since the mount started.
-func (f *FS) ReadLatency() metrics.Cumulative { return f.reads.latency.Cumulative() }
+// Register adds the mount's metrics to reg, for Prometheus: its stats, a snapshot of which each
+// scrape takes as .vidfs/stats does (promstats), and the read latency histogram that the read
+// path observes into and .vidfs/stats takes its quantiles from.
+func (f *FS) Register(reg prometheus.Registerer) error {
+	return errors.Join(reg.Register(promstats.New(f.Stats)),
+		reg.Register(f.reads.latency.Collector("vidfs_read_latency_seconds", "Read request latency since the mount started.")))
+}
 
 // dataset is .vidfs/layout.json.
 func (f *FS) dataset() wire.Dataset {
@@ -130,22 +143,134 @@ func decodeMode(fast bool) string {
 	return "exact"
 }
 
-// memory is the process's resident memory by part (wire.MemoryStats).
+// memory is the process's resident memory by part (wire.MemoryStats), each part measured as
+// resident: the cache's buffers by mincore, the Go heap and the tier files mapped by the resident
+// pages of their mappings (/proc/self/smaps); native is what is left of VmRSS.
 func (f *FS) memory(cs cache.Stats, backlog int64) wire.MemoryStats {
-	S := f.lay.Spec.SampleBytes()
-	// The buffers of lent samples wait with their pages given back: the mappings stand for them.
-	m := wire.MemoryStats{CacheBytes: int64(cs.Allocated-cs.Lent) * S, TierBacklogBytes: backlog, TierMappedBytes: int64(cs.Lent) * S}
+	m := wire.MemoryStats{TierBacklogBytes: backlog, CacheBytes: f.cache.ResidentBytes()}
 	if p, err := f.proc.Self(); err == nil {
 		if st, err := p.NewStatus(); err == nil {
 			m.ResidentBytes = int64(st.VmRSS)
 		}
 	}
 	s := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/total:bytes"},
-		{Name: "/memory/classes/heap/released:bytes"}}
+		{Name: "/memory/classes/heap/released:bytes"}, {Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
 	rtmetrics.Read(s)
-	m.GoHeapBytes = int64(s[0].Value.Uint64())
-	// Released heap memory is returned to the kernel: not resident.
-	m.GoRuntimeBytes = int64(s[1].Value.Uint64()) - int64(s[2].Value.Uint64()) - m.GoHeapBytes
+	v := func(i int) int64 { return int64(s[i].Value.Uint64()) }
+	m.GoHeapObjectsBytes = v(0)
+	heap := v(0) + v(2) + v(3) + v(4) + v(5) // every byte of the heap's arenas, resident or not
+	// The rest of what the runtime holds lies outside the arenas: its metadata, OS thread stacks.
+	m.GoRuntimeBytes = v(1) - heap
+	var tierDir string
+	if f.tier != nil {
+		tierDir = f.cfg.TierDir
+	}
+	parts, err := mappedResident(tierDir, uintptr(unsafe.Pointer(f)))
+	if err == nil {
+		m.GoHeapBytes, m.TierMappedBytes = parts.goHeap, parts.tier
+	} else {
+		// Without smaps, the heap's spans in use, which may count pages never touched.
+		m.GoHeapBytes = heap - v(2) - v(3)
+		m.TierMappedBytes = int64(cs.Lent) * f.lay.Spec.SampleBytes()
+	}
 	m.NativeBytes = max(0, m.ResidentBytes-m.CacheBytes-m.TierMappedBytes-m.GoHeapBytes-m.GoRuntimeBytes)
 	return m
+}
+
+// residentParts is what smaps says is resident of the mappings vidfs can name.
+type residentParts struct {
+	goHeap int64 // the Go heap's arenas: objects, free spans not yet given back, goroutine stacks
+	tier   int64 // files under the disk tier's directory: samples the cache serves from them
+}
+
+// mapping is one line of /proc/self/maps, with its resident bytes from smaps.
+type mapping struct {
+	start, end uint64
+	anon, tier bool
+	rss        int64
+}
+
+// mappedResident reads /proc/self/smaps for the resident pages of the Go heap's arenas and of the
+// files under tierDir ("": none). The runtime maps its arenas one after another from a base it
+// picks at random (Go 1.26), far from where the kernel puts other mappings: the arenas are the
+// run of adjacent anonymous mappings around heapPtr, the address of an object on the Go heap.
+func mappedResident(tierDir string, heapPtr uintptr) (residentParts, error) {
+	var r residentParts
+	fh, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return r, err
+	}
+	defer fh.Close()
+	if tierDir != "" {
+		// smaps names files by their absolute paths, symbolic links resolved.
+		if abs, err := filepath.Abs(tierDir); err == nil {
+			tierDir = abs
+		}
+		if real, err := filepath.EvalSymlinks(tierDir); err == nil {
+			tierDir = real
+		}
+		tierDir = filepath.Clean(tierDir) + "/"
+	}
+	var maps []mapping
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if rest, ok := bytes.CutPrefix(line, []byte("Rss:")); ok && len(maps) > 0 {
+			kb, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(rest), []byte("kB")))), 10, 64)
+			if err != nil {
+				return r, fmt.Errorf("smaps: %q: %w", line, err)
+			}
+			maps[len(maps)-1].rss = kb << 10
+			continue
+		}
+		// A mapping's first line: "start-end perms offset dev inode [path]"; the others are
+		// "Name: value".
+		fields := bytes.Fields(line)
+		if len(fields) < 5 || bytes.HasSuffix(fields[0], []byte(":")) {
+			continue
+		}
+		lo, hi, ok := bytes.Cut(fields[0], []byte("-"))
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseUint(string(lo), 16, 64)
+		end, err2 := strconv.ParseUint(string(hi), 16, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		m := mapping{start: start, end: end}
+		// Anonymous: no path, or a name the runtime gave it ([anon: Go: heap], where the kernel
+		// keeps such names).
+		m.anon = len(fields) == 5 || bytes.HasPrefix(fields[5], []byte("[anon:"))
+		m.tier = len(fields) >= 6 && tierDir != "" && strings.HasPrefix(string(fields[5]), tierDir)
+		maps = append(maps, m)
+	}
+	if err := sc.Err(); err != nil {
+		return r, fmt.Errorf("smaps: %w", err)
+	}
+	heap := -1
+	for i, m := range maps {
+		if m.tier {
+			r.tier += m.rss
+		}
+		if uint64(heapPtr) >= m.start && uint64(heapPtr) < m.end && m.anon {
+			heap = i
+		}
+	}
+	if heap < 0 {
+		return r, fmt.Errorf("smaps: no anonymous mapping holds the Go heap object at %#x", heapPtr)
+	}
+	lo, hi := heap, heap
+	for lo > 0 && maps[lo-1].anon && maps[lo-1].end == maps[lo].start {
+		lo--
+	}
+	for hi < len(maps)-1 && maps[hi+1].anon && maps[hi+1].start == maps[hi].end {
+		hi++
+	}
+	for _, m := range maps[lo : hi+1] {
+		r.goHeap += m.rss
+	}
+	return r, nil
 }

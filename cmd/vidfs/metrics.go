@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	vfs "github.com/vidfs/vidfs/fs"
-	"github.com/vidfs/vidfs/internal/promstats"
 )
 
 // serveMetrics serves the mount's stats as Prometheus metrics on addr, and Go's profiles under
@@ -22,7 +21,9 @@ import (
 // each goroutine waits: /debug/pprof/goroutine?debug=2), until stop is called.
 func serveMetrics(addr string, f *vfs.FS, log *slog.Logger) (stop func(), err error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(promstats.New(f.Stats, f.ReadLatency))
+	if err := f.Register(reg); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -780,4 +781,279 @@ func (mp *mountProc) unmountedFromOutside(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(mp.dir, "clips.raw")); err == nil {
 		t.Errorf("%s still serves", mp.dir)
 	}
+}
+
+// TestMountHitsMemoryBound: many threads reading samples the cache holds (hits: nothing decoded,
+// nothing evicted) do not make the mount's resident memory grow with the reads. The cache is
+// warmed (every sample read twice), then 16 goroutines pread whole samples at random, in two
+// halves of hitReads/2 reads. The peak resident memory over both, beside the warm process's, must
+// stay within hitsBound (the FUSE requests served at once and their buffers, with the Go heap's
+// room to grow before a collection), and the second half must add at most hitsGrowth to the
+// first's peak: memory that grows with the reads, a buffer held for every few reads, outgrows it.
+// The mount runs on 2 CPUs (GOMAXPROCS), busy with the readers, as where the growth was seen.
+func TestMountHitsMemoryBound(t *testing.T) {
+	const readers, hitReads = 16, 60000
+	mp := startMountIn(t, []string{"env", "GOMAXPROCS=2"}, makeSource(t), "--cache-mem", "64MiB", "--workers", "2",
+		"--frames", "8", "--stride", "2", "--step", "8", "--size", "128x128", "--probe-cache", "")
+	lay, err := readDataset(mp.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, S := lay.Samples, lay.SampleBytes
+	f, err := os.Open(filepath.Join(mp.dir, "clips.raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, S)
+	for range 2 {
+		for i := range n {
+			if _, err := f.ReadAt(buf, int64(i)*S); err != nil {
+				t.Fatalf("sample %d: %v", i, err)
+			}
+		}
+	}
+	st := mountStats(t, mp.dir)
+	if st.Cache.ReadySamples != n || st.Cache.Evicted != 0 {
+		t.Fatalf("warm-up: %d of %d samples ready, %d evicted: the cache must hold them all", st.Cache.ReadySamples, n, st.Cache.Evicted)
+	}
+	hits := st.Cache.Hits
+	// Peaks from here on: clear_refs 5 resets VmHWM to the current VmRSS.
+	resetPeak := func() {
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", mp.cmd.Process.Pid), []byte("5"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resetPeak()
+	warm := mp.statusKB(t, "VmRSS") << 10
+	var peaks [2]int64
+	for half := range peaks {
+		var wg sync.WaitGroup
+		var mu sync.Mutex // guards failures
+		var failures []string
+		for k := range readers {
+			wg.Go(func() {
+				b := make([]byte, S)
+				r := uint64(half*readers+k)*0x9e3779b97f4a7c15 + 1 // xorshift: random samples
+				for range hitReads / 2 / readers {
+					r ^= r << 13
+					r ^= r >> 7
+					r ^= r << 17
+					i := int(r % uint64(n))
+					if got, err := f.ReadAt(b, int64(i)*S); err != nil || int64(got) != S {
+						mu.Lock()
+						failures = append(failures, fmt.Sprintf("sample %d: %d bytes, %v", i, got, err))
+						mu.Unlock()
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if len(failures) > 0 {
+			t.Fatalf("reads failed: %v", failures)
+		}
+		peaks[half] = mp.statusKB(t, "VmHWM") << 10
+	}
+	st = mountStats(t, mp.dir)
+	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
+	t.Logf("%d hits by %d readers (%d samples of %d KiB in the cache): resident %.1f MiB warm, peak %.1f MiB after half the reads, %.1f MiB after all; memory %+v",
+		st.Cache.Hits-hits, readers, n, S>>10, mib(warm), mib(peaks[0]), mib(peaks[1]), st.Memory)
+	if st.Cache.Hits-hits != hitReads || st.Cache.Evicted != 0 {
+		t.Errorf("%d hits, %d evicted: want %d hits and nothing evicted", st.Cache.Hits-hits, st.Cache.Evicted, hitReads)
+	}
+	if raceDetector() {
+		t.Log("resident memory not bounded under the race detector, whose own grows with the goroutines go-fuse starts and ends; make test runs this test again without it")
+		return
+	}
+	if grew := peaks[1] - warm; grew > hitsBound {
+		t.Errorf("resident memory grew by %.1f MiB over %d cached reads (%.1f to %.1f MiB), bound %.0f MiB",
+			mib(grew), hitReads, mib(warm), mib(peaks[1]), mib(hitsBound))
+	}
+	if grew := peaks[1] - peaks[0]; grew > hitsGrowth {
+		t.Errorf("resident memory grew by %.1f MiB over the second %d cached reads (peak %.1f to %.1f MiB), bound %.0f MiB",
+			mib(grew), hitReads/2, mib(peaks[0]), mib(peaks[1]), mib(hitsGrowth))
+	}
+}
+
+// raceDetector tells whether the test binary was built with -race.
+func raceDetector() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
+}
+
+// hitsBound is what cached reads may add to a warm mount's resident memory: the FUSE requests
+// served at once (16 here) and their buffers of a sample each (6 MiB), twice for the Go heap's
+// room to grow. hitsGrowth is what
+// the second half of the reads may add to the first's peak: the Go heap reaching its goal.
+const hitsBound, hitsGrowth = 24 << 20, 6 << 20
+
+// TestMountMemoryParts: the stats' memory parts add up to the mount's resident memory, each
+// counted as resident. After 16 readers of cached samples as large as a FUSE request (1 MiB,
+// whose reply buffers go-fuse takes from the Go heap and vidfs never touches), the parts must add
+// up to VmRSS, with native (what is left of it) at least the resident pages of the files the
+// process maps (the binary, the C libraries), which no other part holds, and the Go heap at
+// most the anonymous memory resident beside the cache.
+func TestMountMemoryParts(t *testing.T) {
+	const readers, reads = 16, 4000
+	mp := startMountIn(t, []string{"env", "GOMAXPROCS=2"}, makeSource(t), "--cache-mem", "128MiB", "--workers", "2",
+		"--frames", "8", "--stride", "4", "--step", "64", "--size", "256x256", "--probe-cache", "")
+	lay, err := readDataset(mp.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, S := lay.Samples, lay.SampleBytes
+	f, err := os.Open(filepath.Join(mp.dir, "clips.raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := range n {
+		if _, err := f.ReadAt(make([]byte, S), int64(i)*S); err != nil {
+			t.Fatalf("sample %d: %v", i, err)
+		}
+	}
+	var wg sync.WaitGroup
+	for k := range readers {
+		wg.Go(func() {
+			b := make([]byte, S)
+			for j := range reads / readers {
+				i := (k*7 + j) % n
+				if _, err := f.ReadAt(b, int64(i)*S); err != nil {
+					t.Errorf("sample %d: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := mountStats(t, mp.dir)
+	rss := mp.statusKB(t, "VmRSS") << 10
+	files, anon := mappedRss(t, mp.cmd.Process.Pid)
+	m := st.Memory
+	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
+	t.Logf("%d samples of %d KiB, %d ready; VmRSS %.1f MiB, of which files mapped %.1f and anonymous %.1f; memory %+v",
+		n, S>>10, st.Cache.ReadySamples, mib(rss), mib(files), mib(anon), m)
+	// What the process may do between the stats and this test's reading: its resident memory as a
+	// whole, and the files and anonymous memory it maps (but a few heap spans) much less.
+	const tolerance, slack = 8 << 20, 2 << 20
+	if d := m.ResidentBytes - rss; d > tolerance || d < -tolerance {
+		t.Errorf("resident_bytes %.1f MiB, VmRSS %.1f MiB", mib(m.ResidentBytes), mib(rss))
+	}
+	parts := m.CacheBytes + m.TierMappedBytes + m.GoHeapBytes + m.GoRuntimeBytes
+	if sum := parts + m.NativeBytes; sum != m.ResidentBytes {
+		t.Errorf("parts add up to %.1f MiB (%.1f measured, %.1f native), not the %.1f MiB resident",
+			mib(sum), mib(parts), mib(m.NativeBytes), mib(m.ResidentBytes))
+	}
+	if m.NativeBytes < files-slack {
+		t.Errorf("native %.1f MiB, less than the %.1f MiB of files mapped resident: the other parts count %.1f MiB that is not resident",
+			mib(m.NativeBytes), mib(files), mib(files-m.NativeBytes))
+	}
+	if m.GoHeapBytes > anon-m.CacheBytes+slack {
+		t.Errorf("go_heap_bytes %.1f MiB, more than the %.1f MiB of anonymous memory resident beside the cache's %.1f MiB",
+			mib(m.GoHeapBytes), mib(anon-m.CacheBytes), mib(m.CacheBytes))
+	}
+	if want := int64(st.Cache.ReadySamples) * S; m.CacheBytes < want || m.CacheBytes > st.Cache.CapacityBytes+int64(os.Getpagesize())*int64(st.Cache.CapacitySamples) {
+		t.Errorf("cache_bytes %.1f MiB: %d samples ready (%.1f MiB) in a cache of %.1f MiB", mib(m.CacheBytes), st.Cache.ReadySamples, mib(want), mib(st.Cache.CapacityBytes))
+	}
+}
+
+// mappedRss sums the resident pages of process pid's mappings from /proc/PID/smaps: those of
+// files, and the anonymous ones.
+func mappedRss(t *testing.T, pid int) (files, anon int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := false
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":"):
+			file = len(fields) >= 6 && strings.HasPrefix(fields[5], "/")
+		case len(fields) == 3 && fields[0] == "Rss:":
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			if file {
+				files += kb << 10
+			} else {
+				anon += kb << 10
+			}
+		}
+	}
+	return files, anon
+}
+
+// TestMountMemoryPartsTier: tier_mapped_bytes is what is resident of the disk tier's files the
+// mount maps, as the mount's /proc/PID/smaps has them, with --cache-dir given through a symbolic
+// link (smaps names files by their real paths). Two epochs over a cache that holds 64 of the 100
+// samples: the first decodes and writes the tier (stored as they are, which the cache maps), the
+// second loads from it.
+func TestMountMemoryPartsTier(t *testing.T) {
+	real, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "tier")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	mp := startMount(t, makeSource(t), "--cache-mem", "24MiB", "--workers", "2", "--frames", "8", "--stride", "2", "--step", "8",
+		"--size", "128x128", "--probe-cache", "", "--cache-dir", link, "--cache-disk", "1GiB", "--cache-disk-codec", "none")
+	lay, err := readDataset(mp.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, S := lay.Samples, lay.SampleBytes
+	f, err := os.Open(filepath.Join(mp.dir, "clips.raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, S)
+	for range 2 {
+		for i := range n {
+			if _, err := f.ReadAt(buf, int64(i)*S); err != nil {
+				t.Fatalf("sample %d: %v", i, err)
+			}
+		}
+	}
+	st := mountStats(t, mp.dir)
+	mapped := tierRss(t, mp.cmd.Process.Pid, real)
+	t.Logf("tier: %d hits, %d written; %.1f MiB of its files resident in the mount; memory %+v",
+		st.Tier.Hits, st.Tier.Written, float64(mapped)/(1<<20), st.Memory)
+	if st.Tier.Hits == 0 || mapped == 0 {
+		t.Fatalf("%d tier hits, %d bytes of tier files resident: the second epoch must map samples from the tier", st.Tier.Hits, mapped)
+	}
+	if d := st.Memory.TierMappedBytes - mapped; d > 2<<20 || d < -2<<20 {
+		t.Errorf("tier_mapped_bytes %d, smaps %d bytes resident of files under %s", st.Memory.TierMappedBytes, mapped, real)
+	}
+}
+
+// tierRss sums the resident pages of process pid's mappings of files under dir (a real path).
+func tierRss(t *testing.T, pid int, dir string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":"):
+			in = len(fields) >= 6 && strings.HasPrefix(fields[5], dir+"/")
+		case len(fields) == 3 && fields[0] == "Rss:" && in:
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			sum += kb << 10
+		}
+	}
+	return sum
 }

@@ -1,11 +1,11 @@
 // Package promstats exports a mount's stats (the same counters as .vidfs/stats) as Prometheus
-// metrics, taking one snapshot per scrape, and its read latency as a histogram.
+// metrics, taking one snapshot per scrape. The read latency histogram is the mount's own
+// (metrics.Histogram.Collector), registered beside it.
 package promstats
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vidfs/vidfs/internal/metrics"
 	"github.com/vidfs/vidfs/internal/wire"
 )
 
@@ -18,9 +18,7 @@ type metric struct {
 // Collector is a prometheus.Collector over a stats snapshot function.
 type Collector struct {
 	snapshot  func() wire.Stats
-	latency   func() metrics.Cumulative
 	metrics   []metric
-	latDesc   *prometheus.Desc
 	byDecoder *prometheus.Desc
 	perPlan   []planMetric
 }
@@ -32,9 +30,9 @@ type planMetric struct {
 	value func(p *wire.PlanEntry) float64
 }
 
-// New returns a collector that calls snapshot and latency at each scrape.
-func New(snapshot func() wire.Stats, latency func() metrics.Cumulative) *Collector {
-	c := &Collector{snapshot: snapshot, latency: latency}
+// New returns a collector that calls snapshot at each scrape.
+func New(snapshot func() wire.Stats) *Collector {
+	c := &Collector{snapshot: snapshot}
 	add := func(name, help string, kind prometheus.ValueType, v func(s *wire.Stats) float64) {
 		c.metrics = append(c.metrics, metric{prometheus.NewDesc("vidfs_"+name, help, nil, nil), kind, v})
 	}
@@ -79,10 +77,12 @@ func New(snapshot func() wire.Stats, latency func() metrics.Cumulative) *Collect
 	add("read_zeroed_total", "Accesses to failed samples served with zeros.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Zeroed) })
 	add("read_page_fills_total", "Samples put whole in the page cache for memory-mapped readers.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.PageFills) })
 	add("memory_resident_bytes", "Resident memory of the mount process.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.ResidentBytes) })
-	add("memory_cache_bytes", "Sample buffers mapped.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.CacheBytes) })
-	add("memory_tier_mapped_bytes", "Samples served from disk tier files mapped from the page cache.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.TierMappedBytes) })
-	add("memory_go_heap_bytes", "Go heap objects, live and not yet collected.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.GoHeapBytes) })
-	add("memory_go_runtime_bytes", "Other memory the Go runtime holds.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.GoRuntimeBytes) })
+	add("memory_cache_bytes", "Sample buffers resident.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.CacheBytes) })
+	add("memory_tier_mapped_bytes", "Samples served from disk tier files mapped from the page cache, resident in the process.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.TierMappedBytes) })
+	add("memory_go_heap_bytes", "The Go heap resident: objects, free spans not yet given back, goroutine stacks.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.GoHeapBytes) })
+	add("memory_go_heap_objects_bytes", "Go heap objects, live and not yet collected, resident or not (not a part of the resident memory).", gauge,
+		func(s *wire.Stats) float64 { return float64(s.Memory.GoHeapObjectsBytes) })
+	add("memory_go_runtime_bytes", "Memory the Go runtime holds outside its heap: metadata, OS thread stacks.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.GoRuntimeBytes) })
 	add("memory_native_bytes", "Resident memory outside the cache and Go: FFmpeg, the binary.", gauge, func(s *wire.Stats) float64 { return float64(s.Memory.NativeBytes) })
 	tier := func(v func(t *wire.TierStats) float64) func(s *wire.Stats) float64 {
 		return func(s *wire.Stats) float64 {
@@ -137,7 +137,6 @@ func New(snapshot func() wire.Stats, latency func() metrics.Cumulative) *Collect
 		}
 		return 0
 	})
-	c.latDesc = prometheus.NewDesc("vidfs_read_latency_seconds", "Read request latency since the mount started.", nil, nil)
 	c.byDecoder = prometheus.NewDesc("vidfs_decode_clips_by_decoder_total", "Samples decoded, by decoder: nvdec (the GPU) or cpu.", []string{"decoder"}, nil)
 	return c
 }
@@ -147,7 +146,6 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range c.metrics {
 		ch <- m.desc
 	}
-	ch <- c.latDesc
 	ch <- c.byDecoder
 	for _, m := range c.perPlan {
 		ch <- m.desc
@@ -167,10 +165,4 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(&s.Plans[i]), s.Plans[i].Name)
 		}
 	}
-	h := c.latency()
-	buckets := make(map[float64]uint64, len(h.Buckets))
-	for le, n := range h.Buckets {
-		buckets[le.Seconds()] = n
-	}
-	ch <- prometheus.MustNewConstHistogram(c.latDesc, h.Count, h.Sum.Seconds(), buckets)
 }

@@ -222,20 +222,27 @@ type DecoderClips struct {
 	CPU   int64 `json:"cpu"`
 }
 
-// MemoryStats is the mount process's resident memory by part. Sample buffers are mapped outside
-// the Go heap, as they are first used; the Go runtime's part holds the FUSE request buffers, the
-// tier's write backlog and zstd's state; the rest is native: FFmpeg's decoders and filter graphs
-// (glibc malloc), the binary and thread stacks.
+// MemoryStats is the mount process's resident memory by part, each measured as resident, so
+// that the parts add up to ResidentBytes: the cache's sample buffers (mapped outside the Go heap,
+// resident as samples are written into them), the disk tier's files the cache serves from
+// (mapped), the Go heap (the FUSE request buffers, the tier's write backlog, zstd's state), the
+// Go runtime's own, and the rest, native: FFmpeg's decoders and filter graphs (glibc malloc),
+// the binary and thread stacks.
 type MemoryStats struct {
 	ResidentBytes    int64 `json:"resident_bytes"`     // VmRSS
-	CacheBytes       int64 `json:"cache_bytes"`        // sample buffers mapped, less those lent samples leave unused (their pages given back)
-	GoHeapBytes      int64 `json:"go_heap_bytes"`      // live and not yet collected heap objects
-	GoRuntimeBytes   int64 `json:"go_runtime_bytes"`   // the rest the Go runtime holds: free heap spans, stacks, metadata
+	CacheBytes       int64 `json:"cache_bytes"`        // sample buffers resident (mincore); those lent samples leave unused have their pages given back
+	GoHeapBytes      int64 `json:"go_heap_bytes"`      // the Go heap's arenas resident: objects, free spans not yet given back, goroutine stacks
+	GoRuntimeBytes   int64 `json:"go_runtime_bytes"`   // what the Go runtime holds outside its heap: metadata, OS thread stacks
 	TierBacklogBytes int64 `json:"tier_backlog_bytes"` // samples waiting to be written to the disk tier (in the Go heap)
 	// Samples the memory cache serves from disk tier files mapped from the page cache (in place
-	// of their buffers, which wait unused with their memory given back): resident once read.
+	// of their buffers, which wait unused with their memory given back): their pages resident
+	// in the process, those that were read.
 	TierMappedBytes int64 `json:"tier_mapped_bytes"`
 	NativeBytes     int64 `json:"native_bytes"` // resident less all the above: FFmpeg, the binary, C stacks
+	// GoHeapObjectsBytes is what the Go heap's objects take, live and not yet collected, as the
+	// runtime counts them (not a part: buffers it handed out whose pages were never touched
+	// count here, not in ResidentBytes).
+	GoHeapObjectsBytes int64 `json:"go_heap_objects_bytes"`
 }
 
 // ReadStats is what readers asked for and how long they waited.
