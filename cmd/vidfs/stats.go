@@ -121,8 +121,8 @@ func printStats(w io.Writer, mnt string, lay wire.Dataset, st wire.Stats) {
 	if st.Scan != nil && st.Scan.Cores > 0 {
 		cores = fmt.Sprintf(" (of %s this process may use)", plural(st.Scan.Cores, "core"))
 	}
-	fmt.Fprintf(w, "  decode   %d workers%s: %d in flight, %d queued; %d clips done (%d ahead of reads, %d on a miss), %d failed; %.1f clips/s now\n",
-		d.Workers, cores, d.InFlight, d.Queued, d.Clips, d.Prefetched, d.OnDemand, d.Failed, d.ClipsPerSecond)
+	fmt.Fprintf(w, "  decode   %d workers%s: %d in flight, %d queued; %d clips done (%d ahead of reads, %d on a miss), %d failed (and %d that may pass: tried again); %.1f clips/s now\n",
+		d.Workers, cores, d.InFlight, d.Queued, d.Clips, d.Prefetched, d.OnDemand, d.Failed, d.FailedTransient, d.ClipsPerSecond)
 	fmt.Fprintf(w, "           %d queued prefetches dropped when the plan moved on\n", d.Cancelled)
 	fmt.Fprintf(w, "           %.2f frames decoded per frame served (%d / %d); %d seeks, %d decoders opened\n",
 		d.Amplification, d.FramesDecoded, d.FramesServed, d.Seeks, d.DecodersOpened)

@@ -59,6 +59,7 @@ func New(snapshot func() wire.Stats) *Collector {
 	add("decode_queued", "Samples waiting for a decoder.", gauge, func(s *wire.Stats) float64 { return float64(s.Decode.Queued) })
 	add("decode_clips_total", "Samples decoded.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.Clips) })
 	add("decode_failed_total", "Samples whose decode failed.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.Failed) })
+	add("decode_failed_transient_total", "Decodes that failed for a reason that may pass (I/O, descriptors, network); the sample is tried again.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.FailedTransient) })
 	add("decode_prefetched_total", "Decodes started ahead of a read.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.Prefetched) })
 	add("decode_on_demand_total", "Decodes started by a read's miss.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.OnDemand) })
 	add("decode_cancelled_total", "Queued prefetches dropped before they ran.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.Cancelled) })
