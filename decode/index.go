@@ -57,6 +57,9 @@ func scanOutput(info *Info, open Opener, out func(packet int, ts int64) bool) er
 			if errno, ok := pathErrno(err); ok { // nor here: a table cut short would be kept
 				return &Error{Path: info.Path, Kind: ErrUnreadable, Detail: fmt.Sprintf("reading packets (after %d) to decode them", p), Err: errno}
 			}
+			if err := in.readError(); err != nil {
+				return err // a demuxer that answered a failed read with the end of the file
+			}
 			break // the end, or damaged data: decode what was read
 		}
 		if !countable(pkt, info.Stream) {

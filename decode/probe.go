@@ -276,6 +276,11 @@ func ProbeFrom(path string, open Opener) (*Info, error) {
 	for {
 		err := in.fc.ReadFrame(pkt)
 		if errors.Is(err, astiav.ErrEof) {
+			// Some demuxers answer a read that failed with the end of the file: a table cut
+			// short by the path's failure must not be kept as the video's.
+			if err := in.readError(); err != nil {
+				return nil, err
+			}
 			break
 		}
 		if err != nil {

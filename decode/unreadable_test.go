@@ -66,17 +66,32 @@ func TestProbeReadFails(t *testing.T) {
 	if info, err := Probe(testvideo.Path("mpeg4.avi")); err != nil || info.Timing != TimingDecoded {
 		t.Fatalf("mpeg4.avi: %v, want a probe that decodes it", err)
 	}
-	dir := mountFailing(t, map[string]*failingFile{
-		"first.mp4":   {data: data, from: 0, to: int64(len(data))},
-		"packets.mp4": {data: data, from: moov / 2, to: moov}, // the second half of the packets
-		"good.mp4":    {data: data},
-		// Its packets read the first time, not the second.
-		"decoded.avi": {data: avi, from: int64(len(avi)) / 4, to: int64(len(avi)) / 2, fromOpen: 2},
-	})
+	// Other containers, failing in the middle of their packets, where their demuxers may answer
+	// the failed read with the end of the file rather than the error.
+	files := map[string]*failingFile{}
+	var middles []string
+	for _, v := range []string{"mpeg4.avi", "h264_bframes.avi", "hevc.mkv", "vp9.webm", "start10.ts", "theora.ogv", "flv1.flv"} {
+		b, err := os.ReadFile(testvideo.Path(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Probe(testvideo.Path(v)); err != nil {
+			t.Fatal(err)
+		}
+		name := "middle-" + v
+		files[name] = &failingFile{data: b, from: int64(len(b)) / 2, to: int64(len(b))*3/4 + 1}
+		middles = append(middles, name)
+	}
+	files["first.mp4"] = &failingFile{data: data, from: 0, to: int64(len(data))}
+	files["packets.mp4"] = &failingFile{data: data, from: moov / 2, to: moov} // the second half of the packets
+	files["good.mp4"] = &failingFile{data: data}
+	// Its packets read the first time, not the second.
+	files["decoded.avi"] = &failingFile{data: avi, from: int64(len(avi)) / 4, to: int64(len(avi)) / 2, fromOpen: 2}
+	dir := mountFailing(t, files)
 	if _, err := Probe(filepath.Join(dir, "good.mp4")); err != nil {
 		t.Fatalf("the video read through FUSE with no failure: %v", err)
 	}
-	for _, name := range []string{"first.mp4", "packets.mp4", "decoded.avi"} {
+	for _, name := range append([]string{"first.mp4", "packets.mp4", "decoded.avi"}, middles...) {
 		info, err := Probe(filepath.Join(dir, name))
 		if err == nil {
 			t.Errorf("%s: probed though its reads fail: %d frames, truncated %v, %q", name, info.Frames, info.Truncated, info.Warnings)
