@@ -200,13 +200,7 @@ func New(cfg Config) (*FS, error) {
 		opts.MaxLent = maxLent(capacity)
 	}
 	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.Due, f.plans.Upcoming
-	// Only a video's own damage fails its sample for good; what may pass (descriptors short,
-	// a disk or the source's network down) fails the reads in progress with EIO, and the sample
-	// is decoded again. A file changed since it was probed is held failed too (listed in
-	// .vidfs/failed, stood in for under --on-error substitute): the layout describes the file
-	// that was probed, and only a new scan mends that. The probe cache keeps no such error (its
-	// entries are by size and mtime, so a changed file is probed again anyway).
-	opts.Permanent = func(err error) bool { return decode.Permanent(err) || errors.Is(err, decode.ErrChanged) }
+	opts.Permanent = heldFailed
 	c, err := cache.New(opts)
 	if err != nil {
 		if f.tier != nil {
@@ -234,6 +228,15 @@ func (f *FS) Close() {
 		f.tier.t.Close()
 	}
 }
+
+// heldFailed says whether a sample whose decode failed with err is held failed for the life
+// of the mount (the cache's Options.Permanent). Only a video's own damage is; what may pass
+// (descriptors short, a disk or the source's network down) fails the reads in progress with
+// EIO, and the sample is decoded again. A file changed since it was probed is held failed too
+// (listed in .vidfs/failed, stood in for under --on-error substitute): the layout describes the
+// file that was probed, and only a new scan mends that. The probe cache keeps no such error (its
+// entries are by size and mtime, so a changed file is probed again anyway).
+func heldFailed(err error) bool { return decode.Permanent(err) || errors.Is(err, decode.ErrChanged) }
 
 // SampleClip is the clip sample i of lay holds: what a mount decodes for it (and vidfs verify).
 func SampleClip(lay *layout.Layout, i int) decode.Clip {

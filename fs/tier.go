@@ -101,7 +101,7 @@ func (f *FS) fetchSample(ctx context.Context, i int, buf []byte) cache.Fetched {
 // one, keeps it (written in the background). The cache asks the tier first (fetchSample).
 func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
 	if err := f.decodeSample(ctx, i, buf); err != nil {
-		if !decode.Permanent(err) && ctx.Err() == nil {
+		if !heldFailed(err) && ctx.Err() == nil {
 			f.log.Warn("sample not decoded, for a reason that may pass; the next read tries again", "sample", i, "file", f.sampleFile(i), "err", err)
 		}
 		return err
