@@ -123,7 +123,7 @@ func fakeFSWith(t *testing.T, cacheSamples, workers int, fail map[string]error, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(f.Close)
+	t.Cleanup(func() { f.Close() })
 	return f, dec
 }
 

@@ -218,15 +218,17 @@ func New(cfg Config) (*FS, error) {
 }
 
 // Close stops decoding, frees the cache, and closes the disk tier once what it has queued is
-// written. The decoder is the caller's to close.
-func (f *FS) Close() {
+// written: its error is the tier's, if its writer could not finish (a disk that hangs). The
+// decoder is the caller's to close.
+func (f *FS) Close() error {
 	f.plans.Close() // no republish calls back into the cache or the tier from here on
 	f.pages.close()
 	f.cache.Close()
 	if f.tier != nil {
 		f.stopTag()
-		f.tier.t.Close()
+		return f.tier.t.Close()
 	}
+	return nil
 }
 
 // heldFailed says whether a sample whose decode failed with err is held failed for the life

@@ -135,7 +135,7 @@ func npyPlan(entries []int32) []byte {
 // had not read).
 func TestPlanReplacedWhileReading(t *testing.T) {
 	f, _ := scaleFS(t, 250_000, 64)
-	t.Cleanup(f.Close)
+	t.Cleanup(func() { f.Close() })
 	mnt := mountFake(t, f)
 	plans := filepath.Join(mnt, ".vidfs", "plans")
 	n := f.lay.Len()

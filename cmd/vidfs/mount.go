@@ -272,7 +272,7 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) error {
+func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (err error) {
 	log, err := newLogger(e.stderr, o.logLevel)
 	if err != nil {
 		return usageError{err.Error()}
@@ -360,7 +360,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) err
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { err = errors.Join(err, f.Close()) }() // the disk tier's writer given up on
 	// Once unmounted, before the cache waits for its loads: a decode waiting on the network
 	// ends at once, not after --s3-timeout, and no GET goes on.
 	defer source.close()
