@@ -139,9 +139,12 @@ func buildImage(t *testing.T) *image {
 }
 
 // sharedDir makes a directory that is a shared mount point, as a node's hostPath is under
-// Kubernetes: what a container mounts on it, bound in with rshared, appears here and in every
-// container that binds it with rslave. It is unmounted at the end of the test, with whatever
-// is mounted on it.
+// Kubernetes: what a container mounts in it, bound in with rshared, appears here and in every
+// container that binds it with rslave. The mount is made on its subdirectory mnt, never on the
+// directory itself: a container started after the mount would bind the FUSE mount itself, which
+// no unmount reaches, so its connection would outlive every unmount (vidfs then waits for it on
+// SIGTERM until it is killed, and a restarted mount is never seen there). It is unmounted at
+// the end of the test, with whatever is mounted in it.
 func sharedDir(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "node")
@@ -160,6 +163,9 @@ func sharedDir(t *testing.T) string {
 	})
 	if err := syscall.Mount("", dir, "", syscall.MS_SHARED|syscall.MS_REC, ""); err != nil {
 		t.Fatalf("making %s a shared mount: %v", dir, err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "mnt"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
@@ -185,19 +191,20 @@ func fuseMounted(t *testing.T, dir string) bool {
 type nodeMount struct {
 	t    *testing.T
 	name string
-	dir  string // the host's directory it mounts on
+	dir  string // the host's directory it mounts in, on dir/mnt
 }
 
 // startNodeMount runs the image as the DaemonSet does: /dev/fuse and CAP_SYS_ADMIN, nothing
-// more, and the host directory dir bound in with shared propagation; extra are podman run's
+// more, and the host directory dir bound in at /node with shared propagation, mounting on
+// /node/mnt; extra are podman run's
 // further options (volumes, environment), args the mount's source and flags.
 func startNodeMount(t *testing.T, img *image, dir string, extra []string, src string, flags ...string) *nodeMount {
 	t.Helper()
 	m := &nodeMount{t: t, name: fmt.Sprintf("vidfs-test-mount-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-")), dir: dir}
 	try(commandWait, "podman", "rm", "-f", m.name) // one left by a run that was killed
 	args := slices.Concat([]string{"run", "-d", "--name", m.name,
-		"--device", "/dev/fuse", "--cap-add", "SYS_ADMIN", "-v", dir + ":/mnt/vidfs:rshared"},
-		extra, []string{img.tag, src, "/mnt/vidfs"}, mountFlags, flags)
+		"--device", "/dev/fuse", "--cap-add", "SYS_ADMIN", "-v", dir + ":/node:rshared"},
+		extra, []string{img.tag, src, "/node/mnt"}, mountFlags, flags)
 	run(t, commandWait, "podman", args...)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -216,7 +223,7 @@ func (m *nodeMount) waitReady() {
 	m.t.Helper()
 	deadline := time.Now().Add(readyWait)
 	for {
-		if _, err := os.Stat(filepath.Join(m.dir, ".vidfs", "stats")); err == nil && fuseMounted(m.t, m.dir) {
+		if _, err := os.Stat(filepath.Join(m.dir, "mnt", ".vidfs", "stats")); err == nil && fuseMounted(m.t, filepath.Join(m.dir, "mnt")) {
 			return
 		}
 		state, _ := try(commandWait, "podman", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", m.name)
@@ -241,14 +248,14 @@ func (m *nodeMount) stop() {
 		logs, _ := try(commandWait, "podman", "logs", m.name)
 		m.t.Fatalf("vidfs mount exited %s on SIGTERM, not 0 (a clean unmount); it logged:\n%s", code, logs)
 	}
-	if fuseMounted(m.t, m.dir) {
-		m.t.Fatalf("after SIGTERM, a FUSE mount is still on %s", m.dir)
+	if mnt := filepath.Join(m.dir, "mnt"); fuseMounted(m.t, mnt) {
+		m.t.Fatalf("after SIGTERM, a FUSE mount is still on %s", mnt)
 	}
 }
 
 // reader runs a shell script in a container of the image that binds the node's directory at
-// /data with HostToContainer propagation (rslave), as a training pod does, and returns its
-// stdout.
+// /data with HostToContainer propagation (rslave), as a training pod does (the mount is then
+// /data/mnt), and returns its stdout.
 func reader(t *testing.T, img *image, dir, script string) string {
 	t.Helper()
 	return run(t, readerWait, "podman", "run", "--rm", "-v", dir+":/data:rslave", "--entrypoint", "/bin/sh", img.tag, "-c", script)
@@ -256,7 +263,7 @@ func reader(t *testing.T, img *image, dir, script string) string {
 
 // hashScript prints "SHA256  ./VIDEO/K.raw" for every file under samples/, and then the
 // mount's stats.
-const hashScript = `set -e; cd /data/samples; find . -type f | sort | xargs sha256sum; echo STATS; cat /data/.vidfs/stats`
+const hashScript = `set -e; cd /data/mnt/samples; find . -type f | sort | xargs sha256sum; echo STATS; cat /data/mnt/.vidfs/stats`
 
 // hashes parses hashScript's output: file -> sha256, and the stats.
 func hashes(t *testing.T, out string) (map[string]string, stats) {
@@ -364,7 +371,7 @@ func sameSamples(t *testing.T, what string, want, got map[string]string) {
 
 // loopScript reads one sample file again and again (opening it each time, as a DataLoader
 // does), printing "N ok" or "N error: WHY" per read.
-const loopScript = `f=/data/samples/cfr30.mp4/0.raw; i=0
+const loopScript = `f=/data/mnt/samples/cfr30.mp4/0.raw; i=0
 while :; do i=$((i+1))
   if cat "$f" >/dev/null 2>/tmp/err; then echo "$i ok"; else echo "$i error: $(cat /tmp/err)"; fi
   sleep 0.05
@@ -442,7 +449,7 @@ func checkNode(t *testing.T, img *image, ref map[string]string, extra []string, 
 	for i := range plan {
 		plan[i] = strconv.Itoa(st1.Samples - 1 - i)
 	}
-	reader(t, img, dir, fmt.Sprintf("printf '%%s\\n' '%s' > /data/.vidfs/plans/reader", strings.Join(plan, " ")))
+	reader(t, img, dir, fmt.Sprintf("printf '%%s\\n' '%s' > /data/mnt/.vidfs/plans/reader", strings.Join(plan, " ")))
 
 	second, st2 := hashes(t, reader(t, img, dir, hashScript))
 	sameSamples(t, "a reader container, second pass", ref, second)
