@@ -470,9 +470,33 @@ func checkNode(t *testing.T, img *image, ref map[string]string, extra []string, 
 
 	r := startLoopReader(t, img, dir)
 	n, _ := r.await(0, "ok")
+	// A file held open through the stop, as a DataLoader worker may: the unmount finds the mount
+	// busy, detaches it and aborts its connection (fusectl, CAP_SYS_ADMIN), and its reads fail.
+	held, err := os.Open(filepath.Join(dir, "mnt", "samples", "cfr30.mp4", "1.raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	buf := make([]byte, 4096)
+	if _, err := held.ReadAt(buf, 0); err != nil {
+		t.Fatalf("reading a sample through the host's view of the mount: %v", err)
+	}
 	m.stop()
 	n, line := r.await(n, "error")
 	t.Logf("after SIGTERM, the reader's read failed: %s", line)
+	readErr := make(chan error, 1)
+	go func() { _, err := held.ReadAt(buf, 0); readErr <- err }()
+	select {
+	case err := <-readErr:
+		if err == nil {
+			t.Error("after SIGTERM, a read of a file held open through the stop succeeded")
+		} else {
+			t.Logf("after SIGTERM, a read of a file held open failed: %v", err)
+		}
+	case <-time.After(changeWait):
+		t.Fatalf("after SIGTERM, a read of a file held open through the stop hung for %v", changeWait)
+	}
+	held.Close()
 
 	run(t, commandWait, "podman", "start", m.name)
 	m.waitReady()
