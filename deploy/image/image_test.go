@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"github.com/vidfs/vidfs/internal/s3test"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // mountFlags are the flags of every mount here: small samples, a cache that holds them all,
@@ -198,9 +200,10 @@ type nodeMount struct {
 // more, and the host directory dir bound in at /node with shared propagation, mounting on
 // /node/mnt; extra are podman run's
 // further options (volumes, environment), args the mount's source and flags.
-func startNodeMount(t *testing.T, img *image, dir string, extra []string, src string, flags ...string) *nodeMount {
+// name tells the container from others of the test.
+func startNodeMount(t *testing.T, img *image, dir, name string, extra []string, src string, flags ...string) *nodeMount {
 	t.Helper()
-	m := &nodeMount{t: t, name: fmt.Sprintf("vidfs-test-mount-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-")), dir: dir}
+	m := &nodeMount{t: t, name: fmt.Sprintf("vidfs-test-%s-%d-%s", name, os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-")), dir: dir}
 	try(commandWait, "podman", "rm", "-f", m.name) // one left by a run that was killed
 	args := slices.Concat([]string{"run", "-d", "--name", m.name,
 		"--device", "/dev/fuse", "--cap-add", "SYS_ADMIN", "-v", dir + ":/node:rshared"},
@@ -440,7 +443,7 @@ func (r *loopReader) await(after int, want string) (int, string) {
 // cleanly and a looping reader gets errors, not a hang; a restart serves it again.
 func checkNode(t *testing.T, img *image, ref map[string]string, extra []string, src string, flags ...string) {
 	dir := sharedDir(t)
-	m := startNodeMount(t, img, dir, extra, src, flags...)
+	m := startNodeMount(t, img, dir, "mount", extra, src, flags...)
 
 	first, st1 := hashes(t, reader(t, img, dir, hashScript))
 	sameSamples(t, "a reader container, first pass", ref, first)
@@ -500,10 +503,46 @@ func checkNode(t *testing.T, img *image, ref map[string]string, extra []string, 
 
 	run(t, commandWait, "podman", "start", m.name)
 	m.waitReady()
-	r.await(n, "ok")
+	n, _ = r.await(n, "ok")
 	after, _ := hashes(t, reader(t, img, dir, hashScript))
 	sameSamples(t, "a reader container after the restart", ref, after)
-	m.stop()
+
+	// Killed (OOM, SIGKILL): the dead mount stays on the node, and reads through it fail with
+	// ENOTCONN. The DaemonSet's command detaches it and mounts again; the reader sees the new one.
+	run(t, commandWait, "podman", "kill", "-s", "KILL", m.name)
+	run(t, commandWait, "podman", "wait", m.name)
+	n, line = r.await(n, "error")
+	if !strings.Contains(line, "not connected") {
+		t.Errorf("after SIGKILL, the reader's read failed with %q, want ENOTCONN (Transport endpoint is not connected)", line)
+	}
+	entry, err := json.Marshal(daemonSetCommand(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := startNodeMount(t, img, dir, "again", slices.Concat(extra, []string{"--entrypoint", string(entry), "-e", "MNT=/node/mnt"}), src, flags...)
+	r.await(n, "ok")
+	m2.stop()
+}
+
+// daemonSetCommand is the command of the DaemonSet's container in
+// deploy/kubernetes/vidfs-node.yaml: it detaches a dead mount, then runs vidfs mount "$@".
+func daemonSetCommand(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "kubernetes", "vidfs-node.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for doc := range strings.SplitSeq(string(b), "\n---\n") {
+		var ds appsv1.DaemonSet
+		if err := yaml.Unmarshal([]byte(doc), &ds); err != nil {
+			t.Fatal(err)
+		}
+		if ds.Kind == "DaemonSet" && len(ds.Spec.Template.Spec.Containers) > 0 {
+			return ds.Spec.Template.Spec.Containers[0].Command
+		}
+	}
+	t.Fatal("no DaemonSet in vidfs-node.yaml")
+	return nil
 }
 
 // TestImage builds the image and runs it as a node's mount, of a local directory and of a
