@@ -60,7 +60,7 @@ build() {
   local tag=$1 context=$2 base=${3:-}
   set -- "$context"/vidfs-*-linux-x86_64.tar.gz
   [ "$#" -eq 1 ] && [ -f "$1" ] || die "$context must hold exactly one vidfs-*-linux-x86_64.tar.gz (make dist writes it into dist/)"
-  podman build --quiet -f deploy/image/Dockerfile ${base:+--build-arg "BASE=$base"} -t "$tag" "$context" >/dev/null
+  podman build --quiet --layers=false -f deploy/image/Dockerfile ${base:+--build-arg "BASE=$base"} -t "$tag" "$context" >/dev/null
   log "built $tag from $1${base:+ on $base}"
 }
 
