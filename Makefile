@@ -5,7 +5,7 @@ GO      ?= go
 # Runs go with FFmpeg 7's pkg-config directory: a system FFmpeg 7, or the cached build.
 GOENV    = scripts/with-ffmpeg
 
-.PHONY: all deps build test test-short demo bench bench-decode bench-tier bench-scale bench-scale-large bench-soak bench-s3 testdata dist test-dist clean help
+.PHONY: all deps build test test-short demo bench bench-decode bench-tier bench-scale bench-scale-large bench-soak bench-s3 testdata dist test-dist image test-image clean help
 
 all: build
 
@@ -17,6 +17,8 @@ help:
 	@echo "make deps    Debian packages for building, and FFmpeg 7.1 (cached)"
 	@echo "make dist    the release: dist/vidfs-VERSION-linux-x86_64.tar.gz and the wheel (as root)"
 	@echo "make test-dist  the release installed and run in Ubuntu 22.04/24.04, Debian 11 userlands"
+	@echo "make image   the container image of the release, with podman (IMAGE_BASE, IMAGE_TAG)"
+	@echo "make test-image  the image's tests with the release on an Ubuntu 24.04 base"
 
 deps:
 	scripts/setup.sh build
@@ -108,6 +110,23 @@ dist:
 test-dist: build dist
 	scripts/setup.sh test-dist
 	scripts/test-dist.sh
+
+# The container image (deploy/image/Dockerfile): the release on IMAGE_BASE, built with podman as
+# IMAGE_TAG. IMAGE_BASE defaults to the Dockerfile's ubuntu:24.04, from a registry; where none is
+# reachable, IMAGE_BASE=$$(scripts/image.sh base noble) makes a local one with debootstrap.
+VERSION    = $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' python/vidfs.py)
+IMAGE_TAG ?= vidfs:$(VERSION)
+IMAGE_BASE ?=
+
+image: dist
+	scripts/setup.sh image
+	scripts/image.sh build $(IMAGE_TAG) dist $(IMAGE_BASE)
+
+# The image's tests (deploy/image) with the release in it, on Ubuntu 24.04 made with debootstrap
+# (make test runs them with this machine's build, on Debian 12). 20 s once the bases are made.
+test-image: build dist
+	scripts/setup.sh test
+	VIDFS_IMAGE_RELEASE=$(CURDIR)/dist/vidfs-$(VERSION)-linux-x86_64.tar.gz $(GOENV) $(GO) test -race -count=1 -run 'TestImage' ./deploy/image/
 
 # Regenerates the committed test videos (needs Debian's ffmpeg CLI).
 testdata:

@@ -3,7 +3,7 @@
 # built (scripts/ffmpeg.sh). As root it installs them; otherwise it prints the exact
 # apt-get line to run and fails.
 #
-# Usage: scripts/setup.sh build|test|demo|bench|dist|test-dist
+# Usage: scripts/setup.sh build|test|demo|bench|dist|test-dist|image
 set -euo pipefail
 purpose=${1:-build}
 
@@ -13,8 +13,9 @@ case $purpose in
   build) ;;
   # Tests: FUSE, Debian's ffmpeg CLI (test videos and reference decodes), real footage
   # (opencv-doc's Megamind.avi), NumPy for the Python client tests, torch for the DDP test, venv,
-  # pip and setuptools for the package's install test, fio, tmux (vidfs top's test).
-  test) pkgs+=(fuse3 ffmpeg opencv-doc python3-numpy fio tmux python3-torch python3-venv python3-pip python3-setuptools) ;;
+  # pip and setuptools for the package's install test, fio, tmux (vidfs top's test); podman, runc
+  # and debootstrap for the container image's tests (deploy/image: a local base from a userland).
+  test) pkgs+=(fuse3 ffmpeg opencv-doc python3-numpy fio tmux python3-torch python3-venv python3-pip python3-setuptools podman runc debootstrap) ;;
   demo) pkgs+=(fuse3 python3-numpy) ;;
   # Benchmarks: the loaders vidfs is compared with, matplotlib for the chart, and s3fs-fuse (the
   # general-purpose FUSE client of a bucket that bench/s3.py puts under vidfs).
@@ -23,7 +24,9 @@ case $purpose in
   # needs no FFmpeg of this machine's. Its tests: userlands again, FUSE and NumPy for the reference.
   dist) pkgs+=(debootstrap) ;;
   test-dist) pkgs+=(debootstrap fuse3 python3-numpy) ;;
-  *) echo "setup.sh: unknown purpose '$purpose' (build, test, demo, bench, dist or test-dist)" >&2; exit 2 ;;
+  # The container image (make image): podman and runc to build it, debootstrap for a local base.
+  image) pkgs+=(podman runc debootstrap) ;;
+  *) echo "setup.sh: unknown purpose '$purpose' (build, test, demo, bench, dist, test-dist or image)" >&2; exit 2 ;;
 esac
 
 missing=()
@@ -52,12 +55,29 @@ if ! command -v go >/dev/null; then
   exit 1
 fi
 
-if [ "$purpose" != build ] && [ "$purpose" != dist ] && [ ! -e /dev/fuse ]; then
+if [ "$purpose" != build ] && [ "$purpose" != dist ] && [ "$purpose" != image ] && [ ! -e /dev/fuse ]; then
   echo "setup.sh: /dev/fuse is missing: this machine cannot mount FUSE filesystems (try: modprobe fuse)" >&2
   exit 1
 fi
 
-[ "$purpose" = dist ] || "$(dirname "$0")/ffmpeg.sh" >/dev/null
+[ "$purpose" = dist ] || [ "$purpose" = image ] || "$(dirname "$0")/ffmpeg.sh" >/dev/null
+
+# Containers (the image's tests): Debian 12's podman runs them as root with runc and cgroupfs
+# (crun fails there: "cgroups in hybrid mode not supported"), and with no default ulimits (else
+# "setrlimit RLIMIT_NOFILE: Operation not permitted"). Written only where no containers.conf is.
+if { [ "$purpose" = test ] || [ "$purpose" = image ]; } && [ "$(id -u)" -eq 0 ] && [ ! -e /etc/containers/containers.conf ]; then
+  echo "setup.sh: writing /etc/containers/containers.conf (runc, cgroupfs, no default ulimits) for podman" >&2
+  mkdir -p /etc/containers
+  cat > /etc/containers/containers.conf <<'EOF'
+# Written by vidfs's scripts/setup.sh test, for podman run as root on Debian 12.
+[containers]
+default_ulimits = []
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+EOF
+fi
 
 # Tests and benchmarks: versitygw, the S3 server the object storage tests and bench/s3.py start (built once, about 3 minutes,
 # into the cache). A build that fails stops here, so that make test and CI never pass with the S3 tests skipped; `go test`
