@@ -85,13 +85,16 @@ func (f *FS) Mount(dir string, mo MountOptions) (*Mount, error) {
 	return m, nil
 }
 
-// maxServed is how many FUSE requests a mount serves at once: twice what readers waiting for
-// decodes can hold (cache.MaxLoads, 2x workers), and at least 64, so that a node's readers
-// (8 ranks of 4-8 DataLoader workers, each a read outstanding) waiting on decodes leave room for
-// lookups, plan writes and stats opens. Past it go-fuse reads no request until one is answered:
-// a read waits for a decode, so the wait is a decode's, not a hang. Each request served may hold
-// a buffer the size of its read (1 MiB at most), which bounds the memory it costs.
-func maxServed(workers int) int { return max(64, 4*workers) }
+// maxServed is how many FUSE requests a mount serves at once: all that 2x workers readers
+// waiting for decodes (cache.MaxLoads) can hold, and at least 16. Past it go-fuse reads no
+// request, a lookup, a plan written or a stats open included, until one is answered: with more
+// readers than that waiting on decodes (8 ranks of 8 DataLoader workers on a node of 14
+// workers), those wait for a decode to end, a decode's time, not a hang. A larger bound lets
+// them by, but costs memory that grows with the reads: measured on 2 cores with 16 readers of
+// cached samples, 120,000 reads added 12-18 MiB at 16, 41-48 MiB at 32 and 64; and a read
+// buffer more in the budget (room for a plan write's beside the waiting goroutine's) brought
+// back the growth the bound was made against (TestMountHitsMemoryBound).
+func maxServed(workers int) int { return max(16, 2*workers) }
 
 // inflightBudget is go-fuse's MaxInflightRequestBytes for about n requests served at once
 // with requests of at most maxWrite bytes.
@@ -106,10 +109,9 @@ func maxServed(workers int) int { return max(64, 4*workers) }
 // go-fuse (v2.12, fuse/fusefd.go) counts against the budget, for each request it holds, its
 // request struct (776 bytes), and while a goroutine waits for the kernel's next request, also
 // its read buffer (the largest request, maxWrite as the kernel caps it, plus 4 KiB and 128
-// bytes of header); it hands the read buffer back as soon as a read request is read, but a write
-// request (a plan written) keeps its buffer while it is served. So three buffers (one waiting
-// goroutine's, two plan writes' at once) plus n request structs let n requests be served at
-// once, and a goroutine read a request only when one of them is done.
+// bytes of header); it hands the read buffer back as soon as a read request is read. So one
+// waiting goroutine's buffer plus n request structs lets n requests be served at once, and a
+// goroutine read a request only when one of them is done.
 func inflightBudget(maxWrite, n int) int {
 	const request = 776
 	pages := 256 // the kernel's limit on a request's pages, as go-fuse reads it
@@ -119,7 +121,7 @@ func inflightBudget(maxWrite, n int) int {
 		}
 	}
 	readBuf := max(min(maxWrite, pages*os.Getpagesize())+128, 8192) + 4096
-	return 3*readBuf + n*request
+	return readBuf + n*request
 }
 
 // pageRound is n rounded up to whole pages.

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// TestControlWhileReadsWait: with as many reads waiting on decodes as a node's readers make (8
-// ranks of 6 DataLoader workers, each a read outstanding), the mount still answers a stats open:
-// the bound on requests served at once (maxServed) leaves room beside them.
+// TestControlWhileReadsWait: with nearly as many reads waiting on decodes as the mount serves at
+// once (maxServed), it still answers a stats open: the budget of requests in flight leaves room
+// beside them for a goroutine to read the next request.
 func TestControlWhileReadsWait(t *testing.T) {
 	f, dec := fakeFS(t, 8, 1, nil)
 	for i := range f.lay.Len() {
@@ -22,7 +22,7 @@ func TestControlWhileReadsWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const readers = 48
+	readers := maxServed(f.cache.Workers()) - 2
 	var wg sync.WaitGroup
 	raw, err := os.Open(filepath.Join(dir, "clips.raw"))
 	if err != nil {
