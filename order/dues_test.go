@@ -56,6 +56,26 @@ func TestDuesIdle(t *testing.T) {
 	})
 }
 
+// TestDuesIdleUnread: when every plan goes idle and nobody reads any more (training over, the
+// mount still up), their samples stop being due in what Plans publishes, without a read to
+// start the work: eviction must not keep ranking by plans that are gone.
+func TestDuesIdleUnread(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ps := NewPlans(8, 16, time.Minute)
+		defer ps.Close()
+		ps.Set("train", []int32{10, 11, 12, 13, 14, 15}, false)
+		readAt(ps, 10, time.Now())
+		if ps.Due(12) < 0 {
+			t.Fatalf("Due(12) = %d while its plan is read, want >= 0", ps.Due(12))
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if ps.Due(12) != -1 {
+			t.Errorf("Due(12) = %d two minutes after its plan went idle with nobody reading, want -1", ps.Due(12))
+		}
+	})
+}
+
 // TestDuesFollowPace: the dues of samples nobody read yet follow the reader's pace as it reads,
 // not the pace assumed when the plan was written.
 func TestDuesFollowPace(t *testing.T) {
