@@ -360,7 +360,8 @@ func (ps *Plans) armSweepLocked() {
 }
 
 // sweepIdle expires the plans that went idle, for the timer: so that their memory goes even
-// when nobody reads. It calls nothing outside Plans.
+// when nobody reads, and their samples stop being due (a republish, which tells OnRepublish's f
+// when it is done, from its own goroutine; Close waits for it).
 func (ps *Plans) sweepIdle() {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -369,6 +370,12 @@ func (ps *Plans) sweepIdle() {
 		return
 	}
 	ps.expireIdle(time.Now())
+	// With nobody reading, no read starts the dues' work (Observe): start it here, so that
+	// eviction stops ranking by the plans that expired.
+	if ps.expiredSince && !ps.republishing && !ps.dues.building {
+		ps.republishing, ps.republished = true, make(chan struct{})
+		go ps.republish(ps.republished)
+	}
 	ps.armSweepLocked()
 }
 
