@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/testfd"
 	"github.com/vidfs/vidfs/layout"
 )
 
@@ -52,19 +53,8 @@ func TestDescriptorsShort(t *testing.T) {
 	defer f.Close()
 	S := spec.SampleBytes()
 	buf := make([]byte, S)
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
-	}
-	short := lim
-	short.Cur = 0 // no descriptor can be opened: every open fails with EMFILE
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &short); err != nil {
-		t.Fatal(err)
-	}
-	_, shortErr := f.ReadAt(buf, int64(i)*S)
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
-	}
+	var shortErr error
+	testfd.Short(t, 0, func() { _, shortErr = f.ReadAt(buf, int64(i)*S) }) // every open fails with EMFILE
 	if !errors.Is(shortErr, syscall.EIO) {
 		t.Errorf("sample %d read while descriptors are short: %v, want EIO", i, shortErr)
 	}
