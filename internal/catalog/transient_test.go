@@ -43,14 +43,23 @@ func TestScanOutOfDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	tables.Close()
-	if len(vs) != 2 || vs[0].Err != nil || vs[1].Err == nil {
-		t.Fatalf("scan with one descriptor: %+v; want a.mp4 probed and b.mp4 failing with EMFILE", vs)
+	// Which video meets EMFILE depends on what the scan opens first (a probe, the segment it
+	// writes); at least one must, and each that does must fail with a passing error, logged.
+	probed := 0
+	for _, v := range vs {
+		if v.Err == nil {
+			probed++
+			continue
+		}
+		if !errors.Is(v.Err, syscall.EMFILE) || decode.Permanent(v.Err) {
+			t.Errorf("%s: %v (permanent %v), want a passing error saying EMFILE", v.Rel, v.Err, decode.Permanent(v.Err))
+		}
+		if !strings.Contains(logged.String(), v.Rel) {
+			t.Errorf("log %q: want a warning naming %s", logged.String(), v.Rel)
+		}
 	}
-	if !errors.Is(vs[1].Err, syscall.EMFILE) || decode.Permanent(vs[1].Err) {
-		t.Errorf("b.mp4: %v (permanent %v), want a passing error saying EMFILE", vs[1].Err, decode.Permanent(vs[1].Err))
-	}
-	if !strings.Contains(logged.String(), "b.mp4") {
-		t.Errorf("log %q: want a warning naming b.mp4", logged.String())
+	if len(vs) != 2 || probed == 2 {
+		t.Fatalf("scan with one descriptor: %+v; want a video failing with EMFILE", vs)
 	}
 	if errs := cachedErrors(t, cacheDir, src); len(errs) > 0 {
 		t.Errorf("the probe cache remembers %v", errs)
@@ -67,8 +76,8 @@ func TestScanOutOfDescriptors(t *testing.T) {
 			t.Errorf("next scan: %s: %v", v.Rel, v.Err)
 		}
 	}
-	if last.Done != 2 || last.Cached != 1 || last.Failed != 0 {
-		t.Errorf("next scan: progress %+v, want a.mp4 from the cache and b.mp4 probed", last)
+	if last.Done != 2 || last.Cached != probed || last.Failed != 0 {
+		t.Errorf("next scan: progress %+v, want the %d probed before from the cache and the rest probed", last, probed)
 	}
 }
 
