@@ -155,13 +155,14 @@ type entry struct {
 	buf     []byte // the sample's bytes: a buffer of the cache's, or lent's
 	lent    *Lent  // the memory a Fetch lent, if it did; the buffer then waits in spare
 	spare   []byte
-	demand  bool  // a reader asked for it: load ahead of prefetch work
-	lane    lane  // the lane it is queued or loading in
-	q       *fifo // the queue it waits in, if it does
-	started bool  // a load of it has started (counted in Stats.Prefetched or Demand)
-	pins    int   // readers copying from buf
-	waiters int   // readers waiting for it
-	read    bool  // read since it was loaded
+	demand  bool   // a reader asked for it: load ahead of prefetch work
+	lane    lane   // the lane it is queued or loading in
+	q       *fifo  // the queue it waits in, if it does
+	qseq    uint64 // which time it was queued: its older places in a fifo are stale (see fifo)
+	started bool   // a load of it has started (counted in Stats.Prefetched or Demand)
+	pins    int    // readers copying from buf
+	waiters int    // readers waiting for it
+	read    bool   // read since it was loaded
 	done    chan struct{}
 	err     error
 }
@@ -504,8 +505,8 @@ func (c *Cache) prefetch(want []int) {
 		q := &c.queue[l][prefetchJob]
 		// Dropping one takes it out of q in constant time (fifo.remove), which leaves the
 		// queue's entries in items as they are (a compaction makes new ones).
-		for _, e := range q.items {
-			if e.q == q && !wanted[e.sample] && e.waiters == 0 {
+		for _, p := range q.items {
+			if e := p.e; q.here(p) && !wanted[e.sample] && e.waiters == 0 {
 				c.free = append(c.free, c.drop(e))
 				c.stats.Cancelled++
 				dropped = true

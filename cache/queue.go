@@ -5,19 +5,30 @@ package cache
 // to the front, and the queue is compacted once the gone outnumber the queued. So dropping k
 // queued prefetches costs O(k), whatever the queue's length, not O(k·n).
 //
-// An entry is in at most one fifo at a time (entry.q), and never put back in a fifo it was taken
-// out of while that fifo may still hold it as gone: entries move only from a lane's prefetch
-// queue to its demand queue, and from Fetch's lane to Load's.
+// An entry is in at most one fifo at a time (entry.q). Each push numbers its place (entry.qseq),
+// so that an entry taken out and queued again, in this fifo or another, is found once, at its
+// latest place: the places it left are stale whatever its q says.
 type fifo struct {
-	items []*entry // queued entries, and gone ones among them
-	n     int      // entries queued (items whose q is this queue)
-	work  *int64   // counts the entries looked at (Stats.QueueWork)
+	items []place // queued entries, and gone ones among them
+	n     int     // entries queued (places that are their entry's latest, in this queue)
+	work  *int64  // counts the entries looked at (Stats.QueueWork)
 }
 
-// push queues e at the back.
+// place is where an entry was queued: it is queued there still if it is in this queue and was
+// not queued again since.
+type place struct {
+	e   *entry
+	seq uint64
+}
+
+// here tells whether p is where its entry is queued now, in q.
+func (q *fifo) here(p place) bool { return p.e.q == q && p.e.qseq == p.seq }
+
+// push queues e at the back. e must be in no queue.
 func (q *fifo) push(e *entry) {
 	e.q = q
-	q.items = append(q.items, e)
+	e.qseq++
+	q.items = append(q.items, place{e, e.qseq})
 	q.n++
 }
 
@@ -27,14 +38,14 @@ func (q *fifo) len() int { return q.n }
 // pop takes the entry at the front out, or returns nil if none is queued.
 func (q *fifo) pop() *entry {
 	for len(q.items) > 0 {
-		e := q.items[0]
-		q.items[0] = nil
+		p := q.items[0]
+		q.items[0] = place{}
 		q.items = q.items[1:]
 		*q.work++
-		if e.q == q {
-			e.q = nil
+		if q.here(p) {
+			p.e.q = nil
 			q.n--
-			return e
+			return p.e
 		}
 	}
 	return nil
@@ -51,11 +62,11 @@ func (q *fifo) remove(e *entry) {
 
 // compact drops the gone entries, keeping the order of the rest.
 func (q *fifo) compact() {
-	items := make([]*entry, 0, q.n)
-	for _, e := range q.items {
+	items := make([]place, 0, q.n)
+	for _, p := range q.items {
 		*q.work++
-		if e.q == q {
-			items = append(items, e)
+		if q.here(p) {
+			items = append(items, p)
 		}
 	}
 	q.items = items

@@ -62,3 +62,32 @@ func TestPrefetchDropsLinear(t *testing.T) {
 		}
 	})
 }
+
+// TestFifoRequeued: an entry taken out of a fifo and queued again, in it or in another, comes
+// out once, at its latest place, not at the place it left.
+func TestFifoRequeued(t *testing.T) {
+	var work int64
+	q, other := &fifo{work: &work}, &fifo{work: &work}
+	a, b, c := &entry{sample: 1}, &entry{sample: 2}, &entry{sample: 3}
+	q.push(a)
+	q.push(b)
+	q.remove(a)
+	q.push(c)
+	q.push(a) // a again, behind c
+	var got []int
+	for e := q.pop(); e != nil; e = q.pop() {
+		got = append(got, e.sample)
+	}
+	if len(got) != 3 || got[0] != 2 || got[1] != 3 || got[2] != 1 || q.len() != 0 {
+		t.Errorf("popped %v, %d left; want [2 3 1], none left", got, q.len())
+	}
+	q.push(b)
+	q.remove(b)
+	other.push(b) // moved on, as a prefetch to the demand queue
+	if e := q.pop(); e != nil || q.len() != 0 {
+		t.Errorf("q popped %v after b moved to another queue, want nothing", e)
+	}
+	if e := other.pop(); e != b || other.pop() != nil {
+		t.Errorf("the other queue popped %v, want b once", e)
+	}
+}
