@@ -3,7 +3,7 @@ module github.com/vidfs/vidfs
 go 1.26.0
 
 require (
-	github.com/asticode/go-astiav v0.38.0
+	github.com/asticode/go-astiav v0.38.0 // decode/ioerror.go reads its IOContext layout: TestReadErrorMidDecode checks it on an upgrade
 	github.com/aws/aws-sdk-go-v2 v1.47.7
 	github.com/aws/aws-sdk-go-v2/config v1.33.15
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.15
