@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	rtmetrics "runtime/metrics"
-	"strconv"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -212,65 +210,123 @@ func mappedResident(tierDir string, heapPtr uintptr) (residentParts, error) {
 		}
 		tierDir = filepath.Clean(tierDir) + "/"
 	}
-	var maps []mapping
+	tierPrefix := []byte(tierDir)
+	// One pass, allocating nothing per line (a stats open reads some 20 lines a mapping): the
+	// mapping being read (cur), and the run of adjacent anonymous mappings it ends (run).
+	var (
+		cur  mapping
+		have bool
+		run  struct {
+			end  uint64
+			rss  int64
+			heap bool
+		}
+		inRun, gotHeap bool
+	)
+	closeRun := func() {
+		if inRun && run.heap {
+			r.goHeap, gotHeap = run.rss, true
+		}
+		inRun = false
+	}
+	finish := func() { // cur is read whole: count it
+		if !have {
+			return
+		}
+		if cur.tier {
+			r.tier += cur.rss
+		}
+		if !cur.anon {
+			closeRun()
+			return
+		}
+		if !inRun || cur.start != run.end {
+			closeRun()
+			inRun, run.rss, run.heap = true, 0, false
+		}
+		run.end = cur.end
+		run.rss += cur.rss
+		if uint64(heapPtr) >= cur.start && uint64(heapPtr) < cur.end {
+			run.heap = true
+		}
+	}
 	sc := bufio.NewScanner(fh)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
-		if rest, ok := bytes.CutPrefix(line, []byte("Rss:")); ok && len(maps) > 0 {
-			kb, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(rest), []byte("kB")))), 10, 64)
-			if err != nil {
-				return r, fmt.Errorf("smaps: %q: %w", line, err)
+		sp := bytes.IndexByte(line, ' ')
+		if sp <= 0 {
+			continue
+		}
+		if line[sp-1] == ':' { // "Name: value"
+			if have && bytes.Equal(line[:sp], []byte("Rss:")) {
+				kb, ok := decimal(bytes.TrimSuffix(bytes.TrimSpace(line[sp:]), []byte(" kB")))
+				if !ok {
+					return r, fmt.Errorf("smaps: %q: not a size in kB", line)
+				}
+				cur.rss = kb << 10
 			}
-			maps[len(maps)-1].rss = kb << 10
 			continue
 		}
-		// A mapping's first line: "start-end perms offset dev inode [path]"; the others are
-		// "Name: value".
-		fields := bytes.Fields(line)
-		if len(fields) < 5 || bytes.HasSuffix(fields[0], []byte(":")) {
+		// A mapping's first line: "start-end perms offset dev inode [path]".
+		lo, hi, ok := bytes.Cut(line[:sp], []byte("-"))
+		start, ok1 := hexNumber(lo)
+		end, ok2 := hexNumber(hi)
+		if !ok || !ok1 || !ok2 {
 			continue
 		}
-		lo, hi, ok := bytes.Cut(fields[0], []byte("-"))
-		if !ok {
-			continue
+		finish()
+		rest := line[sp:]
+		for range 4 { // perms, offset, dev, inode
+			rest = bytes.TrimLeft(rest, " ")
+			if k := bytes.IndexByte(rest, ' '); k >= 0 {
+				rest = rest[k:]
+			} else {
+				rest = nil
+			}
 		}
-		start, err1 := strconv.ParseUint(string(lo), 16, 64)
-		end, err2 := strconv.ParseUint(string(hi), 16, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		m := mapping{start: start, end: end}
+		path := bytes.TrimSpace(rest)
 		// Anonymous: no path, or a name the runtime gave it ([anon: Go: heap], where the kernel
 		// keeps such names).
-		m.anon = len(fields) == 5 || bytes.HasPrefix(fields[5], []byte("[anon:"))
-		m.tier = len(fields) >= 6 && tierDir != "" && strings.HasPrefix(string(fields[5]), tierDir)
-		maps = append(maps, m)
+		cur = mapping{start: start, end: end, anon: len(path) == 0 || bytes.HasPrefix(path, []byte("[anon:")),
+			tier: len(tierPrefix) > 0 && bytes.HasPrefix(path, tierPrefix)}
+		have = true
 	}
 	if err := sc.Err(); err != nil {
 		return r, fmt.Errorf("smaps: %w", err)
 	}
-	heap := -1
-	for i, m := range maps {
-		if m.tier {
-			r.tier += m.rss
-		}
-		if uint64(heapPtr) >= m.start && uint64(heapPtr) < m.end && m.anon {
-			heap = i
-		}
-	}
-	if heap < 0 {
+	finish()
+	closeRun()
+	if !gotHeap {
 		return r, fmt.Errorf("smaps: no anonymous mapping holds the Go heap object at %#x", heapPtr)
 	}
-	lo, hi := heap, heap
-	for lo > 0 && maps[lo-1].anon && maps[lo-1].end == maps[lo].start {
-		lo--
-	}
-	for hi < len(maps)-1 && maps[hi+1].anon && maps[hi+1].start == maps[hi].end {
-		hi++
-	}
-	for _, m := range maps[lo : hi+1] {
-		r.goHeap += m.rss
-	}
 	return r, nil
+}
+
+// hexNumber reads a hexadecimal number, as smaps writes addresses.
+func hexNumber(b []byte) (uint64, bool) {
+	var v uint64
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			v = v<<4 | uint64(c-'0')
+		case c >= 'a' && c <= 'f':
+			v = v<<4 | uint64(c-'a'+10)
+		default:
+			return 0, false
+		}
+	}
+	return v, len(b) > 0
+}
+
+// decimal reads a decimal number.
+func decimal(b []byte) (int64, bool) {
+	var v int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	return v, len(b) > 0
 }
