@@ -795,24 +795,7 @@ func TestMountHitsMemoryBound(t *testing.T) {
 	const readers, hitReads = 16, 60000
 	mp := startMountIn(t, []string{"env", "GOMAXPROCS=2"}, makeSource(t), "--cache-mem", "64MiB", "--workers", "2",
 		"--frames", "8", "--stride", "2", "--step", "8", "--size", "128x128", "--probe-cache", "")
-	lay, err := readDataset(mp.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, S := lay.Samples, lay.SampleBytes
-	f, err := os.Open(filepath.Join(mp.dir, "clips.raw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, S)
-	for range 2 {
-		for i := range n {
-			if _, err := f.ReadAt(buf, int64(i)*S); err != nil {
-				t.Fatalf("sample %d: %v", i, err)
-			}
-		}
-	}
+	n, S, f := readEvery(t, mp.dir, 2)
 	st := mountStats(t, mp.dir)
 	if st.Cache.ReadySamples != n || st.Cache.Evicted != 0 {
 		t.Fatalf("warm-up: %d of %d samples ready, %d evicted: the cache must hold them all", st.Cache.ReadySamples, n, st.Cache.Evicted)
@@ -876,6 +859,31 @@ func TestMountHitsMemoryBound(t *testing.T) {
 	}
 }
 
+// readEvery opens the mount at dir's clips.raw and reads every sample times times, so that the
+// cache (and a disk tier) hold them: it returns the number of samples, their size, and the file,
+// closed at the test's end.
+func readEvery(t *testing.T, dir string, times int) (n int, S int64, f *os.File) {
+	t.Helper()
+	lay, err := readDataset(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err = os.Open(filepath.Join(dir, "clips.raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	buf := make([]byte, lay.SampleBytes)
+	for range times {
+		for i := range lay.Samples {
+			if _, err := f.ReadAt(buf, int64(i)*lay.SampleBytes); err != nil {
+				t.Fatalf("sample %d: %v", i, err)
+			}
+		}
+	}
+	return lay.Samples, lay.SampleBytes, f
+}
+
 // raceDetector tells whether the test binary was built with -race.
 func raceDetector() bool {
 	bi, ok := debug.ReadBuildInfo()
@@ -906,21 +914,7 @@ func TestMountMemoryParts(t *testing.T) {
 	const readers, reads = 16, 4000
 	mp := startMountIn(t, []string{"env", "GOMAXPROCS=2"}, makeSource(t), "--cache-mem", "128MiB", "--workers", "2",
 		"--frames", "8", "--stride", "4", "--step", "64", "--size", "256x256", "--probe-cache", "")
-	lay, err := readDataset(mp.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, S := lay.Samples, lay.SampleBytes
-	f, err := os.Open(filepath.Join(mp.dir, "clips.raw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for i := range n {
-		if _, err := f.ReadAt(make([]byte, S), int64(i)*S); err != nil {
-			t.Fatalf("sample %d: %v", i, err)
-		}
-	}
+	n, S, f := readEvery(t, mp.dir, 1)
 	var wg sync.WaitGroup
 	for k := range readers {
 		wg.Go(func() {
@@ -1007,24 +1001,7 @@ func TestMountMemoryPartsTier(t *testing.T) {
 	}
 	mp := startMount(t, makeSource(t), "--cache-mem", "24MiB", "--workers", "2", "--frames", "8", "--stride", "2", "--step", "8",
 		"--size", "128x128", "--probe-cache", "", "--cache-dir", link, "--cache-disk", "1GiB", "--cache-disk-codec", "none")
-	lay, err := readDataset(mp.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, S := lay.Samples, lay.SampleBytes
-	f, err := os.Open(filepath.Join(mp.dir, "clips.raw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, S)
-	for range 2 {
-		for i := range n {
-			if _, err := f.ReadAt(buf, int64(i)*S); err != nil {
-				t.Fatalf("sample %d: %v", i, err)
-			}
-		}
-	}
+	readEvery(t, mp.dir, 2) // the second epoch from the tier
 	st := mountStats(t, mp.dir)
 	mapped := tierRss(t, mp.cmd.Process.Pid, real)
 	t.Logf("tier: %d hits, %d written; %.1f MiB of its files resident in the mount; memory %+v",
