@@ -59,48 +59,14 @@ func (h *Histogram) Observe(d time.Duration) {
 	}
 }
 
-// snapshot is the histogram's counts now: per bucket (not cumulative, the last above every
-// bound), their total and their sum.
-func (h *Histogram) snapshot() (counts []uint64, n uint64, sum float64) {
+// snapshot is the histogram's counts now, as the client library keeps them: for each bucket's
+// upper bound in seconds, the observations at most that (cumulative); and their total and sum.
+func (h *Histogram) snapshot() *dto.Histogram {
 	var m dto.Metric
 	if err := h.hist().Write(&m); err != nil {
-		return nil, 0, 0
+		return &dto.Histogram{}
 	}
-	hm := m.GetHistogram()
-	var prev uint64
-	for _, b := range hm.GetBucket() {
-		c := b.GetCumulativeCount()
-		counts = append(counts, c-prev)
-		prev = c
-	}
-	n = hm.GetSampleCount()
-	counts = append(counts, n-prev)
-	return counts, n, hm.GetSampleSum()
-}
-
-// Cumulative is a histogram in Prometheus's form: how many observations were at most each
-// bound, their count and their sum.
-type Cumulative struct {
-	Count   uint64
-	Sum     time.Duration
-	Buckets map[time.Duration]uint64 // upper bound -> observations at most that
-}
-
-// Cumulative returns the counts at two bounds per decade, 3.16 µs to 1000 s: the edges of every
-// fifth bucket, so they are exact.
-func (h *Histogram) Cumulative() Cumulative {
-	counts, n, sum := h.snapshot()
-	c := Cumulative{Count: n, Sum: time.Duration(sum * float64(time.Second)), Buckets: map[time.Duration]uint64{}}
-	var seen uint64
-	for i := range 90 {
-		if i < len(counts) {
-			seen += counts[i]
-		}
-		if (i+1)%(perDecade/2) == 0 {
-			c.Buckets[edge(i)] = seen
-		}
-	}
-	return c
+	return m.GetHistogram()
 }
 
 // Collector exports the histogram to a Prometheus registry under name, with all its buckets.
@@ -116,16 +82,12 @@ type collector struct {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	counts, n, sum := c.h.snapshot()
-	buckets := make(map[float64]uint64, len(counts))
-	var seen uint64
-	for i, le := range bounds() {
-		if i < len(counts) {
-			seen += counts[i]
-		}
-		buckets[le] = seen
+	hm := c.h.snapshot()
+	buckets := make(map[float64]uint64, len(hm.GetBucket()))
+	for _, b := range hm.GetBucket() {
+		buckets[b.GetUpperBound()] = b.GetCumulativeCount()
 	}
-	ch <- prometheus.MustNewConstHistogram(c.desc, n, sum, buckets)
+	ch <- prometheus.MustNewConstHistogram(c.desc, hm.GetSampleCount(), hm.GetSampleSum(), buckets)
 }
 
 // Quantile returns the duration below which a fraction q of the observations fall (the upper
@@ -136,7 +98,8 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 
 // Quantiles is Quantile of each of qs, from one snapshot of the counts.
 func (h *Histogram) Quantiles(qs ...float64) []time.Duration {
-	counts, n, _ := h.snapshot()
+	hm := h.snapshot()
+	n := hm.GetSampleCount()
 	mx := h.Max()
 	out := make([]time.Duration, len(qs))
 	if n == 0 {
@@ -144,14 +107,10 @@ func (h *Histogram) Quantiles(qs ...float64) []time.Duration {
 	}
 	for k, q := range qs {
 		rank := uint64(math.Ceil(q * float64(n)))
-		out[k] = mx
-		var seen uint64
-		for i, c := range counts {
-			seen += c
-			if seen >= rank {
-				if i < 90 {
-					out[k] = min(edge(i), mx)
-				}
+		out[k] = mx // above every bound
+		for i, b := range hm.GetBucket() {
+			if b.GetCumulativeCount() >= rank {
+				out[k] = min(edge(i), mx)
 				break
 			}
 		}
@@ -160,10 +119,7 @@ func (h *Histogram) Quantiles(qs ...float64) []time.Duration {
 }
 
 // Count is the number of observations.
-func (h *Histogram) Count() int64 {
-	_, n, _ := h.snapshot()
-	return int64(n)
-}
+func (h *Histogram) Count() int64 { return int64(h.snapshot().GetSampleCount()) }
 
 // Max is the largest observation.
 func (h *Histogram) Max() time.Duration { return time.Duration(h.max.Load()) }

@@ -3,6 +3,9 @@ package metrics
 import (
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 func TestHistogram(t *testing.T) {
@@ -41,14 +44,24 @@ func TestRate(t *testing.T) {
 	}
 }
 
-func TestCumulative(t *testing.T) {
+// TestCollector: the histogram exported to Prometheus holds every observation, their sum, and
+// at each of its 90 bounds the observations at most that.
+func TestCollector(t *testing.T) {
 	var h Histogram
 	for _, d := range []time.Duration{2 * time.Microsecond, 5 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond} {
 		h.Observe(d)
 	}
-	c := h.Cumulative()
-	if c.Count != 4 || c.Sum != 45*time.Millisecond+2*time.Microsecond || len(c.Buckets) != 18 {
-		t.Fatalf("count %d, sum %v, %d buckets", c.Count, c.Sum, len(c.Buckets))
+	ch := make(chan prometheus.Metric, 1)
+	h.Collector("latency_seconds", "Durations.").Collect(ch)
+	var m dto.Metric
+	if err := (<-ch).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	hm := m.GetHistogram()
+	sum := time.Duration(hm.GetSampleSum() * float64(time.Second))
+	if hm.GetSampleCount() != 4 || sum < 45*time.Millisecond+2*time.Microsecond-time.Microsecond ||
+		sum > 45*time.Millisecond+2*time.Microsecond+time.Microsecond || len(hm.GetBucket()) != 90 {
+		t.Fatalf("count %d, sum %v, %d buckets", hm.GetSampleCount(), sum, len(hm.GetBucket()))
 	}
 	for _, tc := range []struct {
 		le   time.Duration
@@ -56,9 +69,10 @@ func TestCumulative(t *testing.T) {
 	}{{3162 * time.Nanosecond, 1}, {3162 * time.Microsecond, 1}, {10 * time.Millisecond, 2}, {31622 * time.Microsecond, 4}, {1000 * time.Second, 4}} {
 		var got uint64
 		found := false
-		for le, n := range c.Buckets {
+		for _, b := range hm.GetBucket() {
+			le := time.Duration(b.GetUpperBound() * float64(time.Second))
 			if le >= tc.le-time.Microsecond && le <= tc.le+time.Microsecond {
-				got, found = n, true
+				got, found = b.GetCumulativeCount(), true
 			}
 		}
 		if !found || got != tc.want {
