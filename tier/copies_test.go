@@ -1,0 +1,363 @@
+package tier
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/vidfs/vidfs/internal/testfd"
+)
+
+const frameBytes = 8 << 10
+
+// vkey is test video v's key.
+func vkey(v int) Key { return sha256.Sum256([]byte(fmt.Sprint("video ", v))) }
+
+// frameOf is frame u of test video v: compressible, like video, and different for every frame.
+func frameOf(v, u int) []byte {
+	b := make([]byte, frameBytes)
+	r := rand.New(rand.NewPCG(uint64(v), uint64(u)))
+	for j := 0; j < len(b); j += 32 {
+		x := byte(r.IntN(256))
+		for k := j; k < j+32; k++ {
+			b[k] = x + byte(k%5)
+		}
+	}
+	return b
+}
+
+// framesOf is video v's frames units, one after another.
+func framesOf(v int, units []int) []byte {
+	var b []byte
+	for _, u := range units {
+		b = append(b, frameOf(v, u)...)
+	}
+	return b
+}
+
+func openCopies(t *testing.T, c Codec, dir string, maxBytes int64, due func(int) int) *Copies {
+	t.Helper()
+	cp, err := OpenCopies(CopyOptions{Dir: dir, MaxBytes: maxBytes, Codec: c, FrameBytes: frameBytes, Videos: 64, Due: due})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp
+}
+
+// closeCopies closes cp at the end of the test unless the test did.
+func closeCopies(t *testing.T, cp *Copies) {
+	t.Cleanup(func() { cp.Close() })
+}
+
+// get reads video v's frames units from cp and checks them when it says it held them.
+func get(t *testing.T, cp *Copies, v int, units []int) bool {
+	t.Helper()
+	dst := make([]byte, len(units)*frameBytes)
+	ok := cp.Get(v, vkey(v), units, dst)
+	if ok && !bytes.Equal(dst, framesOf(v, units)) {
+		t.Fatalf("video %d frames %v: the copy gave other bytes", v, units)
+	}
+	return ok
+}
+
+func put(t *testing.T, cp *Copies, v int, units []int) {
+	t.Helper()
+	if !cp.Put(v, vkey(v), 40, 100, units, framesOf(v, units)) {
+		t.Fatalf("video %d frames %v: not queued", v, units)
+	}
+	cp.Flush()
+}
+
+func eachFrameCodec(t *testing.T, test func(t *testing.T, c Codec)) {
+	for _, c := range Codecs {
+		t.Run(c.String(), func(t *testing.T) { test(t, c) })
+	}
+}
+
+// TestCopyFrames: frames put are read back byte for byte, in any clip of them, whatever the
+// order they were put in; a clip with a frame missing is a miss; and the counts say so.
+func TestCopyFrames(t *testing.T) {
+	eachFrameCodec(t, func(t *testing.T, c Codec) {
+		cp := openCopies(t, c, t.TempDir(), 1<<30, nil)
+		closeCopies(t, cp)
+		put(t, cp, 3, []int{10, 12, 14, 16})
+		put(t, cp, 3, []int{2, 4, 6, 8})
+		put(t, cp, 3, []int{8, 10, 12, 14}) // already there: nothing written
+		for _, clip := range [][]int{{2, 4, 6, 8}, {6, 8, 10, 12}, {4, 8, 12, 16}, {16}} {
+			if !get(t, cp, 3, clip) {
+				t.Errorf("clip %v: a miss", clip)
+			}
+		}
+		for _, clip := range [][]int{{16, 18}, {1, 2}, {98, 99, 100}} {
+			if get(t, cp, 3, clip) {
+				t.Errorf("clip %v: a hit, with frames never put", clip)
+			}
+		}
+		if get(t, cp, 4, []int{2, 4}) {
+			t.Error("another video's clip: a hit")
+		}
+		dst := make([]byte, frameBytes)
+		if cp.Get(3, vkey(99), []int{2}, dst) {
+			t.Error("the video under another key (its file changed): a hit")
+		}
+		s := cp.Stats()
+		if s.Frames != 8 || s.WrittenFrames != 8 || s.Videos != 1 || s.Hits != 4 || s.Misses != 5 || s.Corrupt != 0 {
+			t.Errorf("stats %+v: want 8 frames written, 1 video, 4 hits, 5 misses", s)
+		}
+		if c != None && s.StoredBytes >= s.WrittenBytes {
+			t.Errorf("%v: stored %d bytes of %d", c, s.StoredBytes, s.WrittenBytes)
+		}
+		if fi, err := os.Stat(cp.path(vkey(3))); err != nil || fi.Size() != s.Bytes {
+			t.Errorf("the file: %v, %v; the store counts %d bytes", fi.Size(), err, s.Bytes)
+		}
+	})
+}
+
+// TestCopyRemount: a copy closed and opened again serves what it held, counts it once its video
+// is claimed, and a codec changed between mounts reads what the last one wrote.
+func TestCopyRemount(t *testing.T) {
+	dir := t.TempDir()
+	cp := openCopies(t, Zstd, dir, 1<<30, nil)
+	put(t, cp, 5, []int{0, 1, 2, 3, 4})
+	put(t, cp, 6, []int{7})
+	size := cp.Stats().Bytes
+	if err := cp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cp = openCopies(t, None, dir, 1<<30, nil)
+	closeCopies(t, cp)
+	if s := cp.Stats(); s.Bytes != size || s.Videos != 2 || s.Frames != 0 {
+		t.Errorf("reopened: %+v, want %d bytes in 2 videos, no frames counted before a claim", s, size)
+	}
+	cp.Claim(6, vkey(6), 1)
+	if s := cp.Stats(); s.Frames != 1 || s.Complete != 1 {
+		t.Errorf("video 6 claimed: %+v, want 1 frame, 1 video complete", s)
+	}
+	if !get(t, cp, 5, []int{1, 2, 3}) || !get(t, cp, 6, []int{7}) {
+		t.Fatal("frames written before the remount: a miss")
+	}
+	put(t, cp, 5, []int{5, 6})
+	if !get(t, cp, 5, []int{4, 5, 6}) {
+		t.Fatal("frames of two codecs in one clip: a miss")
+	}
+}
+
+// TestCopyDamage: a flipped byte in a frame, a file cut short, a damaged slot of the index and
+// a damaged header are each a miss, counted and logged, never served; the next put of the
+// frames writes them again, and they are served.
+func TestCopyDamage(t *testing.T) {
+	units := []int{0, 2, 4, 6}
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, path string, size int64)
+	}{
+		{"frame", func(t *testing.T, path string, size int64) { flipAt(t, path, size-100) }},
+		{"slot", func(t *testing.T, path string, size int64) { flipAt(t, path, slotAt(4)+3) }},
+		{"header", func(t *testing.T, path string, size int64) { flipAt(t, path, 20) }},
+		{"cut", func(t *testing.T, path string, size int64) {
+			if err := os.Truncate(path, size-frameBytes/2); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		eachFrameCodec(t, func(t *testing.T, c Codec) {
+			t.Run(tc.name, func(t *testing.T) {
+				cp := openCopies(t, c, t.TempDir(), 1<<30, nil)
+				closeCopies(t, cp)
+				put(t, cp, 1, units)
+				path := cp.path(vkey(1))
+				fi, err := os.Stat(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tc.damage(t, path, fi.Size())
+				if get(t, cp, 1, units) {
+					t.Fatal("damaged: a hit")
+				}
+				if s := cp.Stats(); s.Corrupt != 1 {
+					t.Fatalf("corrupt %d, want 1", s.Corrupt)
+				}
+				put(t, cp, 1, units)
+				if !get(t, cp, 1, units) {
+					t.Fatal("written again: a miss")
+				}
+				if s := cp.Stats(); s.Bytes > 1<<30 || s.Frames != int64(len(units)) {
+					t.Errorf("after the rewrite: %+v, want %d frames", s, len(units))
+				}
+			})
+		})
+	}
+}
+
+func flipAt(t *testing.T, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := []byte{0}
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x40
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCopyCrash: what a crash can leave is never served wrong: frame bytes appended with no slot
+// written (kill -9 between the two) are a miss, not damage; a slot whose bytes never reached the
+// disk (a power cut) is caught by its checksum. Either way the frame is written again.
+func TestCopyCrash(t *testing.T) {
+	dir := t.TempDir()
+	cp := openCopies(t, None, dir, 1<<30, nil)
+	put(t, cp, 2, []int{0, 1})
+	path := cp.path(vkey(2))
+	cp.Close()
+	// Frame 2's bytes appended, its slot not written.
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	if _, err := f.WriteAt(frameOf(2, 2), fi.Size()); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ = f.Stat()
+	// Frame 1's bytes zeroed, as if they never reached the disk.
+	if _, err := f.WriteAt(make([]byte, frameBytes), fi.Size()-2*frameBytes); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	cp = openCopies(t, None, dir, 1<<30, nil)
+	closeCopies(t, cp)
+	if get(t, cp, 2, []int{2}) {
+		t.Fatal("a frame with no slot: a hit")
+	}
+	if s := cp.Stats(); s.Corrupt != 0 {
+		t.Errorf("a frame with no slot counted damaged (%d)", s.Corrupt)
+	}
+	if get(t, cp, 2, []int{1}) {
+		t.Fatal("a frame whose bytes never reached the disk: a hit")
+	}
+	if !get(t, cp, 2, []int{0}) {
+		t.Fatal("a sound frame: a miss")
+	}
+	put(t, cp, 2, []int{0, 1, 2})
+	if !get(t, cp, 2, []int{0, 1, 2}) {
+		t.Fatal("written again: a miss")
+	}
+}
+
+// TestCopyBound: the copy's files never take more than the bound, whatever is put.
+func TestCopyBound(t *testing.T) {
+	dir := t.TempDir()
+	bound := int64(30 * frameBytes)
+	cp := openCopies(t, None, dir, bound, nil)
+	closeCopies(t, cp)
+	for v := range 20 {
+		put(t, cp, v, []int{0, 1, 2, 3, 4})
+		if used := du(t, dir); used > bound {
+			t.Fatalf("after video %d: %d bytes on disk, bound %d", v, used, bound)
+		}
+	}
+	s := cp.Stats()
+	if s.Evicted == 0 || s.Bytes > bound || s.Bytes != du(t, dir) {
+		t.Errorf("stats %+v: want evictions, %d bytes on disk within %d", s, du(t, dir), bound)
+	}
+	// A smaller bound at the next mount evicts at once.
+	cp.Close()
+	cp = openCopies(t, None, dir, bound/3, nil)
+	closeCopies(t, cp)
+	if used := du(t, dir); used > bound/3 {
+		t.Errorf("reopened with a third of the bound: %d bytes on disk", used)
+	}
+}
+
+// du sums the sizes of the copy's files under dir.
+func du(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	filepath.Walk(filepath.Join(dir, "frames"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+// TestCopyEvictsByPlan: with room for two videos, a third evicts the one no plan wants (least
+// recently used of those), and otherwise the one due last, but never one due sooner than the
+// video being written.
+func TestCopyEvictsByPlan(t *testing.T) {
+	dues := map[int]int{}
+	due := func(v int) int {
+		if d, ok := dues[v]; ok {
+			return d
+		}
+		return -1
+	}
+	dir := t.TempDir()
+	one := framesStart(100) + 4*frameBytes
+	cp := openCopies(t, None, dir, 2*one+one/2, due)
+	closeCopies(t, cp)
+	units := []int{0, 1, 2, 3}
+	dues[1], dues[2] = 100, 200
+	put(t, cp, 1, units)
+	put(t, cp, 2, units)
+	dues[3] = 150 // video 2 is due last: it goes
+	put(t, cp, 3, units)
+	if !get(t, cp, 1, units) || get(t, cp, 2, units) || !get(t, cp, 3, units) {
+		t.Fatal("want videos 1 and 3 held, 2 evicted")
+	}
+	delete(dues, 1) // no plan wants video 1 now
+	dues[4] = 500   // due after every other: it goes before 3, not 1
+	put(t, cp, 4, units)
+	if get(t, cp, 1, units) || !get(t, cp, 3, units) || !get(t, cp, 4, units) {
+		t.Fatal("want video 1 (not due) evicted for 4")
+	}
+	dues[5] = 600 // due after 3 and 4: no room is made for it
+	cp.Put(5, vkey(5), 4, 100, units, framesOf(5, units))
+	cp.Flush()
+	if get(t, cp, 5, units) || !get(t, cp, 3, units) || !get(t, cp, 4, units) {
+		t.Fatal("a video due last took the place of videos due sooner")
+	}
+}
+
+// TestCopyReadError: a copy that cannot be read for the system's reasons (out of descriptors) is
+// a miss, counted apart from damage, and kept: it is served once the descriptors are back.
+func TestCopyReadError(t *testing.T) {
+	cp := openCopies(t, None, t.TempDir(), 1<<30, nil)
+	closeCopies(t, cp)
+	put(t, cp, 9, []int{3, 4})
+	var ok bool
+	testfd.Short(t, 0, func() { ok = get(t, cp, 9, []int{3, 4}) })
+	if ok {
+		t.Fatal("read with no descriptor left: a hit")
+	}
+	if s := cp.Stats(); s.ReadErrors != 1 || s.Corrupt != 0 {
+		t.Errorf("stats %+v: want 1 read error, no damage", s)
+	}
+	if !get(t, cp, 9, []int{3, 4}) {
+		t.Fatal("descriptors back: a miss")
+	}
+}
+
+// TestCopyLock: a second store on the same directory is refused while the first holds it.
+func TestCopyLock(t *testing.T) {
+	dir := t.TempDir()
+	cp := openCopies(t, None, dir, 1<<30, nil)
+	closeCopies(t, cp)
+	if _, err := OpenCopies(CopyOptions{Dir: dir, MaxBytes: 1 << 30, Codec: None, FrameBytes: frameBytes, Videos: 1}); err == nil {
+		t.Fatal("a second store on one directory was opened")
+	}
+	if _, err := Open(Options{Dir: dir, MaxBytes: 1 << 30, Codec: None}); err == nil {
+		t.Fatal("a sample tier on the copy's directory was opened")
+	}
+}
