@@ -89,6 +89,11 @@ type Config struct {
 	// TierCodec is how the disk tier stores samples (0: none if every sample fits within
 	// TierBytes uncompressed, else zstd).
 	TierCodec tier.Codec
+	// Keep says whether the disk under TierDir keeps samples (the disk tier) or frames (the
+	// training copy); KeepAuto chooses by whether every sample fits (copyKeep).
+	Keep Keep
+	// Fill says when the training copy takes a video's frames.
+	Fill Fill
 	// PlanMoved, if set, is called (quickly: it must not block) when what the plans want next
 	// may have changed: a plan written or removed, a reader moving on. Upcoming says what.
 	PlanMoved func()
@@ -122,8 +127,9 @@ type FS struct {
 	dirNumber map[string]int // folders under samples/, numbered for inode numbers
 
 	pages      *pageFiller
-	tier       *diskTier // nil without one
-	stopTag    func()    // ends tagTier and waits for it
+	tier       *diskTier     // nil without one
+	copy       *trainingCopy // nil without one (a mount has a disk tier or a copy, not both)
+	stopTag    func()        // ends tagTier and waits for it
 	reads      readCounters
 	decodeRate metrics.Rate // of the same
 	problems   problemLog
@@ -186,7 +192,23 @@ func New(cfg Config) (*FS, error) {
 	}
 	f.plans.SetMaxEntries(maxEntries)
 	f.owners = newOwners(proc, f.plans)
+	keep := KeepAuto
 	if cfg.TierDir != "" && cfg.TierBytes > 0 {
+		var why string
+		keep, why = copyKeep(cfg.Keep, lay.Len(), S, cfg.TierBytes)
+		cfg.Log.Info("disk keeps", "what", [...]string{"", "samples", "frames"}[keep], "why", why)
+	}
+	if keep == KeepFrames {
+		if cfg.TierCodec == 0 {
+			cfg.TierCodec = tier.None
+		}
+		f.cfg.TierCodec = cfg.TierCodec
+		if err := f.openCopy(cfg, workers); err != nil {
+			return nil, err
+		}
+		opts.Fetch = f.fetchSample
+	}
+	if keep == KeepSamples {
 		codec, why := tierCodec(cfg.TierCodec, lay.Len(), S, cfg.TierBytes)
 		cfg.Log.Info("disk tier codec", "codec", codec, "why", why)
 		// The write backlog is memory beside the cache: a few samples' worth.
@@ -206,6 +228,10 @@ func New(cfg Config) (*FS, error) {
 		if f.tier != nil {
 			f.tier.t.Close()
 		}
+		if f.copy != nil {
+			f.copy.stop()
+			f.copy.c.Close()
+		}
 		return nil, err
 	}
 	f.cache = c
@@ -224,6 +250,10 @@ func (f *FS) Close() error {
 	f.plans.Close() // no republish calls back into the cache or the tier from here on
 	f.pages.close()
 	f.cache.Close()
+	if f.copy != nil {
+		f.copy.stop()
+		return f.copy.c.Close()
+	}
 	if f.tier != nil {
 		f.stopTag()
 		return f.tier.t.Close()

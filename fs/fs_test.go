@@ -56,6 +56,8 @@ type mountSetup struct {
 	tierDir    string
 	tierBytes  int64
 	tierCodec  tier.Codec
+	keep       Keep
+	fill       Fill
 }
 
 // allGood is a source tree of every decodable test video, in class folders.
@@ -100,7 +102,7 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 	t.Cleanup(pool.Close)
 	f, err := New(Config{Source: src, Layout: lay, Infos: InfoList(in), Resize: s.resize, Fast: s.fast, Decoder: pool, CacheBytes: s.cacheBytes,
 		Workers: s.workers, Prefetch: s.prefetch, Skipped: skipped, OnError: s.onError, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
-		TierDir: s.tierDir, TierBytes: s.tierBytes, TierCodec: s.tierCodec})
+		TierDir: s.tierDir, TierBytes: s.tierBytes, TierCodec: s.tierCodec, Keep: s.keep, Fill: s.fill})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,11 +151,15 @@ func probeTree(t *testing.T, src string, spec layout.Spec) (*layout.Layout, []*d
 	byPath := map[string]*decode.Info{}
 	for _, v := range videos {
 		if v.Err == nil {
-			lv = append(lv, layout.Video{Path: v.Rel, Frames: v.Brief.Frames, Size: v.File.Size, ModTime: v.File.ModTime})
 			info, err := tables.Info(v.Table, v.Brief.Path)
 			if err != nil {
 				t.Fatal(err)
 			}
+			frames := v.Brief.Frames
+			if spec.FPS.Set() { // its length at that rate, as vidfs mount lays it out
+				frames = info.FramesAt(decode.Rational{Num: spec.FPS.Num, Den: spec.FPS.Den})
+			}
+			lv = append(lv, layout.Video{Path: v.Rel, Frames: frames, Size: v.File.Size, ModTime: v.File.ModTime})
 			byPath[v.Rel] = info
 		} else {
 			skipped = append(skipped, wire.Problem{File: v.Rel, Sample: -1, Reason: v.Err.Error()})

@@ -37,6 +37,10 @@ func (f *FS) Stats() wire.Stats {
 	if tier != nil {
 		backlog = tier.BacklogBytes
 	}
+	cp := f.copyStats()
+	if cp != nil {
+		backlog = cp.BacklogBytes
+	}
 
 	r := &f.reads
 	r.mu.Lock()
@@ -90,6 +94,7 @@ func (f *FS) Stats() wire.Stats {
 			LatencyMs: wire.Latency{P50: ms(lat[0]), P90: ms(lat[1]), P99: ms(lat[2]), Max: ms(r.latency.Max())},
 		},
 		Tier:   tier,
+		Copy:   cp,
 		Memory: f.memory(cs, backlog),
 		Scan:   f.cfg.Scan,
 		Errors: f.problems.snapshot(),

@@ -24,7 +24,7 @@ func TestDecodeCount(t *testing.T) {
 		}
 	}
 	withTier := func(cfg *Config) {
-		cfg.Source, cfg.TierDir, cfg.TierBytes = src, tierDir, 1<<20
+		cfg.Source, cfg.TierDir, cfg.TierBytes, cfg.Keep = src, tierDir, 1<<20, KeepSamples
 		for i, v := range cfg.Layout.Videos {
 			st, err := os.Stat(v.Path)
 			if err != nil {

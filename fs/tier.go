@@ -90,6 +90,9 @@ func (f *FS) fetchSample(ctx context.Context, i int, buf []byte) cache.Fetched {
 	if ctx.Err() != nil || !f.current(i) {
 		return cache.Fetched{}
 	}
+	if f.copy != nil {
+		return cache.Fetched{OK: f.fetchCopy(i, buf)}
+	}
 	m, ok := f.tier.t.Map(f.sampleKey(i), i, buf)
 	if !ok || m.Bytes == nil {
 		return cache.Fetched{OK: ok}
@@ -108,6 +111,9 @@ func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
 	}
 	if f.tier != nil && f.current(i) {
 		f.tier.t.Put(f.sampleKey(i), i, buf)
+	}
+	if f.copy != nil && f.current(i) {
+		f.keepFrames(i, buf)
 	}
 	return nil
 }

@@ -74,7 +74,7 @@ func testTier(t *testing.T, codec tier.Codec) {
 	}
 	tierDir := t.TempDir()
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 6, Height: 32, Width: 48}
-	setup := mountSetup{src: src, spec: spec, tierDir: tierDir, tierBytes: 1 << 30, tierCodec: codec}
+	setup := mountSetup{src: src, spec: spec, tierDir: tierDir, tierBytes: 1 << 30, tierCodec: codec, keep: KeepSamples}
 
 	// First mount: everything is decoded, and written to the tier.
 	a := mountVideos(t, setup)
@@ -228,7 +228,7 @@ func onDisk(t *testing.T, src, tierDir string, codec tier.Codec) func(*Config) {
 			cfg.Layout.Videos[i].Size, cfg.Layout.Videos[i].ModTime = st.Size(), st.ModTime().UnixNano()
 			cfg.Infos.(InfoList)[i].Path = p
 		}
-		cfg.Source, cfg.TierDir, cfg.TierBytes, cfg.TierCodec = src, tierDir, 1<<20, codec
+		cfg.Source, cfg.TierDir, cfg.TierBytes, cfg.TierCodec, cfg.Keep = src, tierDir, 1<<20, codec, KeepSamples
 	}
 }
 

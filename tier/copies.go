@@ -91,7 +91,10 @@ type Copies struct {
 	present  []int32           // videos with a file, in no order (for choosing victims)
 	untagged map[Key]foundCopy // files found at Open that no Claim or Get has named yet
 	oldest   []Key             // untagged's keys, least recently written first (some gone)
-	damaged  map[int32]bool    // videos whose file or frames were found damaged: the writer checks
+	// damaged holds the videos whose file or frames were found damaged: the writer checks the
+	// frames of theirs it finds, rather than take them as sound, until the file is dropped (slots
+	// left pointing past a file cut short point at other frames once it grows again).
+	damaged  map[int32]bool
 	bytes    int64
 	frames   int64
 	complete int
@@ -287,10 +290,11 @@ func (c *Copies) dropPresent(v int) {
 // video, after Open).
 func (c *Copies) Claim(v int, key Key, needed int) {
 	c.mu.Lock()
+	had := c.videos[v].at >= 0 && c.videos[v].key == key // its frames are counted already
 	ok := c.known(v, key)
 	c.setNeeded(v, needed)
 	c.mu.Unlock()
-	if !ok {
+	if !ok || had {
 		return
 	}
 	n, err := c.count(key)
@@ -302,6 +306,15 @@ func (c *Copies) Claim(v int, key Key, needed int) {
 	if c.videos[v].at >= 0 && c.videos[v].key == key && c.videos[v].frames == 0 {
 		c.addFrames(v, n)
 	}
+}
+
+// Whole tells whether video v's copy holds every frame it needs (as counted: by Claim, or as
+// written).
+func (c *Copies) Whole(v int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cv := c.videos[v]
+	return cv.at >= 0 && cv.needed > 0 && cv.frames >= cv.needed
 }
 
 // setNeeded records how many frames video v needs. Called with mu held.
@@ -645,9 +658,6 @@ func (c *Copies) write(j copyJob) (held int, err error) {
 		}
 		cv.bytes += grown // c.bytes counted them when reserved
 		cv.used = c.now()
-		if err == nil && held == len(j.units) {
-			delete(c.damaged, int32(j.video))
-		}
 	}()
 	var hb [copyHeaderSize]byte
 	n, err := preadFull(fd, hb[:], 0)

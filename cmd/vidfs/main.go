@@ -51,6 +51,7 @@ func commands() map[string]*command {
 		"bench":   benchCommand(),
 		"top":     topCommand(),
 		"verify":  verifyCommand(),
+		"copy":    copyCommand(),
 		"version": versionCommand(),
 	}
 }

@@ -154,6 +154,8 @@ type mountOptions struct {
 	cacheDir              string
 	cacheDisk             bytesValue
 	cacheDiskCodec        codecValue
+	cacheKeep             keepValue
+	copyFill              fillValue
 	prefetch, workers     int
 	allowOther, debugFUSE bool
 	logLevel              string
@@ -224,7 +226,9 @@ Exit status:
 			fs.Var(&o.cacheMem, "cache-mem", "memory for decoded samples, e.g. 4GiB (default: a quarter of RAM, at most 8GiB)")
 			fs.StringVar(&o.cacheDir, "cache-dir", "", "keep decoded samples here too, compressed, and read them back instead of decoding again, across mounts (a disk tier; one mount per directory)")
 			fs.Var(&o.cacheDisk, "cache-disk", "bound on the disk tier's size, e.g. 100GiB (default: half the free space of --cache-dir's filesystem, at most 100GiB)")
-			fs.Var(&o.cacheDiskCodec, "cache-disk-codec", "how the disk tier stores samples: none (2.4 MB a 16x224x224 sample, the least CPU), lz4 (1.3x smaller), zstd (2.2x smaller, the most CPU) or auto (none if every sample fits within --cache-disk so, else zstd)")
+			fs.Var(&o.cacheDiskCodec, "cache-disk-codec", "how the disk stores samples or frames: none (the least CPU), lz4 or zstd (smaller, more CPU); auto: for samples, none if every sample fits within --cache-disk so, else zstd; for frames, none (docs/usage.md has the sizes)")
+			fs.Var(&o.cacheKeep, "cache-keep", "what --cache-dir keeps: samples (each sample's bytes, served mapped: for the same clips every epoch), frames (a training copy: each frame any sample uses, once, so that fresh random clips every epoch are served with no decode) or auto (samples if every sample fits within --cache-disk as it is, else frames)")
+			fs.Var(&o.copyFill, "copy-fill", "with --cache-keep frames, when a video's frames are kept: clips (those of each sample decoded for a reader) or videos (also the whole video, decoded once in the background from the first time it is read: the copy holds it after one epoch)")
 			fs.IntVar(&o.prefetch, "prefetch", 0, "samples to keep decoded ahead of the reader (default: as many as fit in the cache)")
 			fs.IntVar(&o.workers, "workers", 0, "samples decoded at once ahead of the reader ("+coresHelp(decodeWorkers(o.cores), o.cores)+", less an eighth left to the trainer's own processes)")
 			fs.Var(&o.hwaccel, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto (if there is one), cuda (require one) or none")
@@ -356,6 +360,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 	f, err := vfs.New(vfs.Config{Source: source.files.Root(), Layout: lay, Infos: infos, Resize: o.resize.r, Fast: o.decode.fast, Decoder: pool,
 		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Scan: &figures, Log: log,
 		OnError: onError, PlanIdle: o.planIdle, PlanMaxEntries: o.planMaxEntries, TierDir: o.cacheDir, TierBytes: tierBytes, TierCodec: o.cacheDiskCodec.c,
+		Keep: o.cacheKeep.k, Fill: o.copyFill.f,
 		PlanMoved: source.planMoved(kick), Current: source.current(), FetchStats: source.fetchStats()})
 	if err != nil {
 		return err
@@ -503,8 +508,8 @@ the mount point is detached at once and disappears when they are closed.`,
 // filesystem, at most 100 GiB; 0 without --cache-dir.
 func (o *mountOptions) tierBytes(log *slog.Logger) (int64, error) {
 	if o.cacheDir == "" {
-		if o.cacheDisk.n > 0 || o.cacheDiskCodec.c != 0 {
-			return 0, usageError{"--cache-disk and --cache-disk-codec need --cache-dir"}
+		if o.cacheDisk.n > 0 || o.cacheDiskCodec.c != 0 || o.cacheKeep.k != vfs.KeepAuto || o.copyFill.f != vfs.FillClips {
+			return 0, usageError{"--cache-disk, --cache-disk-codec, --cache-keep and --copy-fill need --cache-dir"}
 		}
 		return 0, nil
 	}

@@ -138,6 +138,14 @@ func printStats(w io.Writer, mnt string, lay wire.Dataset, st wire.Stats) {
 		fmt.Fprintf(w, "           hits %d, misses %d: hit rate %s; %d written, %d waiting (%s), %d skipped, %d evicted, %d damaged and dropped, %d unreadable (kept)\n",
 			t.Hits, t.Misses, pct(t.Hits, t.Hits+t.Misses), t.Written, t.Backlog, formatBytes(t.BacklogBytes), t.Skipped, t.Evicted, t.Corrupt, t.ReadErrors)
 	}
+	if c := st.Copy; c != nil {
+		fmt.Fprintf(w, "  copy     %s of %s on disk in %s: %d of %d videos whole, %d partial, %d frames, %s a frame (%s: %.1fx smaller); fill %s\n",
+			formatBytes(c.UsedBytes), formatBytes(c.CapacityBytes), c.Dir, c.Complete, c.LayoutVideos, c.Partial, c.Frames,
+			formatBytes(int64(c.BytesPerFrame)), c.Codec, c.Ratio, c.Fill)
+		fmt.Fprintf(w, "           hits %d, misses %d: hit rate %s; %d frames written (%.0f/s), %d videos to decode whole, %d waiting (%s), %d frames skipped, %d videos evicted, %d damaged and written again, %d unreadable (kept)\n",
+			c.Hits, c.Misses, pct(c.Hits, c.Hits+c.Misses), c.WrittenFrames, c.FramesPerSecond, c.FillQueued, c.Backlog, formatBytes(c.BacklogBytes),
+			c.Skipped, c.Evicted, c.Corrupt, c.ReadErrors)
+	}
 	fmt.Fprintf(w, "  reads    %d requests, %s, %d sample accesses; waited %.2f s for decoding\n", r.Requests, formatBytes(r.Bytes), r.Accesses, r.WaitSeconds)
 	if r.Substituted+r.Zeroed > 0 {
 		fmt.Fprintf(w, "           failed samples served with another sample %d times, with zeros %d times (.vidfs/failed)\n", r.Substituted, r.Zeroed)

@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/vidfs/vidfs/decode"
+	vfs "github.com/vidfs/vidfs/fs"
 	"github.com/vidfs/vidfs/tier"
 )
 
@@ -53,6 +55,36 @@ func (c *codecValue) Set(v string) (err error) {
 	}
 	c.c, err = tier.ParseCodec(v)
 	return err
+}
+
+// keepValue is a --cache-keep flag: auto, samples or frames.
+type keepValue struct{ k vfs.Keep }
+
+var keepNames = []string{"auto", "samples", "frames"}
+
+func (k *keepValue) String() string { return keepNames[k.k] }
+func (k *keepValue) Type() string   { return "auto|samples|frames" }
+func (k *keepValue) Set(v string) error {
+	if i := slices.Index(keepNames, v); i >= 0 {
+		k.k = vfs.Keep(i)
+		return nil
+	}
+	return fmt.Errorf("%q: want auto, samples or frames", v)
+}
+
+// fillValue is a --copy-fill flag: clips or videos.
+type fillValue struct{ f vfs.Fill }
+
+var fillNames = []string{"clips", "videos"}
+
+func (f *fillValue) String() string { return fillNames[f.f] }
+func (f *fillValue) Type() string   { return "clips|videos" }
+func (f *fillValue) Set(v string) error {
+	if i := slices.Index(fillNames, v); i >= 0 {
+		f.f = vfs.Fill(i)
+		return nil
+	}
+	return fmt.Errorf("%q: want clips or videos", v)
 }
 
 // decodeValue is a --decode flag: exact or fast.

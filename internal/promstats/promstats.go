@@ -93,6 +93,27 @@ func New(snapshot func() wire.Stats) *Collector {
 			return v(s.Tier)
 		}
 	}
+	cp := func(v func(c *wire.CopyStats) float64) func(s *wire.Stats) float64 {
+		return func(s *wire.Stats) float64 {
+			if s.Copy == nil {
+				return 0
+			}
+			return v(s.Copy)
+		}
+	}
+	add("copy_capacity_bytes", "Bound on the training copy (0: none).", gauge, cp(func(c *wire.CopyStats) float64 { return float64(c.CapacityBytes) }))
+	add("copy_used_bytes", "Bytes of the training copy's files.", gauge, cp(func(c *wire.CopyStats) float64 { return float64(c.UsedBytes) }))
+	add("copy_videos", "Videos with frames in the training copy.", gauge, cp(func(c *wire.CopyStats) float64 { return float64(c.Videos) }))
+	add("copy_videos_complete", "Videos whose frames the samples use are all in the training copy.", gauge, cp(func(c *wire.CopyStats) float64 { return float64(c.Complete) }))
+	add("copy_frames", "Frames in the training copy.", gauge, cp(func(c *wire.CopyStats) float64 { return float64(c.Frames) }))
+	add("copy_hits_total", "Loads the training copy served whole.", counter, cp(func(c *wire.CopyStats) float64 { return float64(c.Hits) }))
+	add("copy_misses_total", "Loads the training copy did not hold whole, decoded instead.", counter, cp(func(c *wire.CopyStats) float64 { return float64(c.Misses) }))
+	add("copy_written_frames_total", "Frames written to the training copy.", counter, cp(func(c *wire.CopyStats) float64 { return float64(c.WrittenFrames) }))
+	add("copy_fill_frames_per_second", "Frames put in the training copy a second, lately.", gauge, cp(func(c *wire.CopyStats) float64 { return c.FramesPerSecond }))
+	add("copy_skipped_frames_total", "Frames not written to the training copy: backlog full, no room, or the disk refused.", counter, cp(func(c *wire.CopyStats) float64 { return float64(c.Skipped) }))
+	add("copy_corrupt_total", "Damaged frames or files found in the training copy, decoded and written again.", counter, cp(func(c *wire.CopyStats) float64 { return float64(c.Corrupt) }))
+	add("copy_read_errors_total", "Training copy reads the disk refused (EMFILE, EIO ...): kept, and the sample decoded.", counter, cp(func(c *wire.CopyStats) float64 { return float64(c.ReadErrors) }))
+	add("copy_evicted_total", "Videos evicted from the training copy.", counter, cp(func(c *wire.CopyStats) float64 { return float64(c.Evicted) }))
 	fetch := func(v func(f *wire.FetchStats) float64) func(s *wire.Stats) float64 {
 		return func(s *wire.Stats) float64 {
 			if s.Fetch == nil {

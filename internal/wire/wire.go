@@ -44,6 +44,7 @@ type Stats struct {
 	Plans         []PlanEntry `json:"plans"`
 	Decode        DecodeStats `json:"decode"`
 	Tier          *TierStats  `json:"tier,omitempty"`  // the disk tier, when the mount has one
+	Copy          *CopyStats  `json:"copy,omitempty"`  // the training copy, when the mount keeps one
 	Fetch         *FetchStats `json:"fetch,omitempty"` // the source's bytes, when it is a bucket
 	Reads         ReadStats   `json:"reads"`
 	Memory        MemoryStats `json:"memory"`
@@ -137,6 +138,36 @@ type TierStats struct {
 	Evicted        int64   `json:"evicted"`
 	Backlog        int     `json:"backlog"` // samples waiting to be written
 	BacklogBytes   int64   `json:"backlog_bytes"`
+}
+
+// CopyStats is the training copy (vidfs mount --cache-dir with --cache-keep frames): each frame
+// the samples use, kept once a video. Hits and misses count loads served whole from it or not.
+type CopyStats struct {
+	Dir           string `json:"dir"`
+	Codec         string `json:"codec"` // how this mount writes frames: none, lz4 or zstd
+	Fill          string `json:"fill"`  // clips (the frames of samples decoded) or videos (whole videos too)
+	CapacityBytes int64  `json:"capacity_bytes"`
+	UsedBytes     int64  `json:"used_bytes"`
+	LayoutVideos  int    `json:"layout_videos"` // videos of the layout
+	Videos        int    `json:"videos"`        // with a copy
+	Complete      int    `json:"complete"`      // whose frames the samples use are all there
+	Partial       int    `json:"partial"`
+	Frames        int64  `json:"frames"`
+	// BytesPerFrame and Ratio are of the frames this mount wrote.
+	BytesPerFrame   float64 `json:"bytes_per_frame"`
+	Ratio           float64 `json:"compression_ratio"`
+	Hits            int64   `json:"hits"`
+	Misses          int64   `json:"misses"`
+	HitRate         float64 `json:"hit_rate"`
+	WrittenFrames   int64   `json:"written_frames"`
+	FramesPerSecond float64 `json:"frames_per_second"` // put in the copy, lately
+	FillQueued      int     `json:"fill_queued"`       // videos waiting to be decoded whole
+	Skipped         int64   `json:"skipped"`           // frames not written: backlog full, no room, or the disk refused
+	Corrupt         int64   `json:"corrupt"`           // damaged frames or files found, decoded and written again
+	ReadErrors      int64   `json:"read_errors"`       // reads the disk refused (EMFILE, EIO ...): kept, the sample decoded
+	Evicted         int64   `json:"evicted"`           // videos
+	Backlog         int     `json:"backlog"`           // samples' frames waiting to be written
+	BacklogBytes    int64   `json:"backlog_bytes"`
 }
 
 // PlanStats is where the readers are in their plans, and how much is ready ahead of them, over

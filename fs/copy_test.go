@@ -1,0 +1,260 @@
+package fs
+
+import (
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/tier"
+)
+
+// fillWhole asks m's copy to decode every video whole and waits until it has, and has written
+// what it decoded.
+func fillWhole(t *testing.T, m *testMount) {
+	t.Helper()
+	if !m.fs.FillAll() {
+		t.Fatal("the mount keeps no copy")
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		c := m.fs.copyStats()
+		if c.FillQueued == 0 {
+			m.fs.copy.mu.Lock()
+			busy := m.fs.copy.filling
+			m.fs.copy.mu.Unlock()
+			if busy == 0 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the copy did not fill: %+v", c)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	m.fs.copy.c.Flush()
+}
+
+// TestCopyServesDecodedBytes: for every class of test video (each codec and container,
+// rotations, odd sizes, VFR footage at --fps, each --resize, short videos padded, fast
+// decoding), samples served from the training copy, after a remount, are byte-identical to
+// decoding them, and none is decoded.
+func TestCopyServesDecodedBytes(t *testing.T) {
+	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}
+	for _, tc := range []struct {
+		name   string
+		set    func(*mountSetup)
+		codecs []tier.Codec
+	}{
+		{"every video", func(s *mountSetup) {}, tier.Codecs},
+		{"crop", func(s *mountSetup) { s.resize = decode.Crop }, nil},
+		{"pad", func(s *mountSetup) { s.resize = decode.Pad }, nil},
+		{"fast", func(s *mountSetup) { s.fast = true }, nil},
+		{"fps", func(s *mountSetup) {
+			s.files = map[string]string{"a/vfr.mkv": "vfr.mkv", "a/phone.mp4": "vfr_phone.mp4", "b/cfr24.mp4": "cfr24.mp4", "b/gop16.mp4": "h264_gop16.mp4"}
+			s.spec.FPS = layout.Rate{Num: 15, Den: 1}
+		}, nil},
+		{"short videos padded", func(s *mountSetup) { s.spec.Frames, s.spec.Stride, s.spec.PadShort = 16, 3, true }, nil},
+		{"clips per video", func(s *mountSetup) { s.spec.ClipsPerVideo = 3 }, nil},
+	} {
+		codecs := tc.codecs
+		if codecs == nil {
+			codecs = []tier.Codec{tier.None}
+		}
+		for _, codec := range codecs {
+			t.Run(tc.name+"/"+codec.String(), func(t *testing.T) {
+				plain := mountSetup{files: allGood, spec: spec}
+				tc.set(&plain)
+				ref := mountVideos(t, plain)
+				want := readAll(t, ref)
+				ref.close()
+
+				withCopy := plain
+				withCopy.src = ref.src
+				withCopy.tierDir, withCopy.tierBytes, withCopy.tierCodec, withCopy.keep = t.TempDir(), 1<<30, codec, KeepFrames
+				a := mountVideos(t, withCopy)
+				fillWhole(t, a)
+				st := a.fs.Stats()
+				if st.Copy == nil || st.Copy.Complete == 0 || st.Copy.Corrupt != 0 {
+					t.Fatalf("after filling: %+v", st.Copy)
+				}
+				a.close()
+
+				b := mountVideos(t, withCopy)
+				if got := readAll(t, b); !equalDigests(got, want) {
+					for i := range want {
+						if got[i] != want[i] {
+							t.Errorf("sample %d (%s) from the copy differs from decoding it", i, b.fs.sampleFile(i))
+						}
+					}
+				}
+				st = b.fs.Stats()
+				n := int64(b.lay.Len())
+				if st.Copy.Hits != n || st.Decode.Clips != 0 {
+					t.Errorf("remounted: %d of %d samples from the copy, %d decoded; want all from the copy", st.Copy.Hits, n, st.Decode.Clips)
+				}
+				t.Logf("%d videos, %d whole, %d frames, %d bytes", st.Copy.LayoutVideos, st.Copy.Complete, st.Copy.Frames, st.Copy.UsedBytes)
+			})
+		}
+	}
+}
+
+// TestCopyRandomClips: with clips filling the copy, a clip never read is served from the frames
+// of others read before it, across epochs and mounts: random starts need no decode once the
+// frames they use are in.
+func TestCopyRandomClips(t *testing.T) {
+	// A start every frame, frames 2 apart: sample k uses frames k, k+2, k+4, k+6.
+	spec := layout.Spec{Frames: 4, Stride: 2, Step: 1, Height: 32, Width: 48}
+	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/vp9.webm": "vp9.webm"}, spec: spec,
+		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames}
+	plain := setup
+	plain.tierDir = ""
+	ref := mountVideos(t, plain)
+	want := readAll(t, ref)
+	ref.close()
+	setup.src = ref.src
+
+	a := mountVideos(t, setup)
+	first, _ := a.lay.VideoSamples(0)
+	// Epoch 1: samples 0 and 8 (frames 0-6 and 8-14, even ones), decoded.
+	for _, k := range []int{0, 8} {
+		if d := readSample(t, a, first+k); d != want[first+k] {
+			t.Fatalf("sample %d: differs from decoding it", first+k)
+		}
+	}
+	a.fs.copy.c.Flush()
+	decoded := a.fs.Stats().Decode.Clips
+	// Epoch 2: samples 2, 4, 6 (frames 2-12), never read: all their frames are in.
+	for _, k := range []int{2, 4, 6} {
+		if d := readSample(t, a, first+k); d != want[first+k] {
+			t.Fatalf("sample %d from the copy: differs from decoding it", first+k)
+		}
+	}
+	st := a.fs.Stats()
+	if st.Decode.Clips != decoded || st.Copy.Hits != 3 {
+		t.Errorf("clips whose frames other clips kept: %d decoded, %d from the copy; want 0 and 3", st.Decode.Clips-decoded, st.Copy.Hits)
+	}
+	// Sample 1 uses odd frames, which no clip read had: decoded.
+	readSample(t, a, first+1)
+	if st := a.fs.Stats(); st.Decode.Clips != decoded+1 {
+		t.Errorf("a clip of frames never kept: %d decoded, want 1", st.Decode.Clips-decoded)
+	}
+	a.close()
+
+	// Another mount, other clips of the same frames (step and stride differ): served from the copy.
+	other := setup
+	other.spec.Step, other.spec.Frames = 2, 3
+	b := mountVideos(t, other)
+	bf, _ := b.lay.VideoSamples(0)
+	readSample(t, b, bf+2) // frames 4, 6, 8
+	if st := b.fs.Stats(); st.Copy.Hits != 1 || st.Decode.Clips != 0 {
+		t.Errorf("remounted with other clips: %d from the copy, %d decoded; want 1 and 0", st.Copy.Hits, st.Decode.Clips)
+	}
+}
+
+// readSample reads sample i of m through the mount and returns its digest.
+func readSample(t *testing.T, m *testMount, i int) [32]byte {
+	t.Helper()
+	f, err := os.Open(filepath.Join(m.dir, "clips.raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	S := m.lay.Spec.SampleBytes()
+	buf := make([]byte, S)
+	if _, err := f.ReadAt(buf, int64(i)*S); err != nil {
+		t.Fatalf("sample %d: %v", i, err)
+	}
+	return sha256.Sum256(buf)
+}
+
+// TestCopyDamageAndChange: a copy damaged on disk (a byte flipped, a file cut short) is decoded
+// again, never served wrong; a video changed under the mount is not served from its copy; and
+// the copy keeps to its bound.
+func TestCopyDamageAndChange(t *testing.T) {
+	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}
+	files := map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "a/hevc.mkv": "hevc.mkv", "b/vp9.webm": "vp9.webm"}
+	setup := mountSetup{files: files, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames, copyFiles: true}
+	a := mountVideos(t, setup)
+	want := readAll(t, a)
+	fillWhole(t, a)
+	a.close()
+	setup.src = a.src
+
+	var copies []string
+	filepath.Walk(filepath.Join(setup.tierDir, "frames"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			copies = append(copies, p)
+		}
+		return nil
+	})
+	if len(copies) != len(files) {
+		t.Fatalf("%d copies for %d videos", len(copies), len(files))
+	}
+	b0, _ := os.ReadFile(copies[0])
+	b0[len(b0)-100] ^= 0x20
+	os.WriteFile(copies[0], b0, 0o644)
+	b1, _ := os.ReadFile(copies[1])
+	os.WriteFile(copies[1], b1[:len(b1)/2], 0o644)
+
+	b := mountVideos(t, setup)
+	if got := readAll(t, b); !equalDigests(got, want) {
+		t.Fatal("a mount over a damaged copy served other bytes than the decoder's")
+	}
+	st := b.fs.Stats()
+	if st.Copy.Corrupt == 0 || st.Decode.Clips == 0 {
+		t.Errorf("damaged copies: %d found damaged, %d decoded again", st.Copy.Corrupt, st.Decode.Clips)
+	}
+	b.close()
+
+	// Mounted again: the damaged frames were written anew, and every sample is served.
+	c := mountVideos(t, setup)
+	if got := readAll(t, c); !equalDigests(got, want) {
+		t.Fatal("after the rewrite: other bytes")
+	}
+	if st := c.fs.Stats(); st.Copy.Hits != int64(c.lay.Len()) || st.Copy.Corrupt != 0 {
+		t.Errorf("after the rewrite: %d of %d from the copy, %d damaged", st.Copy.Hits, c.lay.Len(), st.Copy.Corrupt)
+	}
+	c.close()
+
+	// A video touched under a mount, before its samples are read: not served from its copy.
+	d := mountVideos(t, setup)
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(setup.src, "a/gop16.mp4"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	touched := int64(0)
+	for i := range d.lay.Len() {
+		if d.lay.Videos[d.lay.Sample(i).Video].Path == "a/gop16.mp4" {
+			touched++
+		}
+	}
+	if got := readAll(t, d); !equalDigests(got, want) {
+		t.Error("samples differ after a video was touched")
+	}
+	if st := d.fs.Stats(); st.Copy.Hits != int64(d.lay.Len())-touched || st.Decode.Clips != touched {
+		t.Errorf("a video of %d samples touched: %d from the copy, %d decoded; want %d and %d",
+			touched, st.Copy.Hits, st.Decode.Clips, int64(d.lay.Len())-touched, touched)
+	}
+	d.close()
+
+	// A small bound: the copy never holds more.
+	small := setup
+	small.tierDir, small.tierBytes = t.TempDir(), 64<<10
+	e := mountVideos(t, small)
+	readAll(t, e)
+	e.fs.copy.c.Flush()
+	used := int64(0)
+	filepath.Walk(small.tierDir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() && fi.Name() != "lock" {
+			used += fi.Size()
+		}
+		return nil
+	})
+	if used > small.tierBytes {
+		t.Errorf("a copy bound to %d bytes holds %d", small.tierBytes, used)
+	}
+}
