@@ -388,7 +388,7 @@ func (f *FS) copyStats() *wire.CopyStats {
 		w.HitRate = float64(s.Hits) / float64(n)
 	}
 	f.copy.mu.Lock()
-	w.FillQueued = len(f.copy.queue)
+	w.FillQueued, w.Filling = len(f.copy.queue), f.copy.filling
 	if f.copy.all >= 0 {
 		w.FillQueued += f.copy.videos - f.copy.all
 	}

@@ -22,13 +22,8 @@ func fillWhole(t *testing.T, m *testMount) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		c := m.fs.copyStats()
-		if c.FillQueued == 0 {
-			m.fs.copy.mu.Lock()
-			busy := m.fs.copy.filling
-			m.fs.copy.mu.Unlock()
-			if busy == 0 {
-				break
-			}
+		if c.FillQueued == 0 && c.Filling == 0 {
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the copy did not fill: %+v", c)

@@ -325,11 +325,14 @@ func (f *FS) setPlan(name string, entries []int32, appendPlan bool, writer int) 
 // of the source's bytes ahead of decodes).
 func (f *FS) Upcoming(dst []int, n int) []int { return f.plans.Upcoming(dst, n) }
 
-// Held tells whether sample i needs no decode: it is ready in the memory cache, or the disk
-// tier has it (for a fetcher of the source's bytes, which then fetches none for it).
+// Held tells whether sample i needs no decode: it is ready in the memory cache, the disk
+// tier has it, or the training copy has its whole video (for a fetcher of the source's bytes, which then fetches none for it).
 func (f *FS) Held(i int) bool {
 	if c, _ := f.cache.ReadyAhead([]int{i}); c > 0 {
 		return true
+	}
+	if f.copy != nil {
+		return f.current(i) && f.copy.c.Whole(f.lay.Sample(i).Video)
 	}
 	return f.tier != nil && f.current(i) && f.tier.t.Has(f.sampleKey(i))
 }

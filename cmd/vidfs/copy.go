@@ -63,7 +63,7 @@ func runCopy(ctx context.Context, e *env, mnt string, every time.Duration) error
 		c := st.Copy
 		line := copyProgress(c, first, time.Since(start))
 		fmt.Fprintln(e.stderr, line)
-		if c.FillQueued == 0 && c.Backlog == 0 && time.Since(start) > every {
+		if c.FillQueued == 0 && c.Filling == 0 && c.Backlog == 0 {
 			fmt.Fprintf(e.stdout, "training copy: %d of %d videos whole, %d frames, %s in %s\n", c.Complete, c.LayoutVideos,
 				c.Frames, formatBytes(c.UsedBytes), time.Since(start).Round(time.Second))
 			if c.Complete < c.LayoutVideos {
@@ -87,6 +87,6 @@ func copyProgress(c *wire.CopyStats, first int, took time.Duration) string {
 		rest := c.LayoutVideos - c.Complete
 		left = (time.Duration(float64(took) / float64(done) * float64(rest))).Round(time.Second).String()
 	}
-	return fmt.Sprintf("copy: %d/%d videos whole, %d queued, %d frames, %.0f frames/s, %s on disk, %s left",
-		c.Complete, c.LayoutVideos, c.FillQueued, c.Frames, c.FramesPerSecond, formatBytes(c.UsedBytes), left)
+	return fmt.Sprintf("copy: %d/%d videos whole, %d being decoded, %d queued, %d frames, %.0f frames/s, %s on disk, %s left",
+		c.Complete, c.LayoutVideos, c.Filling, c.FillQueued, c.Frames, c.FramesPerSecond, formatBytes(c.UsedBytes), left)
 }

@@ -162,6 +162,7 @@ type CopyStats struct {
 	WrittenFrames   int64   `json:"written_frames"`
 	FramesPerSecond float64 `json:"frames_per_second"` // put in the copy, lately
 	FillQueued      int     `json:"fill_queued"`       // videos waiting to be decoded whole
+	Filling         int     `json:"filling"`           // videos being decoded whole now
 	Skipped         int64   `json:"skipped"`           // frames not written: backlog full, no room, or the disk refused
 	Corrupt         int64   `json:"corrupt"`           // damaged frames or files found, decoded and written again
 	ReadErrors      int64   `json:"read_errors"`       // reads the disk refused (EMFILE, EIO ...): kept, the sample decoded
