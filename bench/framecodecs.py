@@ -5,7 +5,7 @@ Makes raw rgb24 frames, 224x224, from the real footage Debian's opencv-doc ships
 (/usr/share/doc/opencv-doc/examples/data/Megamind.avi and vtest.avi, scaled with the ffmpeg CLI:
 apt-get install -y opencv-doc ffmpeg), then measures each way of storing a frame on its own:
 
-  none, lz4, zstd   the training copy's codecs, through tier.Copies itself (BenchmarkCopyCodecs in
+  none, lz4, zstd, huff  the training copy's codecs, through tier.Copies itself (BenchmarkCopyCodecs in
                     tier/copycodecs_bench_test.go, go test -count 3, the median): write is Put of
                     every frame, 16 at a time, and Flush; read is a Get of each frame on its own,
                     from the page cache; bytes are the stored frames (no header or index)
@@ -45,7 +45,7 @@ VIDEOS = ["Megamind.avi", "vtest.avi"]
 W = H = 224
 FRAME = W * H * 3
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GO_ROWS = [("none", "none"), ("lz4", "lz4"), ("zstd", "zstd"), ("zstd+left", "zstd+left"),
+GO_ROWS = [("none", "none"), ("lz4", "lz4"), ("zstd", "zstd"), ("huff", "huff (colour transform, left prediction, Huffman)"), ("zstd+left", "zstd+left"),
            ("zstd-direct", "zstd (direct, beside zstd+left)")]
 BEGIN, END = "<!-- framecodecs:begin -->", "<!-- framecodecs:end -->"
 

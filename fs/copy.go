@@ -141,7 +141,7 @@ func copyKeep(asked Keep, samples int, sampleBytes, bound int64) (Keep, string) 
 // openCopy opens the training copy for the mount.
 func (f *FS) openCopy(cfg Config, workers int) error {
 	c, err := tier.OpenCopies(tier.CopyOptions{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Codec: cfg.TierCodec,
-		FrameBytes: f.out.FrameBytes(), Videos: len(f.lay.Videos), Due: f.videoDue, Log: cfg.Log,
+		FrameBytes: f.out.FrameBytes(), Width: f.out.Width, Videos: len(f.lay.Videos), Due: f.videoDue, Log: cfg.Log,
 		Backlog: max(16<<20, 4*f.lay.Spec.SampleBytes())})
 	if err != nil {
 		return err

@@ -44,7 +44,7 @@ func TestCopyServesDecodedBytes(t *testing.T) {
 		set    func(*mountSetup)
 		codecs []tier.Codec
 	}{
-		{"every video", func(s *mountSetup) {}, tier.Codecs},
+		{"every video", func(s *mountSetup) {}, tier.FrameCodecs},
 		{"crop", func(s *mountSetup) { s.resize = decode.Crop }, nil},
 		{"pad", func(s *mountSetup) { s.resize = decode.Pad }, nil},
 		{"fast", func(s *mountSetup) { s.fast = true }, nil},

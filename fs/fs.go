@@ -208,6 +208,9 @@ func New(cfg Config) (*FS, error) {
 		}
 		opts.Fetch = f.fetchSample
 	}
+	if keep == KeepSamples && cfg.TierCodec == tier.Huff {
+		return nil, fmt.Errorf("codec %v stores frames, not samples: keep frames (--cache-keep frames), or store samples with none, lz4 or zstd", tier.Huff)
+	}
 	if keep == KeepSamples {
 		codec, why := tierCodec(cfg.TierCodec, lay.Len(), S, cfg.TierBytes)
 		cfg.Log.Info("disk tier codec", "codec", codec, "why", why)

@@ -31,8 +31,9 @@ type CopyOptions struct {
 	// Codec is how new frames are stored (required); a frame that compressing does not shrink
 	// is stored as it is. Frames stored with any codec are read whatever this says.
 	Codec Codec
-	// FrameBytes is the size of one frame as served.
+	// FrameBytes is the size of one frame as served, Width its pixels a row (for Huff).
 	FrameBytes int
+	Width      int
 	// Videos is how many videos the caller numbers (0 to Videos-1).
 	Videos int
 	// Due says how soon video v is next wanted, in any unit that orders (smaller is sooner), or
@@ -79,10 +80,12 @@ type Copies struct {
 	start time.Time
 	dec   *zstd.Decoder
 	// The writer's alone.
-	enc  *zstd.Encoder
-	lz4c lz4.CompressorCCompat
-	zbuf []byte
-	bufs sync.Pool // *[]byte, for reading and for queued frames
+	enc   *zstd.Encoder
+	lz4c  lz4.CompressorCCompat
+	huff  *huffCodec
+	zbuf  []byte
+	bufs  sync.Pool // *[]byte, for reading and for queued frames
+	huffs sync.Pool // *huffCodec, for reading
 
 	// mu guards everything below. LOCK ORDERING: taken after any lock of a caller, before none:
 	// Options.Due, asked with mu held, takes no lock. Files are read and written without it.
@@ -177,7 +180,7 @@ func OpenCopies(opts CopyOptions) (_ *Copies, err error) {
 	}
 	closers = append(closers, func() error { return unix.Close(dirFD) })
 	c := &Copies{opts: opts, dir: dir, dirFD: dirFD, lock: lock, log: opts.Log, start: time.Now(), dec: dec, enc: enc,
-		videos: make([]copyVideo, opts.Videos), untagged: map[Key]foundCopy{}, damaged: map[int32]bool{},
+		huff: &huffCodec{width: opts.Width}, videos: make([]copyVideo, opts.Videos), untagged: map[Key]foundCopy{}, damaged: map[int32]bool{},
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	for i := range c.videos {
 		c.videos[i].at = -1
@@ -551,6 +554,15 @@ func (c *Copies) readPacked(fd, u int, s frameSlot, raw, out []byte) error {
 		if len(got) != len(out) || &got[0] != &out[0] {
 			return damaged("frame %d: decompressed to %d bytes, want %d", u, len(got), len(out))
 		}
+	case Huff:
+		h, ok := c.huffs.Get().(*huffCodec)
+		if !ok {
+			h = &huffCodec{width: c.opts.Width}
+		}
+		defer c.huffs.Put(h)
+		if err := h.unpack(out, stored); err != nil {
+			return fmt.Errorf("frame %d: %w", u, err)
+		}
 	}
 	return nil
 }
@@ -774,6 +786,11 @@ func (c *Copies) pack(frame []byte) (Codec, []byte) {
 		c.zbuf = c.enc.EncodeAll(frame, c.zbuf[:0])
 		if len(c.zbuf) < len(frame) {
 			return Zstd, c.zbuf
+		}
+	case Huff:
+		var err error
+		if c.zbuf, err = c.huff.pack(c.zbuf[:0], frame); err == nil && len(c.zbuf) < len(frame) {
+			return Huff, c.zbuf
 		}
 	}
 	return None, frame

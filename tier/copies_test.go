@@ -3,16 +3,18 @@ package tier
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/vidfs/vidfs/internal/testfd"
 )
 
-const frameBytes = 8 << 10
+const frameWidth, frameBytes = 48, 48 * 48 * 3
 
 // vkey is test video v's key.
 func vkey(v int) Key { return sha256.Sum256([]byte(fmt.Sprint("video ", v))) }
@@ -41,7 +43,7 @@ func framesOf(v int, units []int) []byte {
 
 func openCopies(t *testing.T, c Codec, dir string, maxBytes int64, due func(int) int) *Copies {
 	t.Helper()
-	cp, err := OpenCopies(CopyOptions{Dir: dir, MaxBytes: maxBytes, Codec: c, FrameBytes: frameBytes, Videos: 64, Due: due})
+	cp, err := OpenCopies(CopyOptions{Dir: dir, MaxBytes: maxBytes, Codec: c, FrameBytes: frameBytes, Width: frameWidth, Videos: 64, Due: due})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +75,7 @@ func put(t *testing.T, cp *Copies, v int, units []int) {
 }
 
 func eachFrameCodec(t *testing.T, test func(t *testing.T, c Codec)) {
-	for _, c := range Codecs {
+	for _, c := range FrameCodecs {
 		t.Run(c.String(), func(t *testing.T) { test(t, c) })
 	}
 }
@@ -359,5 +361,63 @@ func TestCopyLock(t *testing.T) {
 	}
 	if _, err := Open(Options{Dir: dir, MaxBytes: 1 << 30, Codec: None}); err == nil {
 		t.Fatal("a sample tier on the copy's directory was opened")
+	}
+}
+
+// TestHuff: the image codec gives back every frame byte for byte: smooth pictures (which it
+// shrinks), noise (stored as it is), flat colour (one byte repeated), widths that do not divide
+// the frame (one row), and frames larger than a chunk; damaged bytes are damage, never a frame.
+func TestHuff(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	smooth := func(w, h int) []byte {
+		b := make([]byte, w*h*3)
+		for y := range h {
+			for x := range w {
+				for c := range 3 {
+					b[3*(y*w+x)+c] = byte(x*(c+1)/3 + y/2 + r.IntN(4))
+				}
+			}
+		}
+		return b
+	}
+	noise := make([]byte, 64*64*3)
+	for i := range noise {
+		noise[i] = byte(r.IntN(256))
+	}
+	for _, tc := range []struct {
+		name   string
+		width  int
+		frame  []byte
+		shrink bool
+	}{
+		{"smooth", 224, smooth(224, 224), true},
+		{"large", 640, smooth(640, 480), true},
+		{"noise", 64, noise, false},
+		{"flat", 32, bytes.Repeat([]byte{9, 200, 31}, 32*32), true},
+		{"one row", 0, smooth(50, 30), true},
+		{"odd width", 7, smooth(50, 30), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &huffCodec{width: tc.width}
+			packed, err := h.pack(nil, tc.frame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.shrink && len(packed) >= len(tc.frame)/2 {
+				t.Errorf("%d bytes packed to %d", len(tc.frame), len(packed))
+			}
+			got := make([]byte, len(tc.frame))
+			if err := (&huffCodec{width: tc.width}).unpack(got, packed); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, tc.frame) {
+				t.Fatal("unpacked to other bytes")
+			}
+			for _, bad := range [][]byte{packed[:len(packed)-1], append(slices.Clone(packed), 0), packed[:3]} {
+				if err := (&huffCodec{width: tc.width}).unpack(got, bad); !errors.Is(err, errDamaged) {
+					t.Errorf("damaged input (%d bytes of %d): %v, want damage", len(bad), len(packed), err)
+				}
+			}
+		})
 	}
 }

@@ -23,7 +23,7 @@ const (
 
 // BenchmarkCopyCodecs: what each way of storing a frame of the training copy costs on the frames
 // of -copy.frames: bytes stored per frame, and the time (wall and CPU of the process) to write
-// every frame and to read each back on its own. none, lz4 and zstd go through the store: write
+// every frame and to read each back on its own. none, lz4, zstd and huff go through the store: write
 // is Put (a sample of 16 frames at a time) and Flush, into a fresh copy; read is a Get of each
 // frame from the page cache. zstd+left is measured without the store, as the store does not
 // have it: each row's bytes less the byte 3 before (the same channel of the pixel to the left),
@@ -40,7 +40,7 @@ func BenchmarkCopyCodecs(b *testing.B) {
 	if len(raw) == 0 || len(raw)%copyFrameBytes != 0 {
 		b.Fatalf("%s: %d bytes, not a whole number of %d-byte frames", *copyFrames, len(raw), copyFrameBytes)
 	}
-	for _, c := range Codecs {
+	for _, c := range FrameCodecs {
 		b.Run(c.String(), func(b *testing.B) { benchStore(b, c, raw) })
 	}
 	b.Run("zstd-direct", func(b *testing.B) { benchDirect(b, raw, false) })
@@ -79,7 +79,7 @@ func benchStore(b *testing.B, c Codec, raw []byte) {
 	dst := make([]byte, len(raw))
 	for b.Loop() {
 		b.StopTimer()
-		cp, err := OpenCopies(CopyOptions{Dir: b.TempDir(), MaxBytes: 1 << 40, Codec: c, FrameBytes: copyFrameBytes,
+		cp, err := OpenCopies(CopyOptions{Dir: b.TempDir(), MaxBytes: 1 << 40, Codec: c, FrameBytes: copyFrameBytes, Width: copyW,
 			Videos: 1, Backlog: int64(len(raw)) + 1})
 		if err != nil {
 			b.Fatal(err)

@@ -23,7 +23,7 @@ package tier
 //     bytes: a frame torn, cut short, flipped, or found under another slot fails it
 //
 //  3. The frames, from the first 4 KiB boundary after the index, each stored on its own (Codec:
-//     none, lz4 or zstd), appended as they are decoded, in no particular order.
+//     none, lz4, zstd or huff), appended as they are decoded, in no particular order.
 //
 // A frame is appended before its slot is written, so a reader that finds a slot finds its bytes
 // (a crash between the two leaves bytes no slot points at, which cost room until the file is
@@ -35,6 +35,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"slices"
 )
 
 const (
@@ -138,4 +139,4 @@ func (s frameSlot) check(u int, size int64, units, frameBytes int) error {
 	return nil
 }
 
-func validCodec(c Codec) bool { return c == None || c == LZ4 || c == Zstd }
+func validCodec(c Codec) bool { return slices.Contains(FrameCodecs, c) }

@@ -24,10 +24,16 @@ const (
 	None Codec = 1 // the bytes as they are: the least CPU, the most disk
 	LZ4  Codec = 2 // LZ4's block format (github.com/pierrec/lz4/v4), LZ4_compress_fast's algorithm
 	Zstd Codec = 3 // zstd at its fastest level without entropy coding (github.com/klauspost/compress)
+	// Huff is a lossless image codec, for the training copy's frames alone: colours decorrelated,
+	// pixels predicted from their neighbours, residuals Huffman-coded (copyhuff.go).
+	Huff Codec = 4
 )
 
-// Codecs lists every codec, in the order of their numbers.
+// Codecs lists every codec of samples, in the order of their numbers.
 var Codecs = []Codec{None, LZ4, Zstd}
+
+// FrameCodecs lists every codec of the training copy's frames.
+var FrameCodecs = []Codec{None, LZ4, Zstd, Huff}
 
 func (c Codec) String() string {
 	switch c {
@@ -37,19 +43,21 @@ func (c Codec) String() string {
 		return "lz4"
 	case Zstd:
 		return "zstd"
+	case Huff:
+		return "huff"
 	}
 	return fmt.Sprintf("codec(%d)", uint8(c))
 }
 
-// ParseCodec is the codec called name (none, lz4 or zstd).
+// ParseCodec is the codec called name (none, lz4, zstd or huff: huff for frames alone).
 func ParseCodec(name string) (Codec, error) {
-	for _, c := range Codecs {
+	for _, c := range FrameCodecs {
 		if c.String() == name {
 			return c, nil
 		}
 	}
-	names := make([]string, len(Codecs))
-	for i, c := range Codecs {
+	names := make([]string, len(FrameCodecs))
+	for i, c := range FrameCodecs {
 		names[i] = c.String()
 	}
 	return 0, fmt.Errorf("unknown codec %q (want %s)", name, strings.Join(names, ", "))

@@ -47,7 +47,7 @@ func (c *codecValue) String() string {
 	}
 	return c.c.String()
 }
-func (c *codecValue) Type() string { return "auto|none|lz4|zstd" }
+func (c *codecValue) Type() string { return "auto|none|lz4|zstd|huff" }
 func (c *codecValue) Set(v string) (err error) {
 	if v == "auto" {
 		c.c = 0
