@@ -69,7 +69,8 @@ bench-tier: build
 # SCALE_SIZES (bench/scale.py --help); sources and probe caches are kept in ~/.cache/vidfs/bench/scale.
 # About 10 minutes on 2 cores. bench-scale-large adds 100,000 and 240,000 videos (the first run
 # probes them: minutes). bench-soak: 16 readers for SOAK_SECONDS, the resident memory against the
-# cache's 256 MiB plus 150 MiB (bench/soak.py), then 16 readers of cached samples alone (--hits).
+# cache's 256 MiB plus 150 MiB (bench/soak.py), then 16 readers of cached samples alone (--hits), then
+# the first again with a training copy filling and serving (--copy).
 SCALE_SIZES  ?= 1000,10000
 SOAK_SECONDS ?= 600
 
@@ -85,6 +86,7 @@ bench-soak: build
 	scripts/setup.sh bench
 	/usr/bin/python3 bench/soak.py --seconds $(SOAK_SECONDS)
 	/usr/bin/python3 bench/soak.py --hits --seconds $(SOAK_SECONDS)
+	/usr/bin/python3 bench/soak.py --copy --seconds $(SOAK_SECONDS)
 
 # Object storage (issue 21) alone, printed: versitygw behind a proxy adding 20 and 100 ms of round
 # trip and a 50 MB/s cap; vidfs on the bucket with and without a plan, vidfs over s3fs-fuse, and

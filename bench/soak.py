@@ -11,6 +11,9 @@ stats' memory by part are sampled. Reports the peak (VmHWM), each quarter's peak
 memory is flat (the last quarter's peak within 5 % of the second's) and within the cache plus
 150 MiB, and the readers' errors. Saves the samples as JSON in ~/.cache/vidfs/bench.
 
+--copy (issue 32): the same with a training copy in a fresh directory (--cache-keep frames
+--copy-fill videos): the copy fills while the readers read, and later reads come from it.
+
 --hits (issue 33): the same 16 readers, of cached samples only: the first 110 MiB of samples (45
 of them), read once before the clock starts so that the cache holds them, are all the plans and
 the random readers take; nothing is decoded or evicted after, and the readers go as fast as
@@ -108,8 +111,11 @@ def warm(mnt, S, n):
         raise SystemExit("warm-up: %d samples ready of the %d read" % (st["cache"]["ready_samples"], n))
 
 
-def soak(source, secs, every, plans, hits=False):
-    with run.Mounted(source, ["--cache-mem", "%dMiB" % (CACHE_MEM // MiB)], name="mnt-soak") as m:
+def soak(source, secs, every, plans, hits=False, copy_dir=None):
+    extra = ["--cache-mem", "%dMiB" % (CACHE_MEM // MiB)]
+    if copy_dir:
+        extra += ["--cache-dir", copy_dir, "--cache-keep", "frames", "--copy-fill", "videos"]
+    with run.Mounted(source, extra, name="mnt-soak") as m:
         lay = json.load(open(os.path.join(m.dir, ".vidfs", "layout.json")))
         n = lay["samples"]
         if hits:
@@ -189,6 +195,8 @@ def main():
                     help="plans the 8 planned readers follow: 1 (taking its entries in turn) or one per process")
     ap.add_argument("--hits", action="store_true",
                     help="read only samples the cache holds (the first 110 MiB, read once before): issue 33's soak")
+    ap.add_argument("--copy", action="store_true",
+                    help="with a training copy (--cache-keep frames --copy-fill videos) in a fresh directory: issue 32's soak")
     ap.add_argument("--from", dest="saved", help="re-render an earlier soak's results (its JSON)")
     a = ap.parse_args()
     if a.saved:
@@ -196,8 +204,13 @@ def main():
         return
     source = os.path.join(run.CACHE, "dataset-v1")
     subprocess.run([os.path.join(HERE, "dataset.sh"), source], check=True)
-    r = soak(source, a.seconds, a.every, a.plans, a.hits)
-    saved = os.path.join(run.CACHE, "soak%s-%s.json" % ("-hits" if a.hits else "", time.strftime("%Y%m%d-%H%M%S", time.localtime(r["began"]))))
+    if a.copy:
+        import tempfile
+        with tempfile.TemporaryDirectory(prefix="soak-copy-", dir=run.CACHE) as d:
+            r = soak(source, a.seconds, a.every, a.plans, a.hits, d)
+    else:
+        r = soak(source, a.seconds, a.every, a.plans, a.hits)
+    saved = os.path.join(run.CACHE, "soak%s-%s.json" % ("-hits" if a.hits else "-copy" if a.copy else "", time.strftime("%Y%m%d-%H%M%S", time.localtime(r["began"]))))
     json.dump(r, open(saved, "w"))
     run.log("samples saved in %s (--from re-renders them)" % saved)
     print(report(r))

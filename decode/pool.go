@@ -187,6 +187,9 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 		// was at fault: this video decodes on the CPU from now on. If not, the damage is the
 		// video's, and the GPU keeps it.
 		gpuErr := err
+		if c.Keep != nil {
+			c.Keep.Discard() // what NVDEC gave may be wrong
+		}
 		p.mu.Lock()
 		p.closeLocked(v)
 		p.stats.Frames += int64(work.Decoded)

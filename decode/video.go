@@ -21,6 +21,24 @@ type Clip struct {
 	// of the clip is the one shown (Start + j*Stride)/FPS seconds after the video's first frame
 	// (Info.FrameAt; fps.go says how frames are timed). Unset (zero): the video's own frames.
 	FPS Rational
+	// Keep, when set (and FPS is not), is given the frames the decode passes through on its way
+	// to the clip's own that it wants, converted as the clip's are.
+	Keep Keeper
+}
+
+// Keeper takes frames a clip's decode passes through besides the clip's own (the frames
+// between the keyframe it starts from and its first frame, and between its frames): a training
+// copy keeps them. Frames are known by their index in the video's own frames. A frame decoded
+// with errors, or from a group of pictures where damage was seen, is never given.
+type Keeper interface {
+	// Want tells whether frame i is wanted. The decoder then decodes it even where it would
+	// skip it (a frame no other refers to).
+	Want(i int) bool
+	// Keep is given frame i; rgb is valid only during the call.
+	Keep(i int, rgb []byte)
+	// Discard drops every frame given since the clip's decode began: it failed from where it
+	// started, and starts again from an earlier keyframe (frames of a failed start may be wrong).
+	Discard()
 }
 
 // Indices returns the frame indices the clip holds in a video of n frames, counting Start and
@@ -145,6 +163,8 @@ type clipRun struct {
 	unsent     int
 	drainEarly bool
 	work       clipWork
+	keep       Keeper // Clip.Keep, or nil
+	keepBuf    []byte // a frame converted for keep
 }
 
 // newDecoder opens a decoder for in's video stream, which must still be the one info describes,
@@ -303,6 +323,9 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (c
 	}
 	v.in.clearReadError() // readError tells of this clip's reads
 	r := &clipRun{idx: idx}
+	if !c.FPS.Valid() {
+		r.keep = c.Keep
+	}
 	drain := !v.idrFlush && v.drainPays(idx) // a drained decoder takes packets only after a flush
 	v.prevLast = idx[len(idx)-1]
 	starts := v.startsFor(idx[0])
@@ -342,6 +365,9 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (c
 			return r.work, err
 		}
 		v.at = nil
+		if r.keep != nil {
+			r.keep.Discard()
+		}
 		if kf == 0 || v.state.confirmed(v.info, dmg.frame) {
 			// From the start of the file (or where that was seen to fail the same way): real.
 			v.state.confirm(v.info, dmg.frame)
@@ -557,6 +583,17 @@ func (v *video) decodeFrames(ctx context.Context, r *clipRun, o Output, dst []by
 			at.markBad(v.info, i)
 		}
 		if i < idx[want] {
+			if k := r.keep; k != nil && !bad && k.Want(i) {
+				if _, dmg := at.damageBefore(v.info, i); !dmg {
+					if len(r.keepBuf) != fs {
+						r.keepBuf = make([]byte, fs)
+					}
+					if err := v.convert(o, r.keepBuf, &r.work); err == nil {
+						k.Keep(i, r.keepBuf)
+					}
+					continue
+				}
+			}
 			v.frame.Unref()
 			continue
 		}
@@ -637,7 +674,7 @@ func (v *video) next(r *clipRun, rest []int) (int, bool, error) {
 		i := v.packetFrame(p)
 		setPacketOpaque(v.pkt, v.tag(p, i)) // the frames decoded from it carry this
 		r.sending(i)
-		v.chooseSkip(i, rest)
+		v.chooseSkip(r, i, rest)
 		if err := v.send(&r.work); err != nil && !errors.Is(err, astiav.ErrEagain) {
 			// Invalid data in this packet: its frame will be missing or damaged, and so may the
 			// frames predicted from it.
@@ -721,13 +758,14 @@ func (v *video) identify() int {
 	return -1
 }
 
-// chooseSkip lets the decoder skip the packet in v.pkt (frame i) when that frame is not needed and
-// no other frame refers to it. Only done where the decoder runs on one thread, so that the setting
+// chooseSkip lets the decoder skip the packet in v.pkt (frame i) when that frame is not needed (by
+// the clip, rest its frames still to come, or by its Keeper) and no other frame refers to it.
+// Only done where the decoder runs on one thread, so that the setting
 // applies to exactly this packet, and where each packet holds its own frame (not so in packed
 // bitstreams, where skipping a B-frame also drops the next one, packed behind it).
-func (v *video) chooseSkip(i int, rest []int) {
+func (v *video) chooseSkip(r *clipRun, i int, rest []int) {
 	level := discardDefault
-	if v.threads == 1 && i >= 0 && !v.info.Packed {
+	if v.threads == 1 && i >= 0 && !v.info.Packed && (r.keep == nil || !r.keep.Want(i)) {
 		if j := sort.SearchInts(rest, i); j == len(rest) || rest[j] != i {
 			level = discardNonRef
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/metrics"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
@@ -56,6 +58,8 @@ type trainingCopy struct {
 	prefix [32]byte // digest of what every key of this mount shares: versions and output
 	mode   Fill
 	rate   metrics.Rate // frames put in the copy
+	// keepers holds *passKeeper, reused from load to load (their frames are a sample's worth).
+	keepers sync.Pool
 	// mu guards the fill queue. LOCK ORDERING: taken alone; nothing is called with it held.
 	mu     sync.Mutex
 	queue  []int32  // videos to decode whole, in order
@@ -172,18 +176,82 @@ func (f *FS) fetchCopy(i int, buf []byte) bool {
 	return f.copy.c.Get(v, f.videoKey(v), f.sampleUnits(i, units[:0]), buf)
 }
 
-// keepFrames puts the frames of sample i, decoded into buf, in the training copy, and, when
-// the copy fills whole videos, queues its video.
-func (f *FS) keepFrames(i int, buf []byte) {
+// keepFrames puts the frames of sample i, decoded into buf, in the training copy, with those
+// keep took on the way, and, when the copy fills whole videos, queues its video.
+func (f *FS) keepFrames(i int, buf []byte, keep *passKeeper) {
 	v := f.lay.Sample(i).Video
+	key, needed, extent := f.videoKey(v), keep.needed, f.copyExtent(v)
 	var units [64]int
-	if f.copy.c.Put(v, f.videoKey(v), f.neededFrames(v), f.copyExtent(v), f.sampleUnits(i, units[:0]), buf) {
+	if f.copy.c.Put(v, key, needed, extent, f.sampleUnits(i, units[:0]), buf) {
 		f.copy.rate.Add(float64(f.lay.Spec.Frames), time.Now())
+	}
+	if len(keep.units) > 0 && f.copy.c.Put(v, key, needed, extent, keep.units, keep.frames) {
+		f.copy.rate.Add(float64(len(keep.units)), time.Now())
 	}
 	if f.copy.mode == FillVideos {
 		f.queueFill(v)
 	}
 }
+
+// passKeeper takes, for the training copy, frames a sample's decode passes through that other
+// samples of its video use (decode.Keeper): at most a sample's worth, so that keeping them
+// costs the first epoch a bounded part of a decode.
+type passKeeper struct {
+	need   []uint64 // a bit per frame of the video: some sample uses it
+	needed int      // how many bits are set
+	max    int
+	fb     int
+	units  []int
+	frames []byte
+	own    bool // counted frames of the video's own numbering (no --fps): decode.Clip.Keep applies
+}
+
+// keeper returns a passKeeper for a decode of a sample of video v, from the pool.
+func (t *trainingCopy) keeper(f *FS, v int) *passKeeper {
+	k, ok := t.keepers.Get().(*passKeeper)
+	if !ok {
+		k = &passKeeper{}
+	}
+	extent := f.copyExtent(v)
+	k.need = slices.Grow(k.need[:0], (extent+63)/64)[:(extent+63)/64]
+	clear(k.need)
+	k.needed, k.max, k.fb = 0, f.lay.Spec.Frames, f.out.FrameBytes()
+	k.units, k.frames = k.units[:0], k.frames[:0]
+	k.own = !f.lay.Spec.FPS.Set()
+	first, end := f.lay.VideoSamples(v)
+	var units []int
+	for i := first; i < end; i++ {
+		for _, u := range f.sampleUnits(i, units[:0]) {
+			if k.need[u/64]&(1<<(u%64)) == 0 {
+				k.need[u/64] |= 1 << (u % 64)
+				k.needed++
+			}
+		}
+	}
+	return k
+}
+
+// decodeKeeper is k as the decoder takes it: nil when there is none, or when frames are counted
+// at --fps (the decoder's frames are not the copy's then).
+func (k *passKeeper) decodeKeeper() decode.Keeper {
+	if k == nil || !k.own {
+		return nil
+	}
+	return k
+}
+
+func (k *passKeeper) Want(i int) bool {
+	return i >= 0 && i < len(k.need)*64 && k.need[i/64]&(1<<(i%64)) != 0 && len(k.units) < k.max
+}
+
+func (k *passKeeper) Keep(i int, rgb []byte) {
+	if len(rgb) == k.fb && (len(k.units) == 0 || i > k.units[len(k.units)-1]) {
+		k.units = append(k.units, i)
+		k.frames = append(k.frames, rgb...)
+	}
+}
+
+func (k *passKeeper) Discard() { k.units, k.frames = k.units[:0], k.frames[:0] }
 
 // queueFill queues video v to be decoded whole, unless it was this mount.
 func (f *FS) queueFill(v int) {
@@ -396,9 +464,9 @@ func (f *FS) copyStats() *wire.CopyStats {
 	return w
 }
 
-// fillFile is .vidfs/fill: writing "all" to it queues every video to be decoded whole into the
-// training copy (vidfs copy); anything else, or a mount without a copy, fails the write with
-// EINVAL. Reading it gives nothing (the progress is in .vidfs/stats, under copy).
+// fillFile is .vidfs/fill, in a mount that keeps a training copy: writing "all" to it queues
+// every video to be decoded whole into the copy (vidfs copy); anything else fails the write
+// with EINVAL. Reading it gives nothing (the progress is in .vidfs/stats, under copy).
 type fillFile struct{ node }
 
 // Setattr accepts truncation (`>` truncates before it writes).

@@ -46,6 +46,7 @@ func TestCopyServesDecodedBytes(t *testing.T) {
 	}{
 		{"every video", func(s *mountSetup) {}, tier.FrameCodecs},
 		{"crop", func(s *mountSetup) { s.resize = decode.Crop }, nil},
+		{"stretch", func(s *mountSetup) { s.resize = decode.Stretch }, nil},
 		{"pad", func(s *mountSetup) { s.resize = decode.Pad }, nil},
 		{"fast", func(s *mountSetup) { s.fast = true }, nil},
 		{"fps", func(s *mountSetup) {

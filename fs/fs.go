@@ -285,13 +285,16 @@ func SampleOutput(lay *layout.Layout, resize decode.Resize, fast bool) decode.Ou
 	return decode.Output{Width: lay.Spec.Width, Height: lay.Spec.Height, Resize: resize, Fast: fast}
 }
 
-// decodeSample decodes sample i into buf, for the cache (the decoder counts what it decodes).
-func (f *FS) decodeSample(ctx context.Context, i int, buf []byte) error {
+// decodeSample decodes sample i into buf, for the cache (the decoder counts what it decodes),
+// giving keep, if not nil, the frames it passes through (decode.Clip.Keep).
+func (f *FS) decodeSample(ctx context.Context, i int, buf []byte, keep decode.Keeper) error {
 	info, err := f.cfg.Infos.Info(f.lay.Sample(i).Video)
 	if err != nil {
 		return err
 	}
-	if err := f.cfg.Decoder.DecodeClip(ctx, info, SampleClip(f.lay, i), f.out, buf); err != nil {
+	c := SampleClip(f.lay, i)
+	c.Keep = keep
+	if err := f.cfg.Decoder.DecodeClip(ctx, info, c, f.out, buf); err != nil {
 		return err
 	}
 	f.decodeRate.Add(1, time.Now())

@@ -101,9 +101,15 @@ func (f *FS) fetchSample(ctx context.Context, i int, buf []byte) cache.Fetched {
 }
 
 // loadSample decodes sample i into buf, for the cache, after which the disk tier, if there is
-// one, keeps it (written in the background). The cache asks the tier first (fetchSample).
+// one, keeps it, or the training copy its frames and those the decode passed through that other
+// samples use (written in the background). The cache asks them first (fetchSample).
 func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
-	if err := f.decodeSample(ctx, i, buf); err != nil {
+	var keep *passKeeper
+	if f.copy != nil {
+		keep = f.copy.keeper(f, f.lay.Sample(i).Video)
+		defer f.copy.keepers.Put(keep)
+	}
+	if err := f.decodeSample(ctx, i, buf, keep.decodeKeeper()); err != nil {
 		if !heldFailed(err) && ctx.Err() == nil {
 			f.log.Warn("sample not decoded, for a reason that may pass; the next read tries again", "sample", i, "file", f.sampleFile(i), "err", err)
 		}
@@ -113,7 +119,7 @@ func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
 		f.tier.t.Put(f.sampleKey(i), i, buf)
 	}
 	if f.copy != nil && f.current(i) {
-		f.keepFrames(i, buf)
+		f.keepFrames(i, buf, keep)
 	}
 	return nil
 }

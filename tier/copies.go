@@ -4,10 +4,12 @@ package tier
 // what a file holds), bounded in bytes, evicted a video at a time by the plans.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -93,7 +95,7 @@ type Copies struct {
 	videos   []copyVideo
 	present  []int32           // videos with a file, in no order (for choosing victims)
 	untagged map[Key]foundCopy // files found at Open that no Claim or Get has named yet
-	oldest   []Key             // untagged's keys, least recently written first (some gone)
+	oldest   []Key             // untagged's keys, least recently written first (some gone), made when first evicting
 	// damaged holds the videos whose file or frames were found damaged: the writer checks the
 	// frames of theirs it finds, rather than take them as sound, until the file is dropped (slots
 	// left pointing past a file cut short point at other frames once it grows again).
@@ -121,8 +123,7 @@ type copyVideo struct {
 }
 
 type foundCopy struct {
-	size int64
-	mod  time.Time
+	size, mod int64 // bytes, and modification time in nanoseconds
 }
 
 type copyJob struct {
@@ -201,7 +202,6 @@ func OpenCopies(opts CopyOptions) (_ *Copies, err error) {
 // scan takes stock of the files a last mount left: their bytes count against the bound, and
 // they are evicted first, oldest first, until a Claim or a Get names them.
 func (c *Copies) scan() error {
-	var all []Key
 	err := filepath.WalkDir(c.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -217,16 +217,13 @@ func (c *Copies) scan() error {
 		if err != nil {
 			return nil // gone meanwhile
 		}
-		c.untagged[k] = foundCopy{info.Size(), info.ModTime()}
+		c.untagged[k] = foundCopy{info.Size(), info.ModTime().UnixNano()}
 		c.bytes += info.Size()
-		all = append(all, k)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("training copy: %w", err)
 	}
-	slices.SortFunc(all, func(a, b Key) int { return c.untagged[a].mod.Compare(c.untagged[b].mod) })
-	c.oldest = all
 	return nil
 }
 
@@ -865,6 +862,14 @@ func (c *Copies) makeRoom(n int64, v, due int) (gone []Key, ok bool) {
 }
 
 func (c *Copies) oldestUntagged() (Key, int64, bool) {
+	if len(c.untagged) == 0 {
+		c.oldest = nil
+		return Key{}, 0, false
+	}
+	if len(c.oldest) == 0 { // made once, when eviction first needs it
+		c.oldest = slices.Collect(maps.Keys(c.untagged))
+		slices.SortFunc(c.oldest, func(a, b Key) int { return cmp.Compare(c.untagged[a].mod, c.untagged[b].mod) })
+	}
 	for len(c.oldest) > 0 {
 		k := c.oldest[0]
 		c.oldest = c.oldest[1:]

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -420,4 +421,35 @@ func TestHuff(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCopyMemoryPerVideo: the store keeps at most 64 bytes of memory a video, nothing per frame:
+// a store of 200,000 videos, and the frames of some, grow the heap by no more.
+func TestCopyMemoryPerVideo(t *testing.T) {
+	const videos = 200_000
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	cp, err := OpenCopies(CopyOptions{Dir: t.TempDir(), MaxBytes: 1 << 40, Codec: None, FrameBytes: frameBytes, Width: frameWidth, Videos: videos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeCopies(t, cp)
+	units := make([]int, 64)
+	for u := range units {
+		units[u] = u
+	}
+	for v := 0; v < videos; v += videos / 8 {
+		cp.Put(v, vkey(v), 64, 64, units, framesOf(v, units))
+		cp.Flush()
+	}
+	after := heap()
+	if per := float64(after-before) / videos; per > 64 {
+		t.Errorf("%.1f bytes of heap a video (%d videos, 512 frames kept), want at most 64", per, videos)
+	}
+	runtime.KeepAlive(cp)
 }
