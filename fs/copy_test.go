@@ -254,3 +254,31 @@ func TestCopyDamageAndChange(t *testing.T) {
 		t.Errorf("a copy bound to %d bytes holds %d", small.tierBytes, used)
 	}
 }
+
+// TestCopyKeepsFramesPassed: the frames a decode passes through on its way to a clip (from the
+// keyframe it starts at), which other clips use, are kept too: a clip before the one read is
+// served from the copy without being read or decoded itself.
+func TestCopyKeepsFramesPassed(t *testing.T) {
+	// Starts every 2 frames, frames 2 apart: the even frames. gop16.mp4 has a keyframe every 16.
+	spec := layout.Spec{Frames: 4, Stride: 2, Step: 2, Height: 32, Width: 48}
+	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames}
+	plain := setup
+	plain.tierDir = ""
+	ref := mountVideos(t, plain)
+	want := readAll(t, ref)
+	ref.close()
+	setup.src = ref.src
+	m := mountVideos(t, setup)
+	// Sample 4 holds frames 8-14; its decode starts at frame 0 and passes 0, 2, 4 and 6.
+	if readSample(t, m, 4) != want[4] {
+		t.Fatal("sample 4 differs from decoding it")
+	}
+	m.fs.copy.c.Flush()
+	decoded := m.fs.Stats().Decode.Clips
+	if readSample(t, m, 0) != want[0] {
+		t.Fatal("sample 0 from the copy differs from decoding it")
+	}
+	if st := m.fs.Stats(); st.Decode.Clips != decoded || st.Copy.Hits != 1 {
+		t.Errorf("sample 0, whose frames sample 4's decode passed: %d decoded, %d from the copy; want 0 and 1", st.Decode.Clips-decoded, st.Copy.Hits)
+	}
+}
