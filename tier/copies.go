@@ -202,24 +202,9 @@ func OpenCopies(opts CopyOptions) (_ *Copies, err error) {
 // scan takes stock of the files a last mount left: their bytes count against the bound, and
 // they are evicted first, oldest first, until a Claim or a Get names them.
 func (c *Copies) scan() error {
-	err := filepath.WalkDir(c.dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		k, ok := parseName(d.Name())
-		if !ok {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil // gone meanwhile
-		}
-		c.untagged[k] = foundCopy{info.Size(), info.ModTime().UnixNano()}
-		c.bytes += info.Size()
-		return nil
+	err := walkKeys(c.dir, "", func(k Key, size int64, mod time.Time) {
+		c.untagged[k] = foundCopy{size, mod.UnixNano()}
+		c.bytes += size
 	})
 	if err != nil {
 		return fmt.Errorf("training copy: %w", err)

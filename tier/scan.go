@@ -28,27 +28,7 @@ func (t *Tier) scan() error {
 		mod  time.Time
 	}
 	var all []found
-	err = filepath.WalkDir(t.dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p == tmp {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		k, ok := parseName(d.Name())
-		if !ok {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil // gone meanwhile
-		}
-		all = append(all, found{k, info.Size(), info.ModTime()})
-		return nil
-	})
+	err = walkKeys(t.dir, tmp, func(k Key, size int64, mod time.Time) { all = append(all, found{k, size, mod}) })
 	if err != nil {
 		return fmt.Errorf("disk tier: %w", err)
 	}
@@ -63,6 +43,32 @@ func (t *Tier) scan() error {
 		t.bytes += f.size
 	}
 	return nil
+}
+
+// walkKeys calls found for each file under dir named by a key (but those under skip), with its
+// size and modification time.
+func walkKeys(dir, skip string, found func(k Key, size int64, mod time.Time)) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p == skip {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		k, ok := parseName(d.Name())
+		if !ok {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil // gone meanwhile
+		}
+		found(k, info.Size(), info.ModTime())
+		return nil
+	})
 }
 
 func parseName(name string) (Key, bool) {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,7 +49,7 @@ func TestCopyCommand(t *testing.T) {
 
 	// Mounted again over the copy: every sample from it, the same bytes, none decoded.
 	b := startMount(t, src, withCopy...)
-	if got := sampleDigests(t, b.dir); !slicesEqual(got, want) {
+	if got := sampleDigests(t, b.dir); !slices.Equal(got, want) {
 		t.Error("samples from the copy differ from decoding them")
 	}
 	if st, _ := readStats(b.dir); st.Copy.Hits != int64(len(want)) || st.Copy.Misses != 0 || st.Decode.Clips != 0 {
@@ -73,16 +74,4 @@ func sampleDigests(t *testing.T, dir string) [][32]byte {
 		out[i] = sha256.Sum256(b[i*S : (i+1)*S])
 	}
 	return out
-}
-
-func slicesEqual(a, b [][32]byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
