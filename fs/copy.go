@@ -356,8 +356,12 @@ func (f *FS) startFillers(n int) (stop func()) {
 	}
 }
 
-// fillChunk is how many frames a whole video's decode converts at a time.
-const fillChunk = 32
+// fillChunk is how many frames a whole video's decode converts at a time, fewer where they
+// would take more than fillBytes.
+const (
+	fillChunk = 32
+	fillBytes = 8 << 20
+)
 
 // fillVideo decodes video v from its first frame to its last, without seeking, a chunk at a
 // time, and puts every frame its samples need in the copy. A video that fails to decode is left
@@ -385,13 +389,14 @@ func (f *FS) fillVideo(ctx context.Context, v int) {
 		return // from an earlier mount
 	}
 	fb := f.out.FrameBytes()
-	buf := make([]byte, fillChunk*fb)
-	keep := make([]byte, 0, fillChunk*fb)
-	for start := 0; start < extent; start += fillChunk * step {
+	chunk := max(1, min(fillChunk, fillBytes/fb))
+	buf := make([]byte, chunk*fb)
+	keep := make([]byte, 0, chunk*fb)
+	for start := 0; start < extent; start += chunk * step {
 		if ctx.Err() != nil {
 			return
 		}
-		n := min(fillChunk, (extent-start+step-1)/step)
+		n := min(chunk, (extent-start+step-1)/step)
 		c := SampleClip(f.lay, first)
 		c.Start, c.Frames, c.Stride, c.PadEnd = start, n, step, true
 		if err := f.cfg.Decoder.DecodeClip(ctx, info, c, f.out, buf[:n*fb]); err != nil {
