@@ -169,11 +169,16 @@ func (f *FS) videoDue(v int) int {
 	return due
 }
 
-// fetchCopy makes sample i from the training copy if it holds all its frames.
-func (f *FS) fetchCopy(i int, buf []byte) bool {
+// fetchCopy makes sample i from the training copy if it holds all its frames; again says it was
+// asked before, and its miss counted.
+func (f *FS) fetchCopy(i int, buf []byte, again bool) bool {
 	v := f.lay.Sample(i).Video
 	var units [64]int
-	return f.copy.c.Get(v, f.videoKey(v), f.sampleUnits(i, units[:0]), buf)
+	get := f.copy.c.Get
+	if again {
+		get = f.copy.c.GetAgain
+	}
+	return get(v, f.videoKey(v), f.sampleUnits(i, units[:0]), buf)
 }
 
 // keepFrames puts the frames of sample i, decoded into buf, in the training copy, with those
@@ -308,8 +313,11 @@ func (t *trainingCopy) nextFill() int {
 }
 
 // startFillers starts n goroutines that decode queued videos whole into the copy, each on a
-// thread of its own at a low priority (nice 10), so that readers' decodes come first; the
-// function it returns stops them and waits.
+// thread of its own, at the decoders' priority with --copy-fill videos (at a lower one, nice 10,
+// they had next to no CPU beside readers that keep every core busy: after a first epoch of
+// make bench's random clips, 6 of 24 videos were whole), else at nice 10, so that readers'
+// decodes come first and vidfs copy fills in the time left over; the function it returns stops
+// them and waits.
 func (f *FS) startFillers(n int) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -317,8 +325,10 @@ func (f *FS) startFillers(n int) (stop func()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-			unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 10)
+			if f.copy.mode != FillVideos {
+				runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+				unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 10)
+			}
 			for ctx.Err() == nil {
 				v := f.copy.nextFill()
 				if v < 0 {

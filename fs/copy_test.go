@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"context"
 	"crypto/sha256"
 	"os"
 	"path/filepath"
@@ -280,5 +281,36 @@ func TestCopyKeepsFramesPassed(t *testing.T) {
 	}
 	if st := m.fs.Stats(); st.Decode.Clips != decoded || st.Copy.Hits != 1 {
 		t.Errorf("sample 0, whose frames sample 4's decode passed: %d decoded, %d from the copy; want 0 and 1", st.Decode.Clips-decoded, st.Copy.Hits)
+	}
+}
+
+// TestCopyAskedAgainAtLoad: a sample that missed the copy when the cache queued it (a plan looks
+// an epoch ahead) and whose frames came while it waited for a decoder is served from the copy
+// when it comes to one, not decoded; frames kept a moment ago and not yet written are served too.
+func TestCopyAskedAgainAtLoad(t *testing.T) {
+	spec := layout.Spec{Frames: 4, Stride: 2, Step: 2, Height: 32, Width: 48}
+	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames}
+	plain := setup
+	plain.tierDir = ""
+	ref := mountVideos(t, plain)
+	want := readAll(t, ref)
+	ref.close()
+	setup.src = ref.src
+	m := mountVideos(t, setup)
+	// Sample 46 holds frames 92-98; its decode starts at the keyframe at 80 and keeps 80-86,
+	// sample 40's frames.
+	readSample(t, m, 46)
+	before := m.fs.Stats()
+	buf := make([]byte, m.lay.Spec.SampleBytes())
+	if err := m.fs.loadSample(context.Background(), 40, buf); err != nil {
+		t.Fatal(err)
+	}
+	if sha256.Sum256(buf) != want[40] {
+		t.Fatal("sample 40 from the copy differs from decoding it")
+	}
+	st := m.fs.Stats()
+	if st.Decode.Clips != before.Decode.Clips || st.Copy.Hits != before.Copy.Hits+1 || st.Copy.Misses != before.Copy.Misses {
+		t.Errorf("sample 40 loaded after sample 46 kept its frames: %d decoded, %d from the copy, %d misses counted; want 0, 1, 0",
+			st.Decode.Clips-before.Decode.Clips, st.Copy.Hits-before.Copy.Hits, st.Copy.Misses-before.Copy.Misses)
 	}
 }

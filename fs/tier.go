@@ -91,7 +91,7 @@ func (f *FS) fetchSample(ctx context.Context, i int, buf []byte) cache.Fetched {
 		return cache.Fetched{}
 	}
 	if f.copy != nil {
-		return cache.Fetched{OK: f.fetchCopy(i, buf)}
+		return cache.Fetched{OK: f.fetchCopy(i, buf, false)}
 	}
 	m, ok := f.tier.t.Map(f.sampleKey(i), i, buf)
 	if !ok || m.Bytes == nil {
@@ -106,6 +106,12 @@ func (f *FS) fetchSample(ctx context.Context, i int, buf []byte) cache.Fetched {
 func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
 	var keep *passKeeper
 	if f.copy != nil {
+		// Asked again: the cache asked the copy when the sample was queued, and its frames may
+		// have come since (kept by the decodes of other samples, or a whole video's), while it
+		// waited for a decoder, as samples planned an epoch ahead do.
+		if f.current(i) && f.fetchCopy(i, buf, true) {
+			return nil
+		}
 		keep = f.copy.keeper(f, f.lay.Sample(i).Video)
 		defer f.copy.keepers.Put(keep)
 	}

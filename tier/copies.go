@@ -393,9 +393,30 @@ var errMissing = errors.New("frame not in the copy")
 // damaged is a miss, logged, and written again by the next Put of it; a file that cannot be read
 // (EMFILE, EIO) is a miss, logged, and kept.
 func (c *Copies) Get(v int, key Key, units []int, dst []byte) bool {
+	return c.get(v, key, units, dst, true)
+}
+
+// GetAgain is Get for a clip whose miss was counted already (asked again, its frames having
+// perhaps come since): a miss is not counted again.
+func (c *Copies) GetAgain(v int, key Key, units []int, dst []byte) bool {
+	return c.get(v, key, units, dst, false)
+}
+
+func (c *Copies) get(v int, key Key, units []int, dst []byte, countMiss bool) bool {
 	c.mu.Lock()
-	if v < 0 || v >= len(c.videos) || !c.known(v, key) {
-		c.stats.Misses++
+	if v < 0 || v >= len(c.videos) {
+		c.mu.Unlock()
+		return false
+	}
+	if c.queued > 0 && c.fromQueue(v, key, units, dst) {
+		c.stats.Hits++
+		c.mu.Unlock()
+		return true
+	}
+	if !c.known(v, key) {
+		if countMiss {
+			c.stats.Misses++
+		}
 		c.mu.Unlock()
 		return false
 	}
@@ -419,8 +440,35 @@ func (c *Copies) Get(v int, key Key, units []int, dst []byte) bool {
 		c.stats.ReadErrors++
 		c.log.Warn("training copy: could not be read, and is kept; the sample is decoded", "file", c.path(key), "err", err)
 	}
-	c.stats.Misses++
+	if countMiss {
+		c.stats.Misses++
+	}
 	return false
+}
+
+// fromQueue fills dst with video v's frames units from the frames queued to be written, if
+// they are all there: frames just kept are served before the writer has written them (a
+// sample's decode keeps frames of the next sample a reader asks for). It looks at a few
+// hundred queued samples' frames at most (the backlog's bound). Called with mu held.
+func (c *Copies) fromQueue(v int, key Key, units []int, dst []byte) bool {
+	fb := c.opts.FrameBytes
+	for k, u := range units {
+		found := false
+		for _, j := range c.queue {
+			if j.video != v || j.key != key {
+				continue
+			}
+			if x, ok := slices.BinarySearch(j.units, u); ok {
+				copy(dst[k*fb:(k+1)*fb], (*j.buf)[x*fb:(x+1)*fb])
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Copies) buffer(n int) *[]byte {

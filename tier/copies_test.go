@@ -453,3 +453,24 @@ func TestCopyMemoryPerVideo(t *testing.T) {
 	}
 	runtime.KeepAlive(cp)
 }
+
+// TestCopyServesQueued: frames put are served at once, whether the writer has written them yet
+// or they still wait in its queue, and a clip with a frame in neither is a miss.
+func TestCopyServesQueued(t *testing.T) {
+	eachFrameCodec(t, func(t *testing.T, c Codec) {
+		cp := openCopies(t, c, t.TempDir(), 1<<30, nil)
+		closeCopies(t, cp)
+		for v := range 20 {
+			units := []int{v, v + 2, v + 4}
+			if !cp.Put(v, vkey(v), 3, 100, units, framesOf(v, units)) {
+				t.Fatal("not queued")
+			}
+			if !get(t, cp, v, units) || !get(t, cp, v, units[1:]) {
+				t.Fatalf("video %d: frames just put are a miss", v)
+			}
+			if get(t, cp, v, []int{v, v + 1}) {
+				t.Fatalf("video %d: a frame never put is a hit", v)
+			}
+		}
+	})
+}
