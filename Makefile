@@ -44,7 +44,7 @@ demo: build
 
 # Decode benchmarks (vidfs, PyAV, ffmpeg floor), then every loader side by side, fio, vidfs bench;
 # then the disk tier, --decode fast, one paced reader, memory maps and memory by part (bench/beyond.py);
-# then random clips each epoch, with and without the training copy (bench/random.py); then scale:
+# then random clips each epoch, with and without the training copy (bench/random_clips.py); then scale:
 # 40, 1,000 and 10,000 videos (bench/scale.py); then a bucket through 20 and 100 ms of round trip
 # (bench/s3.py); all figures go into docs/benchmarks.md and docs/benchmarks*.png.
 # About 50 minutes on 2 cores.
@@ -53,7 +53,7 @@ bench: build bin/s3serve
 	scripts/bench-decode.sh 2
 	/usr/bin/python3 bench/run.py
 	/usr/bin/python3 bench/beyond.py
-	/usr/bin/python3 bench/random.py --doc docs/benchmarks.md
+	/usr/bin/python3 bench/random_clips.py --doc docs/benchmarks.md
 	/usr/bin/python3 bench/scale.py --sizes $(SCALE_SIZES) --doc docs/benchmarks.md
 	/usr/bin/python3 bench/s3.py --doc docs/benchmarks.md
 
@@ -70,11 +70,11 @@ bench-tier: build
 # Random clips each epoch (issue 32) alone, printed: PlanSampler(clips="random") on a dense grid
 # (--step 4) of 24 videos of 10 s or more at 480p and 8 at 1080p (bench/dataset10.sh), epochs 1-6
 # without the training copy, with it (fill clips with each codec, fill videos), and the pre-decoded
-# .npy ceiling (bench/random.py --help). About 10 minutes on 2 cores; the first run also decodes
+# .npy ceiling (bench/random_clips.py --help). About 10 minutes on 2 cores; the first run also decodes
 # the ceilings (a few minutes more).
 bench-random: build
 	scripts/setup.sh bench
-	/usr/bin/python3 bench/random.py
+	/usr/bin/python3 bench/random_clips.py
 
 # Scale (issue 18) alone, printed: sources of hard links to one video, 40 videos against each of
 # SCALE_SIZES (bench/scale.py --help); sources and probe caches are kept in ~/.cache/vidfs/bench/scale.

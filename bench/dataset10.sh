@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the dataset of bench/random.py in OUTDIR (once; a finished one is reused): H.264 videos of
+# Builds the dataset of bench/random_clips.py in OUTDIR (once; a finished one is reused): H.264 videos of
 # 10 s or more cut from the real footage in Debian's opencv-doc, in two class folders, at HEIGHT
 # (default 480; 1080 upscales the footage, which is 528 and 576 lines high):
 #   megamind/: Megamind.avi (24 fps, 11.3 s) whole (270 frames) and from 0.625 s (255 frames)

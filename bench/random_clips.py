@@ -21,63 +21,46 @@ without the training copy (--cache-dir DIR --cache-keep frames), beside the pre-
 5. The same at 1080p: no copy, copy clips, copy videos, ceiling.
 Prints Markdown; --doc FILE writes it into FILE between <!-- random:begin --> and <!-- random:end -->.
 """
+import argparse
+import json
 import os
+import re
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
 
-# This file is named random.py: a script in bench/ (train.py, beyond.py, this one) has bench/ first
-# on sys.path, so its `import random` (tempfile's too) would find this file, not the standard
-# library's module. Imported as `random`, it puts the standard library's module in its place.
+import numpy as np
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-if __name__ == "random":
-    import importlib.machinery
-    import importlib.util
-    _spec = importlib.machinery.PathFinder.find_spec(
-        __name__, [p for p in sys.path if os.path.abspath(p or ".") != HERE])
-    _mod = importlib.util.module_from_spec(_spec)
-    sys.modules[__name__] = _mod
-    _spec.loader.exec_module(_mod)
-elif __name__ == "__main__":
-    if sys.path and os.path.abspath(sys.path[0] or ".") == HERE:
-        del sys.path[0]
-    import random  # noqa: F401  (the standard library's, before bench/ is on the path again)
-    sys.path.insert(0, HERE)
 
-if __name__ == "__main__":
-    import argparse
-    import json
-    import re
-    import resource
-    import shutil
-    import signal
-    import statistics
-    import subprocess
-    import tempfile
-    import time
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import vidfs  # noqa: E402
 
-    import numpy as np
+CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "vidfs", "bench")
+SPEC = ["--frames", "16", "--stride", "2", "--step", "4", "--size", "224x224", "--workers", "2"]
+BATCH, WORKERS, SEED = 8, 2, 32
+CHECK = 16  # samples compared with the ceiling after each copy run
 
-    ROOT = os.path.dirname(HERE)
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    import vidfs  # noqa: E402
-
-    CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "vidfs", "bench")
-    SPEC = ["--frames", "16", "--stride", "2", "--step", "4", "--size", "224x224", "--workers", "2"]
-    BATCH, WORKERS, SEED = 8, 2, 32
-    CHECK = 16  # samples compared with the ceiling after each copy run
-
-    # name: (label, extra mount flags); None: the ceiling
-    CONTENDERS = {
-        "none": ("no copy", []),
-        "clips": ("copy, fill clips (default), none", ["--copy-fill", "clips", "--cache-disk-codec", "none"]),
-        "clips-zstd": ("copy, fill clips, zstd", ["--copy-fill", "clips", "--cache-disk-codec", "zstd"]),
-        "clips-lz4": ("copy, fill clips, lz4", ["--copy-fill", "clips", "--cache-disk-codec", "lz4"]),
-        "videos": ("copy, fill videos, none", ["--copy-fill", "videos", "--cache-disk-codec", "none"]),
-        "npy": ("pre-decoded .npy (ceiling)", None),
-    }
-    SETS = {  # name: (height, contenders)
-        "480p": (480, ["none", "clips", "clips-zstd", "clips-lz4", "videos", "npy"]),
-        "1080p": (1080, ["none", "clips", "videos", "npy"]),
-    }
+# name: (label, extra mount flags); None: the ceiling
+CONTENDERS = {
+    "none": ("no copy", []),
+    "clips": ("copy, fill clips (default), none", ["--copy-fill", "clips", "--cache-disk-codec", "none"]),
+    "clips-zstd": ("copy, fill clips, zstd", ["--copy-fill", "clips", "--cache-disk-codec", "zstd"]),
+    "clips-lz4": ("copy, fill clips, lz4", ["--copy-fill", "clips", "--cache-disk-codec", "lz4"]),
+    "clips-huff": ("copy, fill clips, huff", ["--copy-fill", "clips", "--cache-disk-codec", "huff"]),
+    "videos": ("copy, fill videos, none", ["--copy-fill", "videos", "--cache-disk-codec", "none"]),
+    "npy": ("pre-decoded .npy (ceiling)", None),
+}
+SETS = {  # name: (height, contenders)
+    "480p": (480, ["none", "clips", "clips-zstd", "clips-lz4", "clips-huff", "videos", "npy"]),
+    "1080p": (1080, ["none", "clips", "videos", "npy"]),
+}
 
 
 def log(*a):
@@ -104,7 +87,7 @@ def children(pid):
 
 
 # ---------------------------------------------------------------------------------------------
-# The trainer: python3 bench/random.py --train ...; one JSON object on stdout.
+# The trainer: python3 bench/random_clips.py --train ...; one JSON object on stdout.
 
 def counts(mount):
     """The mount's counters this benchmark follows."""
@@ -366,7 +349,7 @@ def first_rate(run, ceil_rate):
 def section(sets, began, minutes, rounds, load):
     L = ["<!-- random:begin -->", "## Random clips each epoch: the training copy (issue 32)", ""]
     mach = machine()
-    L += ["Measured %s on %s, by `make bench-random` (`bench/random.py --rounds %d`, %.0f minutes; load average %s at the"
+    L += ["Measured %s on %s, by `make bench-random` (`bench/random_clips.py --rounds %d`, %.0f minutes; load average %s at the"
           " start, %s at the end). Median over rounds where there are several, taken in turns (the order reversed"
           " every other round)." % (time.strftime("%Y-%m-%d", time.localtime(began)), mach, rounds, minutes, load[0],
                                      load[1] if len(load) > 1 else "-"), ""]
