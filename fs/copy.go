@@ -46,8 +46,10 @@ const (
 	// FillClips keeps the frames of each sample decoded for a reader: no decode beyond what
 	// the readers ask for, and the copy fills over the epochs as clips land in each video.
 	FillClips Fill = iota
-	// FillVideos also decodes each video whole, once, in the background, from the first time
-	// one of its samples is decoded: the copy holds the video after one epoch.
+	// FillVideos decodes each video whole, once, the first time one of its samples is loaded,
+	// in place of that sample's decode, and serves the sample from the copy: the copy holds
+	// every video read once after one epoch. (Decoded in the background instead, the whole
+	// videos fell behind the readers' decodes, and epochs 2 and 3 still decoded.)
 	FillVideos
 )
 
@@ -66,8 +68,10 @@ type trainingCopy struct {
 	queued []uint64 // a bit per video: queued or done this mount
 	videos int      // in the layout
 	all    int      // with `fill all`, the next video to queue; -1: none
-	// filling counts the videos being decoded whole now.
+	// filling counts the videos being decoded whole now by the fillers; fills, those a load is
+	// decoding whole, each closed when done.
 	filling int
+	fills   map[int]chan struct{}
 	wake    chan struct{}
 	stop    func() // ends the fillers and waits for them
 }
@@ -108,25 +112,24 @@ func (f *FS) copyExtent(v int) int {
 	return max(f.lay.Videos[v].Frames, f.lay.Spec.Span())
 }
 
-// neededFrames counts the distinct frames the samples of video v use.
-func (f *FS) neededFrames(v int) int {
+// needBits sets in need (made long enough, and returned) a bit for each frame the samples of
+// video v use, and counts them.
+func (f *FS) needBits(v int, need []uint64) ([]uint64, int) {
+	words := (f.copyExtent(v) + 63) / 64
+	need = slices.Grow(need[:0], words)[:words]
+	clear(need)
 	first, end := f.lay.VideoSamples(v)
-	if first == end {
-		return 0
-	}
-	seen := make([]uint64, (f.copyExtent(v)+63)/64)
 	n := 0
-	var units []int
+	var buf [64]int
 	for i := first; i < end; i++ {
-		units = f.sampleUnits(i, units[:0])
-		for _, u := range units {
-			if seen[u/64]&(1<<(u%64)) == 0 {
-				seen[u/64] |= 1 << (u % 64)
+		for _, u := range f.sampleUnits(i, buf[:0]) {
+			if need[u/64]&(1<<(u%64)) == 0 {
+				need[u/64] |= 1 << (u % 64)
 				n++
 			}
 		}
 	}
-	return n
+	return need, n
 }
 
 // copyKeep is what the disk keeps: the one asked for, or when none was, samples if every sample
@@ -150,7 +153,7 @@ func (f *FS) openCopy(cfg Config, workers int) error {
 	if err != nil {
 		return err
 	}
-	f.copy = &trainingCopy{c: c, prefix: keyPrefix(f.out), mode: cfg.Fill, all: -1, wake: make(chan struct{}, 1),
+	f.copy = &trainingCopy{c: c, prefix: keyPrefix(f.out), mode: cfg.Fill, all: -1, wake: make(chan struct{}, 1), fills: map[int]chan struct{}{},
 		queued: make([]uint64, (len(f.lay.Videos)+63)/64), videos: len(f.lay.Videos)}
 	// Fillers in either mode: FillAll (vidfs copy) needs them too.
 	f.copy.stop = f.startFillers(max(1, workers/2))
@@ -193,9 +196,6 @@ func (f *FS) keepFrames(i int, buf []byte, keep *passKeeper) {
 	if len(keep.units) > 0 && f.copy.c.Put(v, key, needed, extent, keep.units, keep.frames) {
 		f.copy.rate.Add(float64(len(keep.units)), time.Now())
 	}
-	if f.copy.mode == FillVideos {
-		f.queueFill(v)
-	}
 }
 
 // passKeeper takes, for the training copy, frames a sample's decode passes through that other
@@ -217,22 +217,10 @@ func (t *trainingCopy) keeper(f *FS, v int) *passKeeper {
 	if !ok {
 		k = &passKeeper{}
 	}
-	extent := f.copyExtent(v)
-	k.need = slices.Grow(k.need[:0], (extent+63)/64)[:(extent+63)/64]
-	clear(k.need)
-	k.needed, k.max, k.fb = 0, f.lay.Spec.Frames, f.out.FrameBytes()
+	k.need, k.needed = f.needBits(v, k.need)
+	k.max, k.fb = f.lay.Spec.Frames, f.out.FrameBytes()
 	k.units, k.frames = k.units[:0], k.frames[:0]
 	k.own = !f.lay.Spec.FPS.Set()
-	first, end := f.lay.VideoSamples(v)
-	var units []int
-	for i := first; i < end; i++ {
-		for _, u := range f.sampleUnits(i, units[:0]) {
-			if k.need[u/64]&(1<<(u%64)) == 0 {
-				k.need[u/64] |= 1 << (u % 64)
-				k.needed++
-			}
-		}
-	}
 	return k
 }
 
@@ -258,19 +246,36 @@ func (k *passKeeper) Keep(i int, rgb []byte) {
 
 func (k *passKeeper) Discard() { k.units, k.frames = k.units[:0], k.frames[:0] }
 
-// queueFill queues video v to be decoded whole, unless it was this mount.
-func (f *FS) queueFill(v int) {
+// fillNow decodes video v whole into the copy, for a load of one of its samples
+// (--copy-fill videos), unless it was this mount, and waits until its frames are written; a
+// load that finds another load filling the video waits for that one.
+func (f *FS) fillNow(ctx context.Context, v int) {
 	t := f.copy
 	t.mu.Lock()
-	if t.queued[v/64]&(1<<(v%64)) == 0 {
-		t.queued[v/64] |= 1 << (v % 64)
-		t.queue = append(t.queue, int32(v))
+	if ch, ok := t.fills[v]; ok {
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		return
 	}
+	if t.queued[v/64]&(1<<(v%64)) != 0 { // filled, failed, or a filler's already
+		t.mu.Unlock()
+		return
+	}
+	t.queued[v/64] |= 1 << (v % 64)
+	ch := make(chan struct{})
+	t.fills[v] = ch
 	t.mu.Unlock()
-	select {
-	case t.wake <- struct{}{}:
-	default:
-	}
+	defer func() {
+		t.mu.Lock()
+		delete(t.fills, v)
+		t.mu.Unlock()
+		close(ch)
+	}()
+	f.fillVideo(ctx, v)
+	t.c.FlushVideo(v)
 }
 
 // FillAll queues every video of the layout to be decoded whole into the training copy, in the
@@ -312,11 +317,9 @@ func (t *trainingCopy) nextFill() int {
 	return -1
 }
 
-// startFillers starts n goroutines that decode queued videos whole into the copy, each on a
-// thread of its own, at the decoders' priority with --copy-fill videos (at a lower one, nice 10,
-// they had next to no CPU beside readers that keep every core busy: after a first epoch of
-// make bench's random clips, 6 of 24 videos were whole), else at nice 10, so that readers'
-// decodes come first and vidfs copy fills in the time left over; the function it returns stops
+// startFillers starts n goroutines that decode the videos FillAll queues whole into the copy
+// (vidfs copy), each on a thread of its own at a low priority (nice 10), so that readers'
+// decodes come first and the copy fills in the time left over; the function it returns stops
 // them and waits.
 func (f *FS) startFillers(n int) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -325,10 +328,8 @@ func (f *FS) startFillers(n int) (stop func()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if f.copy.mode != FillVideos {
-				runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-				unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 10)
-			}
+			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+			unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 10)
 			for ctx.Err() == nil {
 				v := f.copy.nextFill()
 				if v < 0 {
@@ -337,6 +338,10 @@ func (f *FS) startFillers(n int) (stop func()) {
 					case <-f.copy.wake:
 					}
 					continue
+				}
+				select { // more may be queued: another filler takes the next
+				case f.copy.wake <- struct{}{}:
+				default:
 				}
 				f.fillVideo(ctx, v)
 				f.copy.mu.Lock()
@@ -349,15 +354,25 @@ func (f *FS) startFillers(n int) (stop func()) {
 			}
 		}()
 	}
-	// tag the copies found on disk, so that eviction and the stats know them
+	// The copies found on disk: each adopted by its video at once, so that eviction follows the
+	// plans for it rather than take it for a stray file, then counted (reading its index), so
+	// that the stats and vidfs copy know what is whole.
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for v := range f.lay.Videos {
+			if v%1024 == 0 && ctx.Err() != nil {
+				return
+			}
+			f.copy.c.Adopt(v, f.videoKey(v))
+		}
+		var need []uint64
+		for v := range f.lay.Videos {
 			if ctx.Err() != nil {
 				return
 			}
-			f.copy.c.Claim(v, f.videoKey(v), f.neededFrames(v))
+			need, _ = f.needBits(v, need)
+			f.copy.c.Claim(v, f.videoKey(v), need)
 		}
 	}()
 	return func() {
@@ -387,52 +402,78 @@ func (f *FS) fillVideo(ctx context.Context, v int) {
 	}
 	spec := f.lay.Spec
 	extent, step := f.copyExtent(v), fillStride(spec)
-	need := make([]bool, extent)
-	var units []int
-	for i := first; i < end; i++ {
-		for _, u := range f.sampleUnits(i, units[:0]) {
-			need[u] = true
-		}
-	}
-	key, needed := f.videoKey(v), f.neededFrames(v)
-	if f.copy.c.Claim(v, key, needed); f.copy.c.Whole(v) {
+	need, needed := f.needBits(v, nil)
+	key := f.videoKey(v)
+	if f.copy.c.Claim(v, key, need); f.copy.c.Whole(v) {
 		return // from an earlier mount
 	}
+	// Frames from the first to the last of the video (n: its length as the layout counts it),
+	// step apart, a chunk at a time; frames a padded sample uses past the end repeat the last.
+	n := min(extent, f.lay.Videos[v].Frames)
 	fb := f.out.FrameBytes()
 	chunk := max(1, min(fillChunk, fillBytes/fb))
 	buf := make([]byte, chunk*fb)
 	keep := make([]byte, 0, chunk*fb)
-	for start := 0; start < extent; start += chunk * step {
+	var units []int
+	put := func(units []int, frames []byte) bool {
+		for !f.copy.c.Put(v, key, needed, extent, units, frames) {
+			// The writer is behind: wait for it rather than decode what would be skipped.
+			if ctx.Err() != nil {
+				return false
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		f.copy.rate.Add(float64(len(units)), time.Now())
+		return true
+	}
+	failed := func(err error) {
+		if ctx.Err() == nil {
+			f.log.Info("training copy: video not decoded whole; its samples are decoded as they are read", "file", f.videoPath(v), "err", err)
+		}
+	}
+	for start := 0; start < n; start += chunk * step {
 		if ctx.Err() != nil {
 			return
 		}
-		n := min(chunk, (extent-start+step-1)/step)
+		k := min(chunk, (n-start+step-1)/step)
 		c := SampleClip(f.lay, first)
-		c.Start, c.Frames, c.Stride, c.PadEnd = start, n, step, true
-		if err := f.cfg.Decoder.DecodeClip(ctx, info, c, f.out, buf[:n*fb]); err != nil {
-			if ctx.Err() == nil {
-				f.log.Info("training copy: video not decoded whole; its samples are decoded as they are read", "file", f.videoPath(v), "err", err)
-			}
+		c.Start, c.Frames, c.Stride, c.PadEnd = start, k, step, false
+		if err := f.cfg.Decoder.DecodeClip(ctx, info, c, f.out, buf[:k*fb]); err != nil {
+			failed(err)
 			return
 		}
 		units, keep = units[:0], keep[:0]
-		for j := range n {
-			if u := start + j*step; need[u] {
+		for j := range k {
+			if u := start + j*step; need[u/64]&(1<<(u%64)) != 0 {
 				units = append(units, u)
 				keep = append(keep, buf[j*fb:(j+1)*fb]...)
 			}
 		}
-		if len(units) > 0 {
-			for !f.copy.c.Put(v, key, needed, extent, units, keep) {
-				// The writer is behind: wait for it rather than decode what would be skipped.
-				if ctx.Err() != nil {
-					return
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			f.copy.rate.Add(float64(len(units)), time.Now())
+		if len(units) > 0 && !put(units, keep) {
+			return
 		}
 	}
+	// Past the end: the last frame, as padded samples repeat it.
+	units = units[:0]
+	for u := n; u < extent; u++ {
+		if need[u/64]&(1<<(u%64)) != 0 {
+			units = append(units, u)
+		}
+	}
+	if len(units) == 0 || n == 0 {
+		return
+	}
+	c := SampleClip(f.lay, first)
+	c.Start, c.Frames, c.Stride, c.PadEnd = n-1, 1, 1, false
+	if err := f.cfg.Decoder.DecodeClip(ctx, info, c, f.out, buf[:fb]); err != nil {
+		failed(err)
+		return
+	}
+	keep = keep[:0]
+	for range units {
+		keep = append(keep, buf[:fb]...)
+	}
+	put(units, keep)
 }
 
 // fillStride is the distance between the frames a whole video's decode converts: every frame

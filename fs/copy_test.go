@@ -309,8 +309,43 @@ func TestCopyAskedAgainAtLoad(t *testing.T) {
 		t.Fatal("sample 40 from the copy differs from decoding it")
 	}
 	st := m.fs.Stats()
-	if st.Decode.Clips != before.Decode.Clips || st.Copy.Hits != before.Copy.Hits+1 || st.Copy.Misses != before.Copy.Misses {
-		t.Errorf("sample 40 loaded after sample 46 kept its frames: %d decoded, %d from the copy, %d misses counted; want 0, 1, 0",
+	// (Its miss when queued, which this test skips, is taken back: the misses count one fewer.)
+	if st.Decode.Clips != before.Decode.Clips || st.Copy.Hits != before.Copy.Hits+1 || st.Copy.Misses > before.Copy.Misses {
+		t.Errorf("sample 40 loaded after sample 46 kept its frames: %d decoded, %d from the copy, %d misses counted; want 0, 1, none more",
 			st.Decode.Clips-before.Decode.Clips, st.Copy.Hits-before.Copy.Hits, st.Copy.Misses-before.Copy.Misses)
+	}
+}
+
+// TestCopyFillVideos: with --copy-fill videos, the first sample of a video loaded decodes the
+// video whole into the copy and is served from it; every other sample of the video is then
+// served from the copy, byte-identical to decoding it, with no decode.
+func TestCopyFillVideos(t *testing.T) {
+	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}
+	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv"}, spec: spec,
+		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames, fill: FillVideos}
+	plain := setup
+	plain.tierDir = ""
+	ref := mountVideos(t, plain)
+	want := readAll(t, ref)
+	ref.close()
+	setup.src = ref.src
+	m := mountVideos(t, setup)
+	first, end := m.lay.VideoSamples(1)
+	mid := (first + end) / 2
+	if readSample(t, m, mid) != want[mid] {
+		t.Fatal("the first sample read differs from decoding it")
+	}
+	if !m.fs.copy.c.Whole(1) {
+		t.Fatalf("video 1 not whole after a sample of it was read: %+v", m.fs.copyStats())
+	}
+	before := m.fs.Stats()
+	for i := first; i < end; i++ {
+		if readSample(t, m, i) != want[i] {
+			t.Fatalf("sample %d differs from decoding it", i)
+		}
+	}
+	st := m.fs.Stats()
+	if st.Decode.Clips != before.Decode.Clips || st.Copy.Misses != 0 {
+		t.Errorf("the video's other samples: %d decoded, %d copy misses; want none", st.Decode.Clips-before.Decode.Clips, st.Copy.Misses)
 	}
 }

@@ -112,6 +112,12 @@ func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
 		if f.current(i) && f.fetchCopy(i, buf, true) {
 			return nil
 		}
+		if f.copy.mode == FillVideos && f.current(i) {
+			f.fillNow(ctx, f.lay.Sample(i).Video)
+			if f.fetchCopy(i, buf, true) {
+				return nil
+			}
+		}
 		keep = f.copy.keeper(f, f.lay.Sample(i).Video)
 		defer f.copy.keepers.Put(keep)
 	}

@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"math"
+	"math/bits"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -106,21 +108,36 @@ type Copies struct {
 	queue    []copyJob
 	queued   int64
 	wake     chan struct{}
-	idle     *sync.Cond // on mu: the backlog emptied
+	idle     *sync.Cond // on mu: a job was written
 	closed   bool
 	done     chan struct{}
 	stats    CopyStats
+	// readWarned and writeWarned are when a read or write failure was last logged.
+	readWarned, writeWarned time.Time
+}
+
+// warnNow tells whether a failure of the kind last logged at *last is to be logged now (once a
+// minute at most), and notes it. Called with mu held.
+func (c *Copies) warnNow(last *time.Time) bool {
+	if time.Since(*last) < time.Minute {
+		return false
+	}
+	*last = time.Now()
+	return true
 }
 
 // copyVideo is what the store keeps of one video in memory: 56 bytes.
 type copyVideo struct {
 	key    Key
 	bytes  int64  // its file's, 0: none
-	frames uint32 // stored
+	frames uint32 // stored, or uncounted
 	needed uint32 // frames the caller needs of it (0: not known)
 	used   uint32 // when last read or written, in seconds from start
 	at     int32  // index in present, -1: no file
 }
+
+// uncounted is copyVideo.frames for a file found at Open whose index Claim has not counted yet.
+const uncounted = math.MaxUint32
 
 type foundCopy struct {
 	size, mod int64 // bytes, and modification time in nanoseconds
@@ -165,6 +182,7 @@ func OpenCopies(opts CopyOptions) (_ *Copies, err error) {
 		return nil, err
 	}
 	closers = append(closers, lock.Close)
+	dropOther(filepath.Join(opts.Dir, version), "a disk tier of samples", opts.Log)
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		return nil, fmt.Errorf("training copy: zstd encoder: %w", err)
@@ -192,7 +210,7 @@ func OpenCopies(opts CopyOptions) (_ *Copies, err error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	gone, _ := c.makeRoom(0, -1, -1) // the bound may have shrunk since the last mount
+	gone, _ := c.makeRoom(0, -1) // the bound may have shrunk since the last mount
 	c.mu.Unlock()
 	c.unlinkAll(gone)
 	go c.writer()
@@ -240,9 +258,16 @@ func (c *Copies) known(v int, key Key) bool {
 		return false
 	}
 	delete(c.untagged, key)
-	cv.key, cv.bytes = key, f.size
+	cv.key, cv.bytes, cv.frames = key, f.size, uncounted
 	c.addPresent(v)
 	return true
+}
+
+// whole tells whether video v's copy holds every frame it needs, as counted. Called with mu
+// held.
+func (c *Copies) whole(v int) bool {
+	cv := &c.videos[v]
+	return cv.frames != uncounted && cv.needed > 0 && cv.frames >= cv.needed
 }
 
 func (c *Copies) addPresent(v int) {
@@ -261,35 +286,49 @@ func (c *Copies) dropPresent(v int) {
 	c.videos[last].at = cv.at
 	c.present = c.present[:len(c.present)-1]
 	c.bytes -= cv.bytes
-	c.frames -= int64(cv.frames)
-	if cv.needed > 0 && cv.frames >= cv.needed {
+	if c.whole(v) {
 		c.complete--
+	}
+	if cv.frames != uncounted {
+		c.frames -= int64(cv.frames)
 	}
 	*cv = copyVideo{at: -1, needed: cv.needed}
 	delete(c.damaged, int32(v))
 }
 
-// Claim tells the store that the file under key, if one was found at Open, is video v's, which
-// needs needed frames: it is counted in the stats and evicted by the plans from then on. It
-// reads the file's index to count its frames (so it is called in the background, video after
-// video, after Open).
-func (c *Copies) Claim(v int, key Key, needed int) {
-	c.mu.Lock()
-	had := c.videos[v].at >= 0 && c.videos[v].key == key // its frames are counted already
-	ok := c.known(v, key)
-	c.setNeeded(v, needed)
-	c.mu.Unlock()
-	if !ok || had {
-		return
-	}
-	n, err := c.count(key)
-	if err != nil {
-		return // a damaged file is found and written again when read
-	}
+// Adopt tells the store that the file under key, if one was found at Open, is video v's: it is
+// evicted by the plans from then on, not as a stray file. It is quick (no I/O); the caller
+// adopts every video at once after Open, then Claims them in the background.
+func (c *Copies) Adopt(v int, key Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.videos[v].at >= 0 && c.videos[v].key == key && c.videos[v].frames == 0 {
-		c.addFrames(v, n)
+	c.known(v, key)
+}
+
+// Claim adopts the file under key as video v's, whose samples use the frames whose bits are
+// set in need, and counts the frames of them it holds, reading its index (so it is called in
+// the background, video after video), unless they are counted already.
+func (c *Copies) Claim(v int, key Key, need []uint64) {
+	needed := 0
+	for _, w := range need {
+		needed += bits.OnesCount64(w)
+	}
+	c.mu.Lock()
+	ok := c.known(v, key)
+	c.setNeeded(v, needed)
+	counted := c.videos[v].frames != uncounted
+	c.mu.Unlock()
+	if !ok || counted {
+		return
+	}
+	n, err := c.count(key, need)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cv := &c.videos[v]; cv.at >= 0 && cv.key == key && cv.frames == uncounted {
+		cv.frames = 0
+		if err == nil { // a damaged file is found and written again when read
+			c.addFrames(v, n)
+		}
 	}
 }
 
@@ -298,29 +337,31 @@ func (c *Copies) Claim(v int, key Key, needed int) {
 func (c *Copies) Whole(v int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cv := c.videos[v]
-	return cv.at >= 0 && cv.needed > 0 && cv.frames >= cv.needed
+	return c.videos[v].at >= 0 && c.whole(v)
 }
 
 // setNeeded records how many frames video v needs. Called with mu held.
 func (c *Copies) setNeeded(v, needed int) {
-	cv := &c.videos[v]
-	if cv.needed > 0 && cv.frames >= cv.needed {
+	if c.whole(v) {
 		c.complete--
 	}
-	cv.needed = uint32(needed)
-	if cv.needed > 0 && cv.frames >= cv.needed {
+	c.videos[v].needed = uint32(needed)
+	if c.whole(v) {
 		c.complete++
 	}
 }
 
-// addFrames counts n more frames stored for video v. Called with mu held.
+// addFrames counts n more frames stored for video v (none while its file's are uncounted: Claim
+// counts them all). Called with mu held.
 func (c *Copies) addFrames(v, n int) {
 	cv := &c.videos[v]
-	was := cv.needed > 0 && cv.frames >= cv.needed
+	if cv.frames == uncounted {
+		return
+	}
+	was := c.whole(v)
 	cv.frames += uint32(n)
 	c.frames += int64(n)
-	if !was && cv.needed > 0 && cv.frames >= cv.needed {
+	if !was && c.whole(v) {
 		c.complete++
 	}
 }
@@ -329,15 +370,18 @@ func (c *Copies) addFrames(v, n int) {
 // mu held.
 func (c *Copies) resetFrames(v int) {
 	cv := &c.videos[v]
-	if cv.needed > 0 && cv.frames >= cv.needed {
+	if c.whole(v) {
 		c.complete--
 	}
-	c.frames -= int64(cv.frames)
+	if cv.frames != uncounted {
+		c.frames -= int64(cv.frames)
+	}
 	cv.frames = 0
 }
 
-// count reads the index of the copy under key and counts the frames it points at.
-func (c *Copies) count(key Key) (int, error) {
+// count reads the index of the copy under key and counts the frames it points at of those
+// whose bits are set in need.
+func (c *Copies) count(key Key, need []uint64) (int, error) {
 	fd, size, err := c.open(key, unix.O_RDONLY)
 	if err != nil {
 		return 0, err
@@ -357,9 +401,9 @@ func (c *Copies) count(key Key) (int, error) {
 		return 0, err
 	}
 	frames := 0
-	for u := 0; u+1 <= n/copySlotSize; u++ {
+	for u := 0; u+1 <= n/copySlotSize && u < len(need)*64; u++ {
 		s := parseSlot(idx[u*copySlotSize:])
-		if s.present() && s.check(u, size, h.units, c.opts.FrameBytes) == nil {
+		if need[u/64]&(1<<(u%64)) != 0 && s.present() && s.check(u, size, h.units, c.opts.FrameBytes) == nil {
 			frames++
 		}
 	}
@@ -410,6 +454,9 @@ func (c *Copies) get(v int, key Key, units []int, dst []byte, countMiss bool) bo
 	}
 	if c.queued > 0 && c.fromQueue(v, key, units, dst) {
 		c.stats.Hits++
+		if !countMiss && c.stats.Misses > 0 {
+			c.stats.Misses--
+		}
 		c.mu.Unlock()
 		return true
 	}
@@ -428,6 +475,9 @@ func (c *Copies) get(v int, key Key, units []int, dst []byte, countMiss bool) bo
 	switch {
 	case err == nil:
 		c.stats.Hits++
+		if !countMiss && c.stats.Misses > 0 {
+			c.stats.Misses-- // its miss when first asked turned out a hit
+		}
 		return true
 	case errors.Is(err, errMissing), errors.Is(err, fs.ErrNotExist):
 	case errors.Is(err, errDamaged):
@@ -438,7 +488,9 @@ func (c *Copies) get(v int, key Key, units []int, dst []byte, countMiss bool) bo
 		}
 	default:
 		c.stats.ReadErrors++
-		c.log.Warn("training copy: could not be read, and is kept; the sample is decoded", "file", c.path(key), "err", err)
+		if c.warnNow(&c.readWarned) {
+			c.log.Warn("training copy: could not be read, and is kept; the sample is decoded (logged once a minute at most; stats count them)", "file", c.path(key), "err", err)
+		}
 	}
 	if countMiss {
 		c.stats.Misses++
@@ -499,7 +551,7 @@ func (c *Copies) read(key Key, units []int, dst []byte) error {
 	if n, err := preadFull(fd, b[:copyHeaderSize], 0); err != nil {
 		return err
 	} else if n < copyHeaderSize {
-		return damaged("copy cut short in its header")
+		return errMissing // made, and nothing written yet (or cut short: written anew either way)
 	}
 	h, err := parseCopyHeader(b[:copyHeaderSize], key, fb)
 	if err != nil {
@@ -577,7 +629,7 @@ func (c *Copies) readPacked(fd, u int, s frameSlot, raw, out []byte) error {
 			return damaged("frame %d: decompressed to %d bytes, want %d", u, n, len(out))
 		}
 	case Zstd:
-		got, err := c.dec.DecodeAll(stored, out[:0])
+		got, err := c.dec.DecodeAll(stored, out[:0:len(out)])
 		if err != nil {
 			return fmt.Errorf("%w: frame %d: zstd: %w", errDamaged, u, err)
 		}
@@ -652,13 +704,16 @@ func (c *Copies) writer() {
 		if written < len(j.units) {
 			c.stats.Skipped += int64(len(j.units) - written)
 		}
-		if len(c.queue) == 0 {
-			c.idle.Broadcast()
-		}
+		c.idle.Broadcast() // for Flush and FlushVideo
 		c.mu.Unlock()
 		c.bufs.Put(j.buf)
 		if err != nil {
-			c.log.Warn("training copy: frames not written", "file", c.path(j.key), "reason", err)
+			c.mu.Lock()
+			warn := c.warnNow(&c.writeWarned)
+			c.mu.Unlock()
+			if warn {
+				c.log.Warn("training copy: frames not written (logged once a minute at most; stats count them as skipped)", "file", c.path(j.key), "reason", err)
+			}
 		}
 	}
 }
@@ -692,14 +747,20 @@ func (c *Copies) write(j copyJob) (held int, err error) {
 	grown := int64(0) // bytes added to the file (reserved), counted with the video once written
 	defer func() {
 		c.mu.Lock()
-		defer c.mu.Unlock()
 		cv := &c.videos[j.video]
-		if cv.at < 0 {
-			cv.key = j.key
-			c.addPresent(j.video)
+		drop := cv.at < 0 && grown == 0 // made now, and nothing written (no room): not left behind
+		if !drop {
+			if cv.at < 0 {
+				cv.key = j.key
+				c.addPresent(j.video)
+			}
+			cv.bytes += grown // c.bytes counted them when reserved
+			cv.used = c.now()
 		}
-		cv.bytes += grown // c.bytes counted them when reserved
-		cv.used = c.now()
+		c.mu.Unlock()
+		if drop {
+			os.Remove(c.path(j.key))
+		}
 	}()
 	var hb [copyHeaderSize]byte
 	n, err := preadFull(fd, hb[:], 0)
@@ -738,6 +799,7 @@ func (c *Copies) write(j copyJob) (held int, err error) {
 		size = start
 		check = false
 	}
+	size = max(size, framesStart(h.units)) // a crash may have left the file short of its index
 	first, last := j.units[0], min(j.units[len(j.units)-1], h.units-1)
 	if last < first {
 		return 0, nil
@@ -844,7 +906,7 @@ func pwriteFull(fd int, b []byte, off int64) error {
 // (the caller adds them to v once written, or gives them back with unreserve).
 func (c *Copies) reserve(v int, n int64) bool {
 	c.mu.Lock()
-	gone, ok := c.makeRoom(n, v, c.due(v))
+	gone, ok := c.makeRoom(n, v)
 	c.mu.Unlock()
 	c.unlinkAll(gone)
 	return ok
@@ -871,11 +933,15 @@ const candidates = 8
 
 // makeRoom evicts until n more bytes fit, and takes them. Files found at Open that no video
 // claimed go first, oldest first; then, of a few videos chosen at random (not v), one no plan
-// wants, least recently used, or else the one due last, if it is due later than v (due; -1: v
-// is not due, and takes only the place of videos not due). It returns the keys of the files to
+// wants, least recently used, or else the one due last, if it is due later than v (if v is not
+// due, or -1, it takes only the place of videos not due). It returns the keys of the files to
 // unlink, which the caller does once it has let mu go. Called with mu held.
-func (c *Copies) makeRoom(n int64, v, due int) (gone []Key, ok bool) {
+func (c *Copies) makeRoom(n int64, v int) (gone []Key, ok bool) {
+	due, asked := -1, false
 	for c.bytes+n > c.opts.MaxBytes {
+		if !asked { // asked only when there is something to evict
+			due, asked = c.due(v), true
+		}
 		if k, size, ok := c.oldestUntagged(); ok {
 			c.bytes -= size
 			gone = append(gone, k)
@@ -962,6 +1028,15 @@ func (c *Copies) Flush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.queue) > 0 {
+		c.idle.Wait()
+	}
+}
+
+// FlushVideo waits until every frame of video v queued is written (or skipped).
+func (c *Copies) FlushVideo(v int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for slices.ContainsFunc(c.queue, func(j copyJob) bool { return j.video == v }) {
 		c.idle.Wait()
 	}
 }

@@ -136,7 +136,7 @@ func TestCopyRemount(t *testing.T) {
 	if s := cp.Stats(); s.Bytes != size || s.Videos != 2 || s.Frames != 0 {
 		t.Errorf("reopened: %+v, want %d bytes in 2 videos, no frames counted before a claim", s, size)
 	}
-	cp.Claim(6, vkey(6), 1)
+	cp.Claim(6, vkey(6), []uint64{1 << 7})
 	if s := cp.Stats(); s.Frames != 1 || s.Complete != 1 {
 		t.Errorf("video 6 claimed: %+v, want 1 frame, 1 video complete", s)
 	}
@@ -473,4 +473,76 @@ func TestCopyServesQueued(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCopyClaimCounts: a file found at Open is counted by Claim whether or not a read adopted it
+// first, and only the frames the video's samples use count towards it being whole.
+func TestCopyClaimCounts(t *testing.T) {
+	dir := t.TempDir()
+	cp := openCopies(t, None, dir, 1<<30, nil)
+	put(t, cp, 1, []int{0, 2, 4, 6})
+	put(t, cp, 2, []int{0, 2, 4, 6})
+	cp.Close()
+	cp = openCopies(t, None, dir, 1<<30, nil)
+	closeCopies(t, cp)
+	if !get(t, cp, 1, []int{0, 2}) { // adopts video 1's file before any Claim
+		t.Fatal("a miss")
+	}
+	even := []uint64{0b1010101} // frames 0, 2, 4, 6
+	cp.Claim(1, vkey(1), even)
+	if s := cp.Stats(); s.Frames != 4 || s.Complete != 1 || !cp.Whole(1) {
+		t.Errorf("video 1 read, then claimed: %+v, want 4 frames, whole", s)
+	}
+	thirds := []uint64{0b1001001} // frames 0, 3, 6: 3 is not in the copy
+	cp.Claim(2, vkey(2), thirds)
+	if s := cp.Stats(); s.Frames != 6 || cp.Whole(2) {
+		t.Errorf("video 2 claimed for frames 0, 3, 6: %+v, whole %v; want 2 of its frames counted, not whole", s, cp.Whole(2))
+	}
+}
+
+// TestCopyNoRoomLeavesNothing: frames of a new video with no room for them leave no file behind
+// (nor anything that reads as damage later).
+func TestCopyNoRoomLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	due := func(v int) int { return v } // video 0 is due first: nothing makes room for video 1
+	one := framesStart(100) + 4*frameBytes
+	cp := openCopies(t, None, dir, one+2048, due) // not room for another file's header
+	closeCopies(t, cp)
+	units := []int{0, 1, 2, 3}
+	put(t, cp, 0, units)
+	cp.Put(1, vkey(1), 4, 100, units, framesOf(1, units))
+	cp.Flush()
+	if _, err := os.Stat(cp.path(vkey(1))); !os.IsNotExist(err) {
+		t.Errorf("video 1, with no room: its file %v", err)
+	}
+	if get(t, cp, 1, units) || !get(t, cp, 0, units) {
+		t.Fatal("want video 0 held, video 1 not")
+	}
+	if s := cp.Stats(); s.Corrupt != 0 || s.Videos != 1 || s.Bytes != du(t, dir) {
+		t.Errorf("stats %+v, %d bytes on disk: want no damage, one video", s, du(t, dir))
+	}
+}
+
+// TestCopyAndTierTakeTurns: a directory keeps samples or frames: a store of one kind opened
+// where the other kept its files removes them, so that the bound holds for what is there.
+func TestCopyAndTierTakeTurns(t *testing.T) {
+	dir := t.TempDir()
+	cp := openCopies(t, None, dir, 1<<30, nil)
+	put(t, cp, 1, []int{0, 1})
+	cp.Close()
+	tr, err := Open(Options{Dir: dir, MaxBytes: 1 << 30, Codec: None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if du(t, dir) != 0 {
+		t.Errorf("the sample tier opened over a copy: %d bytes of frames left", du(t, dir))
+	}
+	tr.Put(key(1), 1, sample(1))
+	tr.Flush()
+	tr.Close()
+	cp = openCopies(t, None, dir, 1<<30, nil)
+	closeCopies(t, cp)
+	if _, err := os.Stat(filepath.Join(dir, version)); !os.IsNotExist(err) {
+		t.Errorf("the copy opened over a sample tier: its entries %v", err)
+	}
 }

@@ -174,6 +174,7 @@ func Open(opts Options) (_ *Tier, err error) {
 		return nil, err
 	}
 	closers = append(closers, lock.Close)
+	dropOther(filepath.Join(opts.Dir, "frames"), "a training copy", opts.Log)
 	// zstd's fastest level without entropy coding: on decoded 16x224x224 clips of real footage
 	// it made entries 2.3x smaller in 10 ms a sample; the default level, 2.6x in 21 ms (one core
 	// of a 2.5 GHz Xeon). Compressing shares the cores with decoding in the first epoch, and an
@@ -209,6 +210,19 @@ func Open(opts Options) (_ *Tier, err error) {
 	t.unlinkEntries(evicted)
 	go t.writer()
 	return t, nil
+}
+
+// dropOther removes what another kind of store left in a directory that this one now takes:
+// a directory keeps samples or frames, and --cache-disk bounds the one it keeps (a mount that
+// kept frames and now keeps samples, or the other way round, starts anew).
+func dropOther(path, what string, log *slog.Logger) {
+	if _, err := os.Stat(path); err != nil {
+		return
+	}
+	log.Info("disk tier: removing "+what+" left by an earlier mount: this directory now keeps the other", "dir", path)
+	if err := os.RemoveAll(path); err != nil {
+		log.Warn("disk tier: could not remove "+what+"; its bytes are not counted against --cache-disk", "dir", path, "err", err)
+	}
 }
 
 // lockDir takes dir for this process alone, so that two mounts never evict each other's entries

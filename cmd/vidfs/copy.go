@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,6 +35,9 @@ the same --size, --resize, --decode and --fps (the clips may differ).`,
 			if len(args) != 1 {
 				return usageError{"want the mount point"}
 			}
+			if every <= 0 {
+				return usageError{"--every wants a positive duration, e.g. 2s"}
+			}
 			return runCopy(ctx, e, args[0], every)
 		},
 	}
@@ -67,7 +69,7 @@ func runCopy(ctx context.Context, e *env, mnt string, every time.Duration) error
 			fmt.Fprintf(e.stdout, "training copy: %d of %d videos whole, %d frames, %s in %s\n", c.Complete, c.LayoutVideos,
 				c.Frames, formatBytes(c.UsedBytes), time.Since(start).Round(time.Second))
 			if c.Complete < c.LayoutVideos {
-				return errors.New("some videos were not kept whole: too short for a sample, evicted for lack of room (--cache-disk), or failed to decode (.vidfs/failed, the mount's log)")
+				return fmt.Errorf("%d videos are not whole in the copy: too short for a sample, evicted or skipped for lack of room (--cache-disk; stats: copy evicted, skipped), or not decoded whole (the mount's log says why)", c.LayoutVideos-c.Complete)
 			}
 			return nil
 		}
