@@ -199,10 +199,9 @@ func New(cfg Config) (*FS, error) {
 		cfg.Log.Info("disk keeps", "what", [...]string{"", "samples", "frames"}[keep], "why", why)
 	}
 	if keep == KeepFrames {
-		if cfg.TierCodec == 0 {
-			cfg.TierCodec = tier.None
-		}
-		f.cfg.TierCodec = cfg.TierCodec
+		codec, why := f.frameCodec(cfg.TierCodec, cfg.TierBytes)
+		cfg.Log.Info("training copy codec", "codec", codec, "why", why)
+		cfg.TierCodec, f.cfg.TierCodec = codec, codec
 		if err := f.openCopy(cfg, workers); err != nil {
 			return nil, err
 		}
