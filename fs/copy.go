@@ -207,7 +207,7 @@ func (f *FS) fetchCopy(i int, buf []byte, again bool) bool {
 }
 
 // keepFrames puts the frames of sample i, decoded into buf, in the training copy, with those
-// keep took on the way, and, when the copy fills whole videos, queues its video.
+// keep took on the way.
 func (f *FS) keepFrames(i int, buf []byte, keep *passKeeper) {
 	v := f.lay.Sample(i).Video
 	key, needed, extent := f.videoKey(v), keep.needed, f.copyExtent(v)
