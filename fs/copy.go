@@ -60,8 +60,9 @@ type trainingCopy struct {
 	prefix [32]byte // digest of what every key of this mount shares: versions and output
 	mode   Fill
 	rate   metrics.Rate // frames put in the copy
-	// keepers holds *passKeeper, reused from load to load (their frames are a sample's worth).
-	keepers sync.Pool
+	// keepers holds *passKeeper, reused from load to load (their frames are a sample's worth);
+	// fillBufs, *[]byte, a whole video's decode's chunk of frames.
+	keepers, fillBufs sync.Pool
 	// mu guards the fill queue. LOCK ORDERING: taken alone; nothing is called with it held.
 	mu     sync.Mutex
 	queue  []int32  // videos to decode whole, in order
@@ -171,7 +172,7 @@ func (f *FS) frameCodec(asked tier.Codec, bound int64) (tier.Codec, string) {
 func (f *FS) openCopy(cfg Config, workers int) error {
 	c, err := tier.OpenCopies(tier.CopyOptions{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Codec: cfg.TierCodec,
 		FrameBytes: f.out.FrameBytes(), Width: f.out.Width, Videos: len(f.lay.Videos), Due: f.videoDue, Log: cfg.Log,
-		Backlog: max(16<<20, 4*f.lay.Spec.SampleBytes())})
+		Backlog: max(8<<20, 2*f.lay.Spec.SampleBytes())})
 	if err != nil {
 		return err
 	}
@@ -406,8 +407,8 @@ func (f *FS) startFillers(n int) (stop func()) {
 // fillChunk is how many frames a whole video's decode converts at a time, fewer where they
 // would take more than fillBytes.
 const (
-	fillChunk = 32
-	fillBytes = 8 << 20
+	fillChunk = 16
+	fillBytes = 4 << 20
 )
 
 // fillVideo decodes video v from its first frame to its last, without seeking, a chunk at a
@@ -434,8 +435,14 @@ func (f *FS) fillVideo(ctx context.Context, v int) {
 	n := min(extent, f.lay.Videos[v].Frames)
 	fb := f.out.FrameBytes()
 	chunk := max(1, min(fillChunk, fillBytes/fb))
-	buf := make([]byte, chunk*fb)
-	keep := make([]byte, 0, chunk*fb)
+	bp, ok := f.copy.fillBufs.Get().(*[]byte)
+	if !ok || cap(*bp) < chunk*fb {
+		b := make([]byte, chunk*fb)
+		bp = &b
+	}
+	defer f.copy.fillBufs.Put(bp)
+	buf := (*bp)[:chunk*fb]
+	var keep []byte // the frames needed of a chunk, when not all are
 	var units []int
 	put := func(units []int, frames []byte) bool {
 		for !f.copy.c.Put(v, key, needed, extent, units, frames) {
@@ -468,10 +475,18 @@ func (f *FS) fillVideo(ctx context.Context, v int) {
 		for j := range k {
 			if u := start + j*step; need[u/64]&(1<<(u%64)) != 0 {
 				units = append(units, u)
-				keep = append(keep, buf[j*fb:(j+1)*fb]...)
 			}
 		}
-		if len(units) > 0 && !put(units, keep) {
+		frames := buf[:k*fb] // every frame decoded is needed (the usual case): as they are
+		if len(units) < k {
+			for j := range k {
+				if u := start + j*step; need[u/64]&(1<<(u%64)) != 0 {
+					keep = append(keep, buf[j*fb:(j+1)*fb]...)
+				}
+			}
+			frames = keep
+		}
+		if len(units) > 0 && !put(units, frames) {
 			return
 		}
 	}

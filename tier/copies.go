@@ -88,7 +88,8 @@ type Copies struct {
 	lz4c  lz4.CompressorCCompat
 	huff  *huffCodec
 	zbuf  []byte
-	bufs  sync.Pool // *[]byte, for reading and for queued frames
+	small sync.Pool // *[]byte of up to smallBuf bytes: a sample's span of slots
+	large sync.Pool // *[]byte of more: frames queued, frames read compressed
 	huffs sync.Pool // *huffCodec, for reading
 
 	// mu guards everything below. LOCK ORDERING: taken after any lock of a caller, before none:
@@ -523,14 +524,36 @@ func (c *Copies) fromQueue(v int, key Key, units []int, dst []byte) bool {
 	return true
 }
 
-func (c *Copies) buffer(n int) *[]byte {
-	if bp, ok := c.bufs.Get().(*[]byte); ok && cap(*bp) >= n {
-		*bp = (*bp)[:n]
-		return bp
+// smallBuf divides the buffers kept for reuse in two pools, so that a small one asked for
+// never takes (and drops) a large one.
+const smallBuf = 64 << 10
+
+func (c *Copies) pool(n int) *sync.Pool {
+	if n <= smallBuf {
+		return &c.small
 	}
-	b := make([]byte, n)
+	return &c.large
+}
+
+// buffer returns a buffer of n bytes, reused if one is kept; putBuffer keeps it for reuse.
+func (c *Copies) buffer(n int) *[]byte {
+	p := c.pool(n)
+	if bp, ok := p.Get().(*[]byte); ok {
+		if cap(*bp) >= n {
+			*bp = (*bp)[:n]
+			return bp
+		}
+		p.Put(bp)
+	}
+	size := n
+	if n <= smallBuf {
+		size = smallBuf // one size for all small ones: any serves the next
+	}
+	b := make([]byte, n, size)
 	return &b
 }
+
+func (c *Copies) putBuffer(bp *[]byte) { c.pool(cap(*bp)).Put(bp) }
 
 // read reads frames units of the copy under key into dst, checking each.
 func (c *Copies) read(key Key, units []int, dst []byte) error {
@@ -546,7 +569,7 @@ func (c *Copies) read(key Key, units []int, dst []byte) error {
 	first, last := units[0], units[len(units)-1]
 	span := (last - first + 1) * copySlotSize
 	bp := c.buffer(copyHeaderSize + span)
-	defer c.bufs.Put(bp)
+	defer c.putBuffer(bp)
 	b := *bp
 	if n, err := preadFull(fd, b[:copyHeaderSize], 0); err != nil {
 		return err
@@ -609,7 +632,7 @@ func (c *Copies) read(key Key, units []int, dst []byte) error {
 // readPacked reads the compressed frame u (slot s, raw its 16 bytes) into out.
 func (c *Copies) readPacked(fd, u int, s frameSlot, raw, out []byte) error {
 	bp := c.buffer(s.stored)
-	defer c.bufs.Put(bp)
+	defer c.putBuffer(bp)
 	stored := *bp
 	if n, err := preadFull(fd, stored, s.off); err != nil {
 		return err
@@ -706,7 +729,7 @@ func (c *Copies) writer() {
 		}
 		c.idle.Broadcast() // for Flush and FlushVideo
 		c.mu.Unlock()
-		c.bufs.Put(j.buf)
+		c.putBuffer(j.buf)
 		if err != nil {
 			c.mu.Lock()
 			warn := c.warnNow(&c.writeWarned)
@@ -859,7 +882,7 @@ func (c *Copies) sound(fd, u int, s frameSlot, raw []byte, size int64, units int
 		return false
 	}
 	bp := c.buffer(s.stored)
-	defer c.bufs.Put(bp)
+	defer c.putBuffer(bp)
 	n, err := preadFull(fd, *bp, s.off)
 	return err == nil && n == s.stored && slotSum(raw, u, *bp) == s.sum
 }
