@@ -73,8 +73,11 @@ type trainingCopy struct {
 	// decoding whole, each closed when done.
 	filling int
 	fills   map[int]chan struct{}
-	wake    chan struct{}
-	stop    func() // ends the fillers and waits for them
+	// fillSlots bounds the videos loads decode whole at once (half --workers): each holds a
+	// decoder and a chunk of frames, and the loads beyond it decode their samples as they are.
+	fillSlots chan struct{}
+	wake      chan struct{}
+	stop      func() // ends the fillers and waits for them
 }
 
 // videoKey is the key of video v's frames: a digest of the decoder's output version and
@@ -177,7 +180,7 @@ func (f *FS) openCopy(cfg Config, workers int) error {
 		return err
 	}
 	f.copy = &trainingCopy{c: c, prefix: keyPrefix(f.out), mode: cfg.Fill, all: -1, wake: make(chan struct{}, 1), fills: map[int]chan struct{}{},
-		queued: make([]uint64, (len(f.lay.Videos)+63)/64), videos: len(f.lay.Videos)}
+		queued: make([]uint64, (len(f.lay.Videos)+63)/64), videos: len(f.lay.Videos), fillSlots: make(chan struct{}, max(1, workers/2))}
 	// Fillers in either mode: FillAll (vidfs copy) needs them too.
 	f.copy.stop = f.startFillers(max(1, workers/2))
 	return nil
@@ -242,7 +245,7 @@ func (t *trainingCopy) keeper(f *FS, v int) *passKeeper {
 	}
 	k.need, k.needed = f.needBits(v, k.need)
 	k.max, k.fb = f.lay.Spec.Frames, f.out.FrameBytes()
-	k.units, k.frames = k.units[:0], k.frames[:0]
+	k.units, k.frames = k.units[:0], slices.Grow(k.frames[:0], k.max*k.fb) // grown once, not by doubling
 	k.own = !f.lay.Spec.FPS.Set()
 	return k
 }
@@ -284,6 +287,13 @@ func (f *FS) fillNow(ctx context.Context, v int) {
 		return
 	}
 	if t.queued[v/64]&(1<<(v%64)) != 0 { // filled, failed, or a filler's already
+		t.mu.Unlock()
+		return
+	}
+	select {
+	case t.fillSlots <- struct{}{}:
+		defer func() { <-t.fillSlots }()
+	default: // as many videos as fillers are being decoded whole: this sample decodes as it is
 		t.mu.Unlock()
 		return
 	}

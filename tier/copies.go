@@ -722,6 +722,7 @@ func (c *Copies) writer() {
 		c.mu.Unlock()
 		written, err := c.write(j)
 		c.mu.Lock()
+		c.queue[0] = copyJob{} // so that the array behind the queue does not keep its buffer
 		c.queue = c.queue[1:]
 		c.queued -= int64(len(*j.buf))
 		if written < len(j.units) {
