@@ -81,11 +81,11 @@ func (f *FS) current(i int) bool {
 	return err == nil && st.Size() == v.Size && st.ModTime().UnixNano() == v.ModTime && v.Size > 0
 }
 
-// fetchSample makes sample i's bytes from the disk tier if it holds them, for the cache's quick
-// lane (cache.Options.Fetch), so that tier hits never wait behind decodes: an entry stored as it
-// is lends the cache its file, mapped from the page cache (tier.Map), which saves copying it;
-// a compressed one is decompressed into buf. A sample of a video changed under the mount is not
-// served from the tier.
+// fetchSample makes sample i's bytes from the disk tier or the training copy if it holds them,
+// for the cache's quick lane (cache.Options.Fetch), so that their hits never wait behind decodes:
+// a tier entry stored as it is lends the cache its file, mapped from the page cache (tier.Map),
+// which saves copying it; a compressed one is decompressed into buf; the copy's frames are read
+// into buf. A sample of a video changed under the mount is served from neither.
 func (f *FS) fetchSample(ctx context.Context, i int, buf []byte) cache.Fetched {
 	if ctx.Err() != nil || !f.current(i) {
 		return cache.Fetched{}
