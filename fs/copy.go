@@ -73,7 +73,7 @@ type trainingCopy struct {
 	// decoding whole, each closed when done.
 	filling int
 	fills   map[int]chan struct{}
-	// fillSlots bounds the videos loads decode whole at once (half --workers): each holds a
+	// fillSlots bounds the videos loads decode whole at once (--workers): each holds a
 	// decoder and a chunk of frames, and the loads beyond it decode their samples as they are.
 	fillSlots chan struct{}
 	wake      chan struct{}
@@ -180,7 +180,7 @@ func (f *FS) openCopy(cfg Config, workers int) error {
 		return err
 	}
 	f.copy = &trainingCopy{c: c, prefix: keyPrefix(f.out), mode: cfg.Fill, all: -1, wake: make(chan struct{}, 1), fills: map[int]chan struct{}{},
-		queued: make([]uint64, (len(f.lay.Videos)+63)/64), videos: len(f.lay.Videos), fillSlots: make(chan struct{}, max(1, workers/2))}
+		queued: make([]uint64, (len(f.lay.Videos)+63)/64), videos: len(f.lay.Videos), fillSlots: make(chan struct{}, max(1, workers))}
 	// Fillers in either mode: FillAll (vidfs copy) needs them too.
 	f.copy.stop = f.startFillers(max(1, workers/2))
 	return nil
