@@ -42,6 +42,9 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import vidfs  # noqa: E402
 
+sys.path.insert(0, HERE)
+from run import machine  # noqa: E402  (make bench's description of the host)
+
 CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "vidfs", "bench")
 SPEC = ["--frames", "16", "--stride", "2", "--step", "4", "--size", "224x224", "--workers", "2"]
 BATCH, WORKERS, SEED = 8, 2, 32
@@ -458,17 +461,6 @@ def section(sets, began, minutes, rounds, load):
     L += ["### Against the goals", ""] + goals
     L.append("<!-- random:end -->")
     return "\n".join(L)
-
-
-def machine():
-    cpu = "unknown CPU"
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    mem = int(open("/proc/meminfo").readline().split()[1]) / (1 << 20)
-    import platform
-    return "%s, %d cores, %.0f GiB, Linux %s" % (cpu, os.cpu_count(), mem, platform.release())
 
 
 def write_doc(doc, text):
