@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/enum"
 	"github.com/vidfs/vidfs/internal/metrics"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
@@ -39,6 +40,13 @@ const (
 	KeepFrames
 )
 
+var keepNames = []string{KeepAuto: "auto", KeepSamples: "samples", KeepFrames: "frames"}
+
+func (k Keep) String() string { return enum.Name(keepNames, "Keep", k) }
+
+// ParseKeep reads "auto", "samples" or "frames".
+func ParseKeep(s string) (Keep, error) { return enum.Parse[Keep](keepNames, "cache-keep", s) }
+
 // Fill says when the training copy takes a video's frames.
 type Fill int
 
@@ -52,6 +60,13 @@ const (
 	// videos fell behind the readers' decodes, and epochs 2 and 3 still decoded.)
 	FillVideos
 )
+
+var fillNames = []string{FillClips: "clips", FillVideos: "videos"}
+
+func (f Fill) String() string { return enum.Name(fillNames, "Fill", f) }
+
+// ParseFill reads "clips" or "videos".
+func ParseFill(s string) (Fill, error) { return enum.Parse[Fill](fillNames, "copy-fill", s) }
 
 // trainingCopy is the training copy on a mount's load path: the key of each video's frames,
 // and the videos waiting to be decoded whole.
@@ -546,7 +561,7 @@ func (f *FS) copyStats() *wire.CopyStats {
 		return nil
 	}
 	s := f.copy.c.Stats()
-	w := &wire.CopyStats{Dir: s.Dir, Codec: s.Codec.String(), Fill: [...]string{"clips", "videos"}[f.copy.mode],
+	w := &wire.CopyStats{Dir: s.Dir, Codec: s.Codec.String(), Fill: f.copy.mode.String(),
 		CapacityBytes: s.MaxBytes, UsedBytes: s.Bytes, Videos: s.Videos, Complete: s.Complete, Partial: s.Videos - s.Complete,
 		Frames: s.Frames, Hits: s.Hits, Misses: s.Misses, Corrupt: s.Corrupt, ReadErrors: s.ReadErrors,
 		WrittenFrames: s.WrittenFrames, Skipped: s.Skipped, Evicted: s.Evicted, Backlog: s.Backlog, BacklogBytes: s.BacklogBytes,

@@ -196,7 +196,7 @@ func New(cfg Config) (*FS, error) {
 	if cfg.TierDir != "" && cfg.TierBytes > 0 {
 		var why string
 		keep, why = copyKeep(cfg.Keep, lay.Len(), S, cfg.TierBytes)
-		cfg.Log.Info("disk keeps", "what", [...]string{"", "samples", "frames"}[keep], "why", why)
+		cfg.Log.Info("disk keeps", "what", keep, "why", why)
 	}
 	if keep == KeepFrames {
 		codec, why := f.frameCodec(cfg.TierCodec, cfg.TierBytes)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -60,31 +59,21 @@ func (c *codecValue) Set(v string) (err error) {
 // keepValue is a --cache-keep flag: auto, samples or frames.
 type keepValue struct{ k vfs.Keep }
 
-var keepNames = []string{"auto", "samples", "frames"}
-
-func (k *keepValue) String() string { return keepNames[k.k] }
+func (k *keepValue) String() string { return k.k.String() }
 func (k *keepValue) Type() string   { return "auto|samples|frames" }
-func (k *keepValue) Set(v string) error {
-	if i := slices.Index(keepNames, v); i >= 0 {
-		k.k = vfs.Keep(i)
-		return nil
-	}
-	return fmt.Errorf("%q: want auto, samples or frames", v)
+func (k *keepValue) Set(v string) (err error) {
+	k.k, err = vfs.ParseKeep(v)
+	return err
 }
 
 // fillValue is a --copy-fill flag: clips or videos.
 type fillValue struct{ f vfs.Fill }
 
-var fillNames = []string{"clips", "videos"}
-
-func (f *fillValue) String() string { return fillNames[f.f] }
+func (f *fillValue) String() string { return f.f.String() }
 func (f *fillValue) Type() string   { return "clips|videos" }
-func (f *fillValue) Set(v string) error {
-	if i := slices.Index(fillNames, v); i >= 0 {
-		f.f = vfs.Fill(i)
-		return nil
-	}
-	return fmt.Errorf("%q: want clips or videos", v)
+func (f *fillValue) Set(v string) (err error) {
+	f.f, err = vfs.ParseFill(v)
+	return err
 }
 
 // decodeValue is a --decode flag: exact or fast.
