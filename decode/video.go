@@ -114,6 +114,8 @@ type video struct {
 	skip      int  // the decoder's skip_frame level now
 	fast      bool // the decoder's shortcuts (Output.Fast) are on
 	prevLast  int  // the last frame of the previous clip asked of this decoder; -1 before any
+	// keepBuf is a frame converted for a clip's Keeper, reused from clip to clip.
+	keepBuf []byte
 	// state is what the decoders of this video have learnt of it (keyframes not to start from,
 	// damage confirmed), shared through the pool.
 	state *videoState
@@ -164,7 +166,6 @@ type clipRun struct {
 	drainEarly bool
 	work       clipWork
 	keep       Keeper // Clip.Keep, or nil
-	keepBuf    []byte // a frame converted for keep
 }
 
 // newDecoder opens a decoder for in's video stream, which must still be the one info describes,
@@ -585,11 +586,11 @@ func (v *video) decodeFrames(ctx context.Context, r *clipRun, o Output, dst []by
 		if i < idx[want] {
 			if k := r.keep; k != nil && !bad && k.Want(i) {
 				if _, dmg := at.damageBefore(v.info, i); !dmg {
-					if len(r.keepBuf) != fs {
-						r.keepBuf = make([]byte, fs)
+					if len(v.keepBuf) != fs {
+						v.keepBuf = make([]byte, fs)
 					}
-					if err := v.convert(o, r.keepBuf, &r.work); err == nil {
-						k.Keep(i, r.keepBuf)
+					if err := v.convert(o, v.keepBuf, &r.work); err == nil {
+						k.Keep(i, v.keepBuf)
 					}
 					continue
 				}
