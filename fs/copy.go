@@ -172,11 +172,17 @@ func (f *FS) frameCodec(asked tier.Codec, bound int64) (tier.Codec, string) {
 	if asked != 0 {
 		return asked, "asked for (--cache-disk-codec)"
 	}
+	// A video's samples, and so the frames they use, follow from its length alone: counted once
+	// a length, not once a video (at mount, before anything is served).
 	var need []uint64
+	byLength := map[int]int{}
 	frames := int64(0)
-	for v := range f.lay.Videos {
-		var n int
-		need, n = f.needBits(v, need)
+	for v, vid := range f.lay.Videos {
+		n, ok := byLength[vid.Frames]
+		if !ok {
+			need, n = f.needBits(v, need)
+			byLength[vid.Frames] = n
+		}
 		frames += int64(n)
 	}
 	bytes := frames * int64(f.out.FrameBytes())
