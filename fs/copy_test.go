@@ -15,6 +15,20 @@ import (
 	"github.com/vidfs/vidfs/tier"
 )
 
+// decoded reads every sample of setup's videos through a mount without a disk tier or copy, and
+// returns their digests; setup then names that mount's source, so that later mounts see the
+// same files.
+func decoded(t *testing.T, setup *mountSetup) [][32]byte {
+	t.Helper()
+	plain := *setup
+	plain.tierDir = ""
+	ref := mountVideos(t, plain)
+	want := readAll(t, ref)
+	ref.close()
+	setup.src = ref.src
+	return want
+}
+
 // fillWhole asks m's copy to decode every video whole and waits until it has, and has written
 // what it decoded.
 func fillWhole(t *testing.T, m *testMount) {
@@ -109,12 +123,7 @@ func TestCopyRandomClips(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 1, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/vp9.webm": "vp9.webm"}, spec: spec,
 		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames}
-	plain := setup
-	plain.tierDir = ""
-	ref := mountVideos(t, plain)
-	want := readAll(t, ref)
-	ref.close()
-	setup.src = ref.src
+	want := decoded(t, &setup)
 
 	a := mountVideos(t, setup)
 	first, _ := a.lay.VideoSamples(0)
@@ -265,12 +274,7 @@ func TestCopyKeepsFramesPassed(t *testing.T) {
 	// Starts every 2 frames, frames 2 apart: the even frames. gop16.mp4 has a keyframe every 16.
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 2, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames}
-	plain := setup
-	plain.tierDir = ""
-	ref := mountVideos(t, plain)
-	want := readAll(t, ref)
-	ref.close()
-	setup.src = ref.src
+	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
 	// Sample 4 holds frames 8-14; its decode starts at frame 0 and passes 0, 2, 4 and 6.
 	if readSample(t, m, 4) != want[4] {
@@ -292,12 +296,7 @@ func TestCopyKeepsFramesPassed(t *testing.T) {
 func TestCopyAskedAgainAtLoad(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 2, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames}
-	plain := setup
-	plain.tierDir = ""
-	ref := mountVideos(t, plain)
-	want := readAll(t, ref)
-	ref.close()
-	setup.src = ref.src
+	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
 	// Sample 46 holds frames 92-98; its decode starts at the keyframe at 80 and keeps 80-86,
 	// sample 40's frames.
@@ -325,12 +324,7 @@ func TestCopyFillVideos(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv"}, spec: spec,
 		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames, fill: FillVideos}
-	plain := setup
-	plain.tierDir = ""
-	ref := mountVideos(t, plain)
-	want := readAll(t, ref)
-	ref.close()
-	setup.src = ref.src
+	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
 	first, end := m.lay.VideoSamples(1)
 	mid := (first + end) / 2
