@@ -234,12 +234,7 @@ func TestCopyDamageAndChange(t *testing.T) {
 	if err := os.Chtimes(filepath.Join(setup.src, "a/gop16.mp4"), later, later); err != nil {
 		t.Fatal(err)
 	}
-	touched := int64(0)
-	for i := range d.lay.Len() {
-		if d.lay.Videos[d.lay.Sample(i).Video].Path == "a/gop16.mp4" {
-			touched++
-		}
-	}
+	touched := samplesOf(d.lay, "a/gop16.mp4")
 	if got := readAll(t, d); !equalDigests(got, want) {
 		t.Error("samples differ after a video was touched")
 	}
