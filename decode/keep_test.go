@@ -3,6 +3,7 @@ package decode_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/vidfs/vidfs/decode"
@@ -21,10 +22,20 @@ func (k *keeper) Keep(i int, rgb []byte) {
 	k.kept[i] = bytes.Clone(rgb)
 	k.order = append(k.order, i)
 }
-func (k *keeper) Discard() {
-	k.kept = map[int][]byte{}
-	k.order = nil
-	k.discarded++
+func (k *keeper) Drop(from int) {
+	n := 0
+	for _, i := range k.order {
+		if i < from {
+			k.order[n] = i
+			n++
+		} else {
+			delete(k.kept, i)
+		}
+	}
+	if n < len(k.order) {
+		k.discarded++
+	}
+	k.order = k.order[:n]
 }
 
 // TestKeeper: a clip's decode gives its Keeper the frames it passes through that the Keeper
@@ -89,13 +100,15 @@ func TestKeeperDamage(t *testing.T) {
 		t.Fatal("every frame decodes alone: no damage to test")
 	}
 	kept := 0
-	for s := 0; s+1 < info.Frames; s += 3 {
+	// Clips of two frames 17 apart: what they pass between them is kept once the frames after
+	// it (decode.Info.RefWindow) have come out.
+	for s := 0; s+17 < info.Frames; s += 3 {
 		k := &keeper{want: map[int]bool{}, kept: map[int][]byte{}}
 		for i := range info.Frames {
 			k.want[i] = true
 		}
-		buf := make([]byte, fb)
-		pool.DecodeClip(context.Background(), info, decode.Clip{Start: s, Frames: 1, Stride: 1, Keep: k}, o, buf)
+		buf := make([]byte, 2*fb)
+		pool.DecodeClip(context.Background(), info, decode.Clip{Start: s, Frames: 2, Stride: 17, Keep: k}, o, buf)
 		for _, i := range k.order {
 			kept++
 			switch {
@@ -109,4 +122,95 @@ func TestKeeperDamage(t *testing.T) {
 	if kept == 0 {
 		t.Fatal("nothing kept")
 	}
+}
+
+// TestStrictDamage: a Strict clip fails at damage decoded on the way to its frames, where the
+// same clip decoded as usual succeeds (its own frames lie in sound groups of pictures); and
+// decoding a damaged video in order in Strict clips, as a store of frames does, gives only frames
+// byte-identical to decoding each alone, up to the damage, and the clips' path, the CPU.
+func TestStrictDamage(t *testing.T) {
+	info := probe(t, "corrupt.mp4")
+	pool := newPool(t, decode.PoolOptions{Concurrency: 1})
+	defer pool.Close()
+	o := stretchOutput(info)
+	fb := o.FrameBytes()
+	alone := map[int][]byte{} // each frame decoded as a clip of its own; nil: it fails
+	for i := range info.Frames {
+		one := make([]byte, fb)
+		if err := pool.DecodeClip(context.Background(), info, decode.Clip{Start: i, Frames: 1, Stride: 1}, o, one); err == nil {
+			alone[i] = one
+		}
+	}
+	firstBad := -1
+	for i := range info.Frames {
+		if alone[i] == nil {
+			firstBad = i
+			break
+		}
+	}
+	if firstBad < 0 {
+		t.Fatal("every frame decodes alone: no damage to test")
+	}
+	// A clip of two frames: one before the damaged group, one after the next keyframe.
+	g := info.KeyframeAtOrBefore(firstBad)
+	if g == 0 || g+1 >= len(info.Keyframes) {
+		t.Fatalf("damage at frame %d, in group %d of %d: want it between keyframes", firstBad, g, len(info.Keyframes))
+	}
+	a, b := info.Keyframes[g].Frame-1, info.Keyframes[g+1].Frame+1
+	if alone[a] == nil || alone[b] == nil {
+		t.Fatalf("frames %d and %d should decode alone", a, b)
+	}
+	c := decode.Clip{Start: a, Frames: 2, Stride: b - a}
+	buf := make([]byte, 2*fb)
+	if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+		t.Fatalf("clip %d, %d decoded as usual: %v", a, b, err)
+	}
+	// Its Keeper is given no frame decoded after the damage, in the damaged group or after it.
+	k := &keeper{want: map[int]bool{}, kept: map[int][]byte{}}
+	for i := range info.Frames {
+		k.want[i] = true
+	}
+	c.Keep = k
+	if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+		t.Fatalf("clip %d, %d with a keeper: %v", a, b, err)
+	}
+	for _, i := range k.order {
+		if i >= firstBad {
+			t.Errorf("frame %d kept, after the damage at %d", i, firstBad)
+		}
+	}
+	c.Keep = nil
+	c.Strict = true
+	err := pool.DecodeClip(context.Background(), info, c, o, buf)
+	if !errors.Is(err, decode.ErrCorrupt) {
+		t.Fatalf("strict clip %d, %d past damage at %d: got %v, want ErrCorrupt", a, b, firstBad, err)
+	}
+	// The video in order, 8 frames a clip, stride 1, until a clip fails: what came before is
+	// exactly each frame alone.
+	good := 0
+	for start := 0; start < info.Frames; start += 8 {
+		n := min(8, info.Frames-start)
+		buf := make([]byte, n*fb)
+		path := decode.PathMixed
+		err := pool.DecodeClip(context.Background(), info, decode.Clip{Start: start, Frames: n, Stride: 1, Strict: true, Path: &path}, o, buf)
+		if err != nil {
+			if start+n <= firstBad {
+				t.Fatalf("clip %d-%d, before the damage at %d, failed: %v", start, start+n-1, firstBad, err)
+			}
+			break
+		}
+		if path != decode.PathCPU {
+			t.Errorf("clip at %d decoded on %v, want the CPU", start, path)
+		}
+		for j := range n {
+			if !bytes.Equal(buf[j*fb:(j+1)*fb], alone[start+j]) {
+				t.Errorf("frame %d of the video in order differs from decoding it alone", start+j)
+			}
+			good++
+		}
+	}
+	if good == 0 {
+		t.Fatal("nothing decoded in order")
+	}
+	t.Logf("damage at %d; %d frames decoded in order before the first strict clip failed", firstBad, good)
 }

@@ -188,7 +188,7 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 		// video's, and the GPU keeps it.
 		gpuErr := err
 		if c.Keep != nil {
-			c.Keep.Discard() // what NVDEC gave may be wrong
+			c.Keep.Drop(0) // what NVDEC gave may be wrong
 		}
 		p.mu.Lock()
 		p.closeLocked(v)
@@ -221,6 +221,9 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 		}
 	}
 	p.mu.Unlock()
+	if err == nil && c.Path != nil {
+		*c.Path = work.path()
+	}
 	if err != nil && !errors.Is(err, ErrTooFewFrames) && !errors.Is(err, ErrBadRequest) {
 		p.mu.Lock()
 		p.closeLocked(v) // its state is in doubt
@@ -517,6 +520,9 @@ func DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst []byte, t
 		return err
 	}
 	defer v.close()
-	_, err = v.decodeClip(ctx, c, o, dst)
+	work, err := v.decodeClip(ctx, c, o, dst)
+	if err == nil && c.Path != nil {
+		*c.Path = work.path()
+	}
 	return err
 }

@@ -174,6 +174,18 @@ func (in *Info) KeyframeAtOrBefore(frame int) int {
 	return max(k-1, 0)
 }
 
+// RefWindow is how many frames after a frame, in presentation order, a frame it is predicted
+// from may be shown: 0 without reordering, where every reference is shown before; with it, 16,
+// H.264's and HEVC's bound on the frames a decoder reorders. Damage is seen when the damaged
+// frame comes out of the decoder, so a frame is known to be sound only once the frames of its
+// window have come out undamaged.
+func (in *Info) RefWindow() int {
+	if in.Reordered {
+		return 16
+	}
+	return 0
+}
+
 // carriesOn tells whether decoding can go on from frame from to frame first without a seek:
 // first comes after from and no keyframe lies between them.
 func (in *Info) carriesOn(from, first int) bool {

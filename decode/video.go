@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sort"
 
@@ -24,6 +25,37 @@ type Clip struct {
 	// Keep, when set (and FPS is not), is given the frames the decode passes through on its way
 	// to the clip's own that it wants, converted as the clip's are.
 	Keep Keeper
+	// Strict fails the clip (ErrCorrupt, after the keyframe fallback, as any damage) at the
+	// first frame the decoder flags as damaged, the clip's own or one passed on the way, so
+	// that no frame decoded after damage is taken from it: a whole video decoded in order for a
+	// store of frames, whose frames must each be what a clip's own decode gives.
+	Strict bool
+	// Path, when not nil, is set to where the clip's frames were decoded once it is decoded. A
+	// store of frames keeps each video's frames of one path: NVDEC's and the CPU's may differ
+	// (Output.Fast skips the CPU's in-loop filtering only).
+	Path *Path
+}
+
+// Path is where a clip's frames were decoded.
+type Path int
+
+const (
+	// PathCPU: every frame by FFmpeg on the CPU.
+	PathCPU Path = iota
+	// PathGPU: every frame by NVDEC.
+	PathGPU
+	// PathMixed: some of each (a GPU decoder that went on on the CPU mid-clip).
+	PathMixed
+)
+
+func (w clipWork) path() Path {
+	switch {
+	case w.GPUFrames > 0 && w.CPUFrames > 0:
+		return PathMixed
+	case w.GPUFrames > 0:
+		return PathGPU
+	}
+	return PathCPU
 }
 
 // Keeper takes frames a clip's decode passes through besides the clip's own (the frames
@@ -36,9 +68,12 @@ type Keeper interface {
 	Want(i int) bool
 	// Keep is given frame i; rgb is valid only during the call.
 	Keep(i int, rgb []byte)
-	// Discard drops every frame given since the clip's decode began: it failed from where it
-	// started, and starts again from an earlier keyframe (frames of a failed start may be wrong).
-	Discard()
+	// Drop drops every frame given since the clip's decode began from frame from on (from 0:
+	// all of them): the decode failed from where it started and starts again from an earlier
+	// keyframe (frames of a failed start may be wrong), or, once it is done, damage came out
+	// that frames given before it may be predicted from, or frames they may be predicted from
+	// have not come out yet (RefWindow).
+	Drop(from int)
 }
 
 // Indices returns the frame indices the clip holds in a video of n frames, counting Start and
@@ -166,6 +201,7 @@ type clipRun struct {
 	drainEarly bool
 	work       clipWork
 	keep       Keeper // Clip.Keep, or nil
+	strict     bool   // Clip.Strict
 }
 
 // newDecoder opens a decoder for in's video stream, which must still be the one info describes,
@@ -323,7 +359,7 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (c
 		v.fast = o.Fast
 	}
 	v.in.clearReadError() // readError tells of this clip's reads
-	r := &clipRun{idx: idx}
+	r := &clipRun{idx: idx, strict: c.Strict}
 	if !c.FPS.Valid() {
 		r.keep = c.Keep
 	}
@@ -356,6 +392,9 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (c
 		}
 		var dmg *damage
 		if !errors.As(err, &dmg) {
+			if err == nil && r.keep != nil {
+				r.keep.Drop(v.unsure())
+			}
 			if v.at != nil && v.at.feed == drainedEarly {
 				v.at = nil // the decoder is at its end: the next clip seeks
 			}
@@ -367,7 +406,7 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (c
 		}
 		v.at = nil
 		if r.keep != nil {
-			r.keep.Discard()
+			r.keep.Drop(0)
 		}
 		if kf == 0 || v.state.confirmed(v.info, dmg.frame) {
 			// From the start of the file (or where that was seen to fail the same way): real.
@@ -378,6 +417,24 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (c
 			failed = append(failed, kf)
 		}
 	}
+}
+
+// unsure returns the first frame out since the seek that is not known to be sound yet: frames
+// it may be predicted from may not have come out of the decoder (RefWindow), or may have come
+// out damaged (a frame shown before a damaged one may refer to it). Past the end: none.
+func (v *video) unsure() int {
+	at, w := v.at, v.info.RefWindow()
+	if at == nil {
+		return math.MaxInt
+	}
+	from := math.MaxInt // drained: every frame decoded came out
+	if at.feed == feeding {
+		from = at.lastOut + 1 - w
+	}
+	if len(at.badGOPs) > 0 {
+		from = min(from, at.firstBad()-w)
+	}
+	return max(from, 0)
 }
 
 // startsFor lists the keyframes to start a clip whose first frame is first from, in the order to
@@ -534,6 +591,17 @@ func (p *position) markBad(info *Info, i int) {
 	}
 }
 
+// firstBad returns the first frame found damaged since the seek.
+func (p *position) firstBad() int {
+	first := -1
+	for _, b := range p.badGOPs {
+		if first < 0 || b < first {
+			first = b
+		}
+	}
+	return first
+}
+
 // damageBefore returns the damaged frame in frame i's group of pictures, if any was seen.
 func (p *position) damageBefore(info *Info, i int) (int, bool) {
 	b, ok := p.badGOPs[info.KeyframeAtOrBefore(i)]
@@ -583,17 +651,22 @@ func (v *video) decodeFrames(ctx context.Context, r *clipRun, o Output, dst []by
 		if bad {
 			at.markBad(v.info, i)
 		}
+		if r.strict && len(at.badGOPs) > 0 {
+			v.frame.Unref()
+			b := at.firstBad() // the group it is in is the damaged one, should it be confirmed
+			return damaged(b, "frame decoded with errors on the way to the clip's frames", nil)
+		}
 		if i < idx[want] {
-			if k := r.keep; k != nil && !bad && k.Want(i) {
-				if _, dmg := at.damageBefore(v.info, i); !dmg {
-					if len(v.keepBuf) != fs {
-						v.keepBuf = make([]byte, fs)
-					}
-					if err := v.convert(o, v.keepBuf, &r.work); err == nil {
-						k.Keep(i, v.keepBuf)
-					}
-					continue
+			// A Keeper takes no frame decoded after damage, in any group of pictures: a group
+			// that follows may still refer to the damaged one (an open GOP).
+			if k := r.keep; k != nil && len(at.badGOPs) == 0 && k.Want(i) {
+				if len(v.keepBuf) != fs {
+					v.keepBuf = make([]byte, fs)
 				}
+				if err := v.convert(o, v.keepBuf, &r.work); err == nil {
+					k.Keep(i, v.keepBuf)
+				}
+				continue
 			}
 			v.frame.Unref()
 			continue

@@ -291,7 +291,10 @@ func (k *passKeeper) Keep(i int, rgb []byte) {
 	}
 }
 
-func (k *passKeeper) Discard() { k.units, k.frames = k.units[:0], k.frames[:0] }
+func (k *passKeeper) Drop(from int) {
+	n, _ := slices.BinarySearch(k.units, from)
+	k.units, k.frames = k.units[:n], k.frames[:n*k.fb]
+}
 
 // fillNow decodes video v whole into the copy, for a load of one of its samples
 // (--copy-fill videos), unless it was this mount, and waits until its frames are written; a
