@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"sort"
-	"strings"
 	"syscall"
 
 	"github.com/asticode/go-astiav"
@@ -127,7 +126,14 @@ func newFlagSet(name string, c *command) *pflag.FlagSet {
 	if c.flags != nil {
 		c.flags(fs)
 	}
-	fs.String("ffmpeg-log", "quiet", "FFmpeg's own log on stderr: quiet, error, warning, info or debug")
+	ffmpegLog := func(fs *pflag.FlagSet) {
+		fs.String("ffmpeg-log", "quiet", "FFmpeg's own log on stderr: quiet, error, warning, info or debug")
+	}
+	if hasGroups(fs) { // a command whose --help groups its flags lists this one under Tuning
+		grouped(fs, tuningFlags, ffmpegLog)
+	} else {
+		ffmpegLog(fs)
+	}
 	return fs
 }
 
@@ -149,10 +155,6 @@ commands:
 		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
 	}
 	fmt.Fprint(w, "\nRun `vidfs COMMAND --help` for a command's arguments and flags.\n")
-}
-
-func printUsage(w io.Writer, name string, c *command, fs *pflag.FlagSet) {
-	fmt.Fprintf(w, "usage: vidfs %s %s\n\n%s\n\nflags:\n%s", name, c.usage, strings.TrimSpace(c.help), fs.FlagUsagesWrapped(100))
 }
 
 // setFFmpegLog sets how much FFmpeg itself prints (its log is process-wide).

@@ -44,18 +44,22 @@ func newLayoutOptions() layoutOptions {
 }
 
 func (l *layoutOptions) register(fs *pflag.FlagSet) {
-	fs.IntVarP(&l.frames, "frames", "t", 16, "frames per sample (T)")
-	fs.IntVar(&l.stride, "stride", 1, "distance between a sample's frames")
-	fs.IntVar(&l.step, "step", 0, "a sample starts every STEP frames (default: T)")
-	fs.IntVar(&l.clipsPerVideo, "clips-per-video", 0, "instead of --step, take N evenly spaced samples per video")
-	fs.Var(&l.fps, "fps", fpsHelp)
-	fs.Var(&l.size, "size", "sample frame size, height x width")
-	fs.Var(&l.resize, "resize", "how frames are fitted: crop (short side, centre), stretch or pad")
-	fs.Var(&l.decode, "decode", "exact (bit-exact, as the ffmpeg CLI) or fast (skip H.264/HEVC deblocking, area scaling: 1.2x on H.264, about 44 dB from exact)")
-	fs.StringVar(&l.short, "short", "pad", "videos shorter than one sample: pad (repeat the last frame) or skip")
 	l.cores = usableCores()
-	fs.IntVar(&l.probeWorkers, "probe-workers", 0, "videos probed at once ("+coresHelp(l.cores, l.cores)+": probing reads more than it computes, and comes before training)")
-	fs.StringVar(&l.probeCache, "probe-cache", defaultProbeCache(), "directory for cached probe tables, which mounts on several nodes may share (\"\" for none)")
+	grouped(fs, sampleFlags, func(fs *pflag.FlagSet) {
+		fs.IntVarP(&l.frames, "frames", "t", 16, "frames per sample (T)")
+		fs.IntVar(&l.stride, "stride", 1, "distance between a sample's frames")
+		fs.IntVar(&l.step, "step", 0, "a sample starts every STEP frames (default: T)")
+		fs.IntVar(&l.clipsPerVideo, "clips-per-video", 0, "instead of --step, take N evenly spaced samples per video")
+		fs.Var(&l.fps, "fps", fpsHelp)
+		fs.Var(&l.size, "size", "sample frame size, height x width")
+		fs.Var(&l.resize, "resize", "how frames are fitted: crop (short side, centre), stretch or pad")
+		fs.Var(&l.decode, "decode", "exact (bit-exact, as the ffmpeg CLI) or fast (skip H.264/HEVC deblocking, area scaling: 1.2x on H.264, about 44 dB from exact)")
+		fs.StringVar(&l.short, "short", "pad", "videos shorter than one sample: pad (repeat the last frame) or skip")
+	})
+	grouped(fs, tuningFlags, func(fs *pflag.FlagSet) {
+		fs.IntVar(&l.probeWorkers, "probe-workers", 0, "videos probed at once ("+coresHelp(l.cores, l.cores)+": probing reads more than it computes, and comes before training)")
+		fs.StringVar(&l.probeCache, "probe-cache", defaultProbeCache(), "directory for cached probe tables, which mounts on several nodes may share (\"\" for none)")
+	})
 	l.s3.register(fs)
 }
 
@@ -220,27 +224,37 @@ Exit status:
      mount as the process exited; if MNT is still mounted, vidfs umount MNT detaches it`,
 		flags: func(fs *pflag.FlagSet) {
 			o.layoutOptions.register(fs)
-			fs.StringVar(&o.onError, "on-error", "eio", "what a read of a sample that cannot be decoded gets: eio, substitute (a good sample of the same video, else of the same class, else zeros) or zeros; .vidfs/failed lists them")
-			fs.DurationVar(&o.planIdle, "plan-idle", 10*time.Minute, "a plan nobody reads or writes for this long expires: it stops holding cache and its entries are let go (its file then reads empty) until it is written again")
-			fs.IntVar(&o.planMaxEntries, "plan-max-entries", 0, "bound on the entries of all plans in use together (8 bytes each); a plan written past it is refused whole, its close failing with ENOSPC (default: twice the longest plan accepted, 128 epochs of the samples, at least 2 million)")
-			fs.Var(&o.cacheMem, "cache-mem", "memory for decoded samples, e.g. 4GiB (default: a quarter of RAM, at most 8GiB)")
-			fs.StringVar(&o.cacheDir, "cache-dir", "", "keep decoded samples here too, compressed, and read them back instead of decoding again, across mounts (a disk tier; one mount per directory)")
-			fs.Var(&o.cacheDisk, "cache-disk", "bound on the disk tier's size, e.g. 100GiB (default: half the free space of --cache-dir's filesystem, at most 100GiB)")
-			fs.Var(&o.cacheDiskCodec, "cache-disk-codec", "how the disk stores samples or frames: none (the least CPU), lz4 or zstd (smaller, more CPU); auto: for samples, none if every sample fits within --cache-disk so, else zstd; for frames, none if every frame the samples use fits so, else huff (a lossless image codec, 0.44x; frames alone). docs/usage.md has the sizes and costs")
-			fs.Var(&o.cacheKeep, "cache-keep", "what --cache-dir keeps: samples (each sample's bytes, served mapped: for the same clips every epoch), frames (a training copy: each frame any sample uses, once, so that fresh random clips every epoch are served with no decode) or auto (samples if every sample fits within --cache-disk as it is, else frames)")
-			fs.Var(&o.copyFill, "copy-fill", "with --cache-keep frames, when a video's frames are kept: clips (those of each sample decoded for a reader, and those its decode passes on the way) or videos (the first time a sample of a video is read, the whole video is decoded once, in place of that sample's decode: the copy holds every video after one epoch)")
-			fs.IntVar(&o.prefetch, "prefetch", 0, "samples to keep decoded ahead of the reader (default: as many as fit in the cache)")
-			fs.IntVar(&o.workers, "workers", 0, "samples decoded at once ahead of the reader ("+coresHelp(decodeWorkers(o.cores), o.cores)+", less an eighth left to the trainer's own processes)")
-			fs.Var(&o.hwaccel, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto (if there is one), cuda (require one) or none")
-			fs.Var(&o.gpus, "gpus", gpusHelp)
-			fs.IntVar(&o.gpuDecoders, "gpu-decoders", 8, "decoders open on each GPU at once, busy or idle, which bounds its memory (about 60 MiB each at 1080p); new ones open on the GPU with the fewest, and more videos decode on the CPU. Idle ones are reused by videos encoded alike: give it more than 2x --workers over the GPUs")
-			fs.BoolVar(&o.allowOther, "allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
-			fs.StringVar(&o.logLevel, "log-level", "info", "log detail on stderr: debug, info, warn or error")
-			fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9100 (path /metrics; Go's profiles under /debug/pprof/, for anyone who can reach it: keep it on loopback)")
-			fs.BoolVar(&o.debugFUSE, "debug-fuse", false, "log every FUSE request")
-			fs.BoolVar(&o.daemon, "daemon", false, "serve in the background: return once the mount serves, log to --log-file, write --pid-file")
-			fs.StringVar(&o.logFile, "log-file", "", "with --daemon, where the mount logs (default: ~/.cache/vidfs/mounts/MNT-HASH.log)")
-			fs.StringVar(&o.pidFile, "pid-file", "", "write the mount's pid here while it serves (default with --daemon: beside the log)")
+			grouped(fs, memoryFlags, func(fs *pflag.FlagSet) {
+				fs.Var(&o.cacheMem, "cache-mem", "memory for decoded samples, e.g. 4GiB (default: a quarter of RAM, at most 8GiB)")
+				fs.IntVar(&o.workers, "workers", 0, "samples decoded at once ahead of the reader ("+coresHelp(decodeWorkers(o.cores), o.cores)+", less an eighth left to the trainer's own processes)")
+				fs.Var(&o.hwaccel, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto (if there is one), cuda (require one) or none")
+				fs.Var(&o.gpus, "gpus", gpusHelp)
+			})
+			grouped(fs, diskFlags, func(fs *pflag.FlagSet) {
+				fs.StringVar(&o.cacheDir, "cache-dir", "", "keep decoded samples here too, compressed, and read them back instead of decoding again, across mounts (a disk tier; one mount per directory)")
+				fs.Var(&o.cacheDisk, "cache-disk", "bound on the disk tier's size, e.g. 100GiB (default: half the free space of --cache-dir's filesystem, at most 100GiB)")
+				fs.Var(&o.cacheKeep, "cache-keep", "what --cache-dir keeps: samples (each sample's bytes, served mapped: for the same clips every epoch), frames (a training copy: each frame any sample uses, once, so that fresh random clips every epoch are served with no decode) or auto (samples if every sample fits within --cache-disk as it is, else frames)")
+				fs.Var(&o.copyFill, "copy-fill", "with --cache-keep frames, when a video's frames are kept: clips (those of each sample decoded for a reader, and those its decode passes on the way) or videos (the first time a sample of a video is read, the whole video is decoded once, in place of that sample's decode: the copy holds every video after one epoch)")
+				fs.Var(&o.cacheDiskCodec, "cache-disk-codec", "how the disk stores samples or frames: none (the least CPU), lz4 or zstd (smaller, more CPU); auto: for samples, none if every sample fits within --cache-disk so, else zstd; for frames, none if every frame the samples use fits so, else huff (a lossless image codec, 0.44x; frames alone). docs/usage.md has the sizes and costs")
+			})
+			grouped(fs, damageFlags, func(fs *pflag.FlagSet) {
+				fs.StringVar(&o.onError, "on-error", "eio", "what a read of a sample that cannot be decoded gets: eio, substitute (a good sample of the same video, else of the same class, else zeros) or zeros; .vidfs/failed lists them")
+				fs.DurationVar(&o.planIdle, "plan-idle", 10*time.Minute, "a plan nobody reads or writes for this long expires: it stops holding cache and its entries are let go (its file then reads empty) until it is written again")
+				fs.IntVar(&o.planMaxEntries, "plan-max-entries", 0, "bound on the entries of all plans in use together (8 bytes each); a plan written past it is refused whole, its close failing with ENOSPC (default: twice the longest plan accepted, 128 epochs of the samples, at least 2 million)")
+			})
+			grouped(fs, runFlags, func(fs *pflag.FlagSet) {
+				fs.BoolVar(&o.daemon, "daemon", false, "serve in the background: return once the mount serves, log to --log-file, write --pid-file")
+				fs.StringVar(&o.logFile, "log-file", "", "with --daemon, where the mount logs (default: ~/.cache/vidfs/mounts/MNT-HASH.log)")
+				fs.StringVar(&o.pidFile, "pid-file", "", "write the mount's pid here while it serves (default with --daemon: beside the log)")
+				fs.StringVar(&o.logLevel, "log-level", "info", "log detail on stderr: debug, info, warn or error")
+				fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9100 (path /metrics; Go's profiles under /debug/pprof/, for anyone who can reach it: keep it on loopback)")
+				fs.BoolVar(&o.allowOther, "allow-other", false, "let other users read the mount (non-root needs user_allow_other in /etc/fuse.conf)")
+			})
+			grouped(fs, tuningFlags, func(fs *pflag.FlagSet) {
+				fs.IntVar(&o.prefetch, "prefetch", 0, "samples to keep decoded ahead of the reader (default: as many as fit in the cache)")
+				fs.IntVar(&o.gpuDecoders, "gpu-decoders", 8, "decoders open on each GPU at once, busy or idle, which bounds its memory (about 60 MiB each at 1080p); new ones open on the GPU with the fewest, and more videos decode on the CPU. Idle ones are reused by videos encoded alike: give it more than 2x --workers over the GPUs")
+				fs.BoolVar(&o.debugFUSE, "debug-fuse", false, "log every FUSE request")
+			})
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			if len(args) != 2 {

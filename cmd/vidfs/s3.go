@@ -28,12 +28,18 @@ type s3Options struct {
 	cacheMem         bytesValue
 }
 
+// register defines the flags; those that say where the bucket is come in their own group, the
+// two whose defaults suit most buckets under Tuning.
 func (s *s3Options) register(fs *pflag.FlagSet) {
-	fs.StringVar(&s.endpoint, "s3-endpoint", "", "for an s3:// source: the S3 server's URL (MinIO, Ceph, GCS: https://storage.googleapis.com); default AWS")
-	fs.StringVar(&s.region, "s3-region", "", "for an s3:// source: the bucket's region (default: AWS_REGION or the AWS config's, else us-east-1)")
-	fs.BoolVar(&s.pathStyle, "s3-path-style", false, "for an s3:// source: name the bucket in the URL's path, not its host (most MinIO and Ceph set-ups)")
-	fs.DurationVar(&s.timeout, "s3-timeout", 30*time.Second, "for an s3:// source: how long a read waits for bytes, retries included, before it fails with EIO")
-	fs.Var(&s.cacheMem, "s3-cache-mem", "for an s3:// source: memory for fetched video bytes, e.g. 1GiB (default 256MiB)")
+	grouped(fs, s3Flags, func(fs *pflag.FlagSet) {
+		fs.StringVar(&s.endpoint, "s3-endpoint", "", "for an s3:// source: the S3 server's URL (MinIO, Ceph, GCS: https://storage.googleapis.com); default AWS")
+		fs.StringVar(&s.region, "s3-region", "", "for an s3:// source: the bucket's region (default: AWS_REGION or the AWS config's, else us-east-1)")
+		fs.BoolVar(&s.pathStyle, "s3-path-style", false, "for an s3:// source: name the bucket in the URL's path, not its host (most MinIO and Ceph set-ups)")
+	})
+	grouped(fs, tuningFlags, func(fs *pflag.FlagSet) {
+		fs.DurationVar(&s.timeout, "s3-timeout", 30*time.Second, "for an s3:// source: how long a read waits for bytes, retries included, before it fails with EIO")
+		fs.Var(&s.cacheMem, "s3-cache-mem", "for an s3:// source: memory for fetched video bytes, e.g. 1GiB (default 256MiB)")
+	})
 }
 
 // source is where the videos come from: a directory, or a bucket (then bucket is set).

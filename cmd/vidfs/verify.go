@@ -33,7 +33,7 @@ func verifyCommand() *command {
 	o := &verifyOptions{layoutOptions: newLayoutOptions(), hwaccel: hwValue{decode.HWAuto}}
 	return &command{
 		summary: "decode every sample of a directory of videos, as a mount would, and report what fails",
-		usage:   "SRC|s3://BUCKET/PREFIX [layout flags] [--all-frames] [--json]",
+		usage:   "SRC|s3://BUCKET/PREFIX [sample flags] [--all-frames] [--json]",
 		help: `Finds the videos under SRC as ` + "`vidfs mount`" + ` does with the same flags, decodes every sample a
 mount would serve through the same decoders, and reports per video: ok, left out (and why), or
 which samples fail, at which frame and why. Run it before a long training run: what it passes,
@@ -45,12 +45,18 @@ JSON on stdout. The exit status is 1 when a video is left out or a sample fails,
 Keyframes found unusable are noted in the probe cache for the mounts that follow.`,
 		flags: func(fs *pflag.FlagSet) {
 			o.layoutOptions.register(fs)
-			fs.BoolVar(&o.allFrames, "all-frames", false, "decode every frame of every video, not only the samples")
-			fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON on stdout")
-			fs.IntVar(&o.workers, "workers", 0, "videos decoded at once ("+coresHelp(o.cores, o.cores)+")")
-			fs.Var(&o.hwaccel, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto (if there is one), cuda (require one) or none")
-			fs.Var(&o.gpus, "gpus", gpusHelp)
-			fs.IntVar(&o.gpuDecoders, "gpu-decoders", 8, "decoders open on each GPU at once")
+			grouped(fs, checkFlags, func(fs *pflag.FlagSet) {
+				fs.BoolVar(&o.allFrames, "all-frames", false, "decode every frame of every video, not only the samples")
+				fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON on stdout")
+			})
+			grouped(fs, decodeFlags, func(fs *pflag.FlagSet) {
+				fs.IntVar(&o.workers, "workers", 0, "videos decoded at once ("+coresHelp(o.cores, o.cores)+")")
+				fs.Var(&o.hwaccel, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto (if there is one), cuda (require one) or none")
+				fs.Var(&o.gpus, "gpus", gpusHelp)
+			})
+			grouped(fs, tuningFlags, func(fs *pflag.FlagSet) {
+				fs.IntVar(&o.gpuDecoders, "gpu-decoders", 8, "decoders open on each GPU at once")
+			})
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			if len(args) != 1 {
