@@ -10,10 +10,10 @@
 // readers: handing whole samples to the page cache), control.go (the .vidfs control files),
 // owners.go (which process wrote which plan), load.go (the load path: what the cache's Fetch and
 // Load do for a sample), keep.go (what the disk keeps, samples or frames, and with which codec),
-// tier.go (the disk tier's keys and tagging), copy.go (the training copy's keys, reads and
-// writes), keeper.go (frames a decode passes through, kept for the copy), fill.go (decoding
-// whole videos into the copy: --copy-fill videos, .vidfs/fill), interfaces.go (what each node
-// answers, checked by the compiler) and mount.go (mounting and unmounting).
+// tier.go (the disk tier's keys, tagging and stats), copy.go (the training copy's keys, reads,
+// writes and stats), keeper.go (frames a decode passes through, kept for the copy), fill.go
+// (decoding whole videos into the copy: --copy-fill videos, .vidfs/fill), interfaces.go (what
+// each node answers, checked by the compiler) and mount.go (mounting and unmounting).
 package fs
 
 import (
