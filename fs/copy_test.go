@@ -3,16 +3,14 @@ package fs
 import (
 	"context"
 	"crypto/sha256"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/layout"
-	"github.com/vidfs/vidfs/tier"
 )
 
 // decoded reads every sample of setup's videos through a mount without a disk tier or copy, and
@@ -59,9 +57,9 @@ func TestCopyServesDecodedBytes(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		set    func(*mountSetup)
-		codecs []tier.Codec
+		codecs []diskstore.Codec
 	}{
-		{"every video", func(s *mountSetup) {}, tier.FrameCodecs},
+		{"every video", func(s *mountSetup) {}, diskstore.Codecs},
 		{"crop", func(s *mountSetup) { s.resize = decode.Crop }, nil},
 		{"stretch", func(s *mountSetup) { s.resize = decode.Stretch }, nil},
 		{"pad", func(s *mountSetup) { s.resize = decode.Pad }, nil},
@@ -75,7 +73,7 @@ func TestCopyServesDecodedBytes(t *testing.T) {
 	} {
 		codecs := tc.codecs
 		if codecs == nil {
-			codecs = []tier.Codec{tier.None}
+			codecs = []diskstore.Codec{diskstore.None}
 		}
 		for _, codec := range codecs {
 			t.Run(tc.name+"/"+codec.String(), func(t *testing.T) {
@@ -338,25 +336,5 @@ func TestCopyFillVideos(t *testing.T) {
 	st := m.fs.Stats()
 	if st.Decode.Clips != before.Decode.Clips || st.Copy.Misses != 0 {
 		t.Errorf("the video's other samples: %d decoded, %d copy misses; want none", st.Decode.Clips-before.Decode.Clips, st.Copy.Misses)
-	}
-}
-
-// TestFrameCodecCounts: the frames the auto codec weighs are those of every video, counted once
-// a length: the same as counting each video's.
-func TestFrameCodecCounts(t *testing.T) {
-	files := map[string]string{"a/1.mp4": "h264_gop16.mp4", "a/2.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv", "b/short.mp4": "short8.mp4"}
-	m := mountVideos(t, mountSetup{files: files, spec: layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48, PadShort: true},
-		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames})
-	want := 0
-	for v := range m.lay.Videos {
-		_, n := m.fs.needBits(v, nil)
-		want += n
-	}
-	bytes := int64(want) * int64(m.fs.out.FrameBytes())
-	if c, why := m.fs.frameCodec(0, bytes); c != tier.None || !strings.Contains(why, fmt.Sprintf("(%d frames,", want)) {
-		t.Errorf("a bound of exactly the frames: %v, %q; want none, %d frames", c, why, want)
-	}
-	if c, _ := m.fs.frameCodec(0, bytes-1); c != tier.Huff {
-		t.Errorf("a bound a byte short of the frames: %v, want huff", c)
 	}
 }

@@ -31,6 +31,7 @@ const (
 
 var onErrorNames = []string{OnErrorEIO: "eio", OnErrorSubstitute: "substitute", OnErrorZeros: "zeros"}
 
+// String is o's name, as --on-error takes it.
 func (o OnError) String() string { return enum.Name(onErrorNames, "OnError", o) }
 
 // ParseOnError reads "eio", "substitute" or "zeros".

@@ -5,11 +5,15 @@
 // The files of the package, by job: fs.go (configuration and the parts of a mount), read.go
 // (the read path), failed.go (what a failed sample's reads get: --on-error), problems.go (the
 // log of what could not be served), stats.go (the snapshot behind .vidfs/stats), tree.go
-// (directories, and refusing changes), files.go (the tensor and fixed files), pages.go (memory-
-// mapped readers: handing whole samples to the page cache), control.go (the .vidfs control
-// files), owners.go (which process wrote which plan), tier.go (the disk tier behind the cache),
-// interfaces.go (what each node answers, checked by the compiler) and mount.go (mounting and
-// unmounting).
+// (directories, and refusing changes), files.go (the tensor and fixed files), gen.go (files made
+// as they are read: index.csv, .vidfs/labels.npy, .vidfs/videos.npy), pages.go (memory-mapped
+// readers: handing whole samples to the page cache), control.go (the .vidfs control files),
+// owners.go (which process wrote which plan), load.go (the load path: what the cache's Fetch and
+// Load do for a sample), keep.go (what the disk keeps, samples or frames, and with which codec),
+// tier.go (the disk tier's keys, tagging and stats), copy.go (the training copy's keys, reads,
+// writes and stats), keeper.go (frames a decode passes through, kept for the copy), fill.go
+// (decoding whole videos into the copy: --copy-fill videos, .vidfs/fill), interfaces.go (what
+// each node answers, checked by the compiler) and mount.go (mounting and unmounting).
 package fs
 
 import (
@@ -29,6 +33,7 @@ import (
 
 	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/internal/metrics"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
@@ -88,7 +93,7 @@ type Config struct {
 	TierBytes int64
 	// TierCodec is how the disk tier stores samples (0: none if every sample fits within
 	// TierBytes uncompressed, else zstd).
-	TierCodec tier.Codec
+	TierCodec diskstore.Codec
 	// Keep says whether the disk under TierDir keeps samples (the disk tier) or frames (the
 	// training copy); KeepAuto chooses by whether every sample fits (copyKeep).
 	Keep Keep
@@ -207,8 +212,8 @@ func New(cfg Config) (*FS, error) {
 		}
 		opts.Fetch = f.fetchSample
 	}
-	if keep == KeepSamples && cfg.TierCodec == tier.Huff {
-		return nil, fmt.Errorf("codec %v stores frames, not samples: keep frames (--cache-keep frames), or store samples with none, lz4 or zstd", tier.Huff)
+	if keep == KeepSamples && cfg.TierCodec == diskstore.Huff {
+		return nil, fmt.Errorf("codec %v stores frames, not samples: keep frames (--cache-keep frames), or store samples with none, lz4 or zstd", diskstore.Huff)
 	}
 	if keep == KeepSamples {
 		codec, why := tierCodec(cfg.TierCodec, lay.Len(), S, cfg.TierBytes)

@@ -17,11 +17,11 @@ import (
 	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/catalog"
+	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/internal/leakcheck"
 	"github.com/vidfs/vidfs/internal/testvideo"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
-	"github.com/vidfs/vidfs/tier"
 )
 
 func TestMain(m *testing.M) {
@@ -55,7 +55,7 @@ type mountSetup struct {
 	src        string // SRC to use (a fresh one when "")
 	tierDir    string
 	tierBytes  int64
-	tierCodec  tier.Codec
+	tierCodec  diskstore.Codec
 	keep       Keep
 	fill       Fill
 }

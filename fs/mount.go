@@ -52,9 +52,8 @@ func (f *FS) Mount(dir string, mo MountOptions) (*Mount, error) {
 			// (one round trip to vidfs and back) rather than one per MiB: the kernel caps them at
 			// /proc/sys/fs/fuse/max_pages_limit pages (256, 1 MiB, unless root raised it; Linux
 			// 6.13 and later), and go-fuse at what the kernel allows, so by default they stay 1
-			// MiB. (Measured with the limit at 1024 pages, 2.4 MB samples from memory: 1.07-1.24x
-			// the clips/s at 0.70-0.89x vidfs's CPU per sample, docs/benchmarks.md.) Splice stays off:
-			// go-fuse splices only data that is in a file, and the samples are in memory.
+			// MiB (docs/benchmarks.md measures a raised limit). Splice stays off: go-fuse splices
+			// only data that is in a file, and the samples are in memory.
 			MaxWrite: maxWrite, DisableSplice: true,
 			// About maxServed(workers) requests served at once, however many the readers send:
 			// see inflightBudget.
@@ -90,10 +89,8 @@ func (f *FS) Mount(dir string, mo MountOptions) (*Mount, error) {
 // request, a lookup, a plan written or a stats open included, until one is answered: with more
 // readers than that waiting on decodes (8 ranks of 8 DataLoader workers on a node of 14
 // workers), those wait for a decode to end, a decode's time, not a hang. A larger bound lets
-// them by, but costs memory that grows with the reads: measured on 2 cores with 16 readers of
-// cached samples, 120,000 reads added 12-18 MiB at 16, 41-48 MiB at 32 and 64; and a read
-// buffer more in the budget (room for a plan write's beside the waiting goroutine's) brought
-// back the growth the bound was made against (TestMountHitsMemoryBound).
+// them by, but costs memory that grows with the reads (docs/design.md, "Memory under many
+// readers"; cmd/vidfs's TestMountHitsMemoryBound holds the bound).
 func maxServed(workers int) int { return max(16, 2*workers) }
 
 // inflightBudget is go-fuse's MaxInflightRequestBytes for about n requests served at once
@@ -103,8 +100,8 @@ func maxServed(workers int) int { return max(16, 2*workers) }
 // and each request served holds a buffer as large as the read it answers (which vidfs never
 // fills: it answers with the cache's buffers). Under many readers of cached samples the
 // goroutines that have answered wait for a CPU behind new ones the reads start, each holding its
-// buffer: measured on 2 cores with 16 readers, 500 such buffers of 384 KiB outstanding where 16
-// reads were in flight, and the resident memory growing by 0.6 MiB every 1,000 reads.
+// buffer, and resident memory grows with the reads (docs/design.md, "Memory under many
+// readers").
 //
 // go-fuse (v2.12, fuse/fusefd.go) counts against the budget, for each request it holds, its
 // request struct (776 bytes), and while a goroutine waits for the kernel's next request, also

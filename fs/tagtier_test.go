@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/layout"
-	"github.com/vidfs/vidfs/tier"
 )
 
 // TestCloseJoinsTagTier: Close returns only once the goroutine that tags the disk tier's entries
@@ -21,7 +21,7 @@ func TestCloseJoinsTagTier(t *testing.T) {
 	}
 	cfg := Config{Source: "/fake", Layout: lay, Infos: InfoList{{Path: "a/long.mp4", Frames: 4 << 20}}, Decoder: &fakeDecoder{},
 		Workers: 1, CacheBytes: 64 * spec.SampleBytes()}
-	onDisk(t, t.TempDir(), t.TempDir(), tier.None)(&cfg)
+	onDisk(t, t.TempDir(), t.TempDir(), diskstore.None)(&cfg)
 	// The goroutine is cancelled at once but ends in its own time: a few rounds show one that
 	// Close does not wait for.
 	for range 20 {

@@ -1,14 +1,15 @@
 package fs
 
+// The disk tier on the load path: the keys of samples, and telling the tier which of its
+// entries are which samples.
+
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"fmt"
-	"os"
 
-	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/tier"
 )
@@ -26,7 +27,7 @@ type diskTier struct {
 // when there is one: keys without one are as they were before rates). Anything that changes the
 // bytes changes the key, so a remount with other parameters, or over a rewritten video, never
 // finds stale bytes.
-func (f *FS) sampleKey(i int) tier.Key {
+func (f *FS) sampleKey(i int) diskstore.Key {
 	s := f.lay.Sample(i)
 	v := f.lay.Videos[s.Video]
 	c := SampleClip(f.lay, i)
@@ -44,7 +45,7 @@ func (f *FS) sampleKey(i int) tier.Key {
 		h.Write([]byte("fps\x00"))
 		h.Write(b[:16])
 	}
-	var k tier.Key
+	var k diskstore.Key
 	h.Sum(k[:0])
 	return k
 }
@@ -67,88 +68,6 @@ func keyPrefix(o decode.Output) [32]byte {
 	var p [32]byte
 	h.Sum(p[:0])
 	return p
-}
-
-// current tells whether sample i's video file is still the version the layout describes: the
-// tier neither serves nor keeps samples of a file that changed under the mount.
-func (f *FS) current(i int) bool {
-	vi := f.lay.Sample(i).Video
-	v := f.lay.Videos[vi]
-	if f.cfg.Current != nil {
-		return f.cfg.Current(v.Path)
-	}
-	st, err := os.Stat(f.videoPath(vi))
-	return err == nil && st.Size() == v.Size && st.ModTime().UnixNano() == v.ModTime && v.Size > 0
-}
-
-// fetchSample makes sample i's bytes from the disk tier or the training copy if it holds them,
-// for the cache's quick lane (cache.Options.Fetch), so that their hits never wait behind decodes:
-// a tier entry stored as it is lends the cache its file, mapped from the page cache (tier.Map),
-// which saves copying it; a compressed one is decompressed into buf; the copy's frames are read
-// into buf. A sample of a video changed under the mount is served from neither.
-func (f *FS) fetchSample(ctx context.Context, i int, buf []byte) cache.Fetched {
-	if ctx.Err() != nil || !f.current(i) {
-		return cache.Fetched{}
-	}
-	if f.copy != nil {
-		return cache.Fetched{OK: f.fetchCopy(i, buf, false)}
-	}
-	m, ok := f.tier.t.Map(f.sampleKey(i), i, buf)
-	if !ok || m.Bytes == nil {
-		return cache.Fetched{OK: ok}
-	}
-	return cache.Fetched{OK: true, Lent: &cache.Lent{Bytes: m.Bytes, Release: m.Unmap}}
-}
-
-// loadSample decodes sample i into buf, for the cache, after which the disk tier, if there is
-// one, keeps it, or the training copy its frames and those the decode passed through that other
-// samples use (written in the background). The cache asks them first (fetchSample).
-func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
-	var keep *passKeeper
-	if f.copy != nil {
-		// Asked again: the cache asked the copy when the sample was queued, and its frames may
-		// have come since (kept by the decodes of other samples, or a whole video's), while it
-		// waited for a decoder, as samples planned an epoch ahead do.
-		if f.current(i) && f.fetchCopy(i, buf, true) {
-			return nil
-		}
-		if f.copy.mode == FillVideos && f.current(i) {
-			f.fillNow(ctx, f.lay.Sample(i).Video)
-			if f.fetchCopy(i, buf, true) {
-				return nil
-			}
-		}
-		keep = f.copy.keeper(f, f.lay.Sample(i).Video)
-		defer f.copy.keepers.Put(keep)
-	}
-	if err := f.decodeSample(ctx, i, buf, keep.decodeKeeper()); err != nil {
-		if !heldFailed(err) && ctx.Err() == nil {
-			f.log.Warn("sample not decoded, for a reason that may pass; the next read tries again", "sample", i, "file", f.sampleFile(i), "err", err)
-		}
-		return err
-	}
-	if f.tier != nil && f.current(i) {
-		f.tier.t.Put(f.sampleKey(i), i, buf)
-	}
-	if f.copy != nil && f.current(i) {
-		f.keepFrames(i, buf, keep)
-	}
-	return nil
-}
-
-// tierCodec is the codec the disk tier writes with: the one asked for, or when none was, none
-// if every sample of the layout fits within the tier's bound uncompressed (the least CPU, in
-// every epoch), else zstd (the most samples in the room there is: a sample the tier cannot
-// hold costs a decode, ten times a hit's decompression).
-func tierCodec(asked tier.Codec, samples int, sampleBytes, bound int64) (tier.Codec, string) {
-	if asked != 0 {
-		return asked, "asked for (--cache-disk-codec)"
-	}
-	need := int64(samples) * (sampleBytes + tier.HeaderSize)
-	if need <= bound {
-		return tier.None, fmt.Sprintf("every sample fits uncompressed (%d MiB of %d MiB)", need>>20, bound>>20)
-	}
-	return tier.Zstd, fmt.Sprintf("the samples do not fit uncompressed (%d MiB, the bound %d MiB): the smallest", need>>20, bound>>20)
 }
 
 // startTagging runs tagTier in the background; the function it returns stops it and returns once

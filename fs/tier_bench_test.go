@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/internal/testvideo"
 	"github.com/vidfs/vidfs/tier"
 )
@@ -103,7 +104,7 @@ func BenchmarkTierCodec(b *testing.B) {
 		mapped := c == 0
 		name := c.String()
 		if mapped {
-			c, name = tier.None, "none/map"
+			c, name = diskstore.None, "none/map"
 		}
 		b.Run(name, func(b *testing.B) {
 			tr, err := tier.Open(tier.Options{Dir: b.TempDir(), MaxBytes: 1 << 30, Codec: c})
@@ -111,7 +112,7 @@ func BenchmarkTierCodec(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer tr.Close()
-			keys := make([]tier.Key, len(samples))
+			keys := make([]diskstore.Key, len(samples))
 			cpu := processCPU()
 			for i, s := range samples {
 				keys[i] = sha256.Sum256([]byte(fmt.Sprint(i)))
@@ -124,11 +125,11 @@ func BenchmarkTierCodec(b *testing.B) {
 			tr.Get(keys[0], 0, dst) // the tier's reusable buffers, made once
 			b.SetBytes(int64(len(dst)))
 			b.ReportAllocs()
-			get := func(k tier.Key, tag int) bool { return tr.Get(k, tag, dst) }
+			get := func(k diskstore.Key, tag int) bool { return tr.Get(k, tag, dst) }
 			var sink byte
 			if mapped {
 				time.Sleep(1100 * time.Millisecond) // the files' change times old enough to trust
-				get = func(k tier.Key, tag int) bool {
+				get = func(k diskstore.Key, tag int) bool {
 					m, ok := tr.Map(k, tag, dst)
 					if m.Bytes == nil {
 						b.Fatal("an entry stored as it is was not mapped")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/internal/testvideo"
 	"github.com/vidfs/vidfs/layout"
 	"github.com/vidfs/vidfs/order"
@@ -64,7 +65,7 @@ func TestTier(t *testing.T) {
 	}
 }
 
-func testTier(t *testing.T, codec tier.Codec) {
+func testTier(t *testing.T, codec diskstore.Codec) {
 	src := t.TempDir()
 	for dst, name := range tierFiles {
 		os.MkdirAll(filepath.Join(src, filepath.Dir(dst)), 0o755)
@@ -105,7 +106,7 @@ func testTier(t *testing.T, codec tier.Codec) {
 			t.Errorf("remount with %v: %d tier hits, %d decoded, %d written; want %d, 0, 0", other, st.Tier.Hits, st.Decode.Clips, st.Tier.Written, n)
 		}
 		// Entries stored as they are are served mapped, not copied (tier.Map, cache.Fetched.Lent).
-		if lent := st.Memory.TierMappedBytes > 0; lent != (codec == tier.None) {
+		if lent := st.Memory.TierMappedBytes > 0; lent != (codec == diskstore.None) {
 			t.Errorf("remount with %v over entries written with %v: %d bytes of tier files mapped", other, codec, st.Memory.TierMappedBytes)
 		}
 		b.close()
@@ -217,7 +218,7 @@ func equalDigests(a, b [][32]byte) bool {
 // onDisk makes the fake videos files under src (unless they are there), so that a fake mount's
 // disk tier serves them (it serves only samples of videos whose files are as the layout says),
 // and gives the mount a disk tier in tierDir.
-func onDisk(t *testing.T, src, tierDir string, codec tier.Codec) func(*Config) {
+func onDisk(t *testing.T, src, tierDir string, codec diskstore.Codec) func(*Config) {
 	return func(cfg *Config) {
 		for i, v := range cfg.Layout.Videos {
 			p := filepath.Join(src, v.Path)
@@ -295,26 +296,5 @@ func TestTierAheadOfDecodes(t *testing.T) {
 				}
 			})
 		})
-	}
-}
-
-// TestTierCodecChoice: without a codec asked for, the tier stores samples as they are when all of
-// them fit within its bound so, and with zstd, the smallest, when they do not.
-func TestTierCodecChoice(t *testing.T) {
-	const S = 16 * 224 * 224 * 3
-	for _, tc := range []struct {
-		asked   tier.Codec
-		samples int
-		bound   int64
-		want    tier.Codec
-	}{
-		{0, 1000, 1000 * (S + tier.HeaderSize), tier.None},
-		{0, 1001, 1000 * (S + tier.HeaderSize), tier.Zstd},
-		{tier.LZ4, 10, 1 << 40, tier.LZ4},
-		{tier.None, 1 << 20, 1 << 30, tier.None},
-	} {
-		if got, why := tierCodec(tc.asked, tc.samples, S, tc.bound); got != tc.want || why == "" {
-			t.Errorf("asked %v, %d samples, bound %d: %v (%s), want %v", tc.asked, tc.samples, tc.bound, got, why, tc.want)
-		}
 	}
 }

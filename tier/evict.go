@@ -3,10 +3,13 @@ package tier
 // The tier's space: the index of its entries, making room in it (eviction), and what callers
 // tell it of how soon entries are due.
 
-import "github.com/vidfs/vidfs/internal/evict"
+import (
+	"github.com/vidfs/vidfs/internal/diskstore"
+	"github.com/vidfs/vidfs/internal/evict"
+)
 
 // Has tells whether there is an entry under key (not whether it is sound).
-func (t *Tier) Has(key Key) bool {
+func (t *Tier) Has(key diskstore.Key) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.entries[key] != nil
@@ -14,7 +17,7 @@ func (t *Tier) Has(key Key) bool {
 
 // Tag gives the entry under key, if there is one, the caller's number tag, for Due; it says
 // whether there was one. (Entries found on disk at Open have none.)
-func (t *Tier) Tag(key Key, tag int) bool {
+func (t *Tier) Tag(key diskstore.Key, tag int) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e := t.entries[key]; e != nil {
@@ -47,7 +50,7 @@ func (t *Tier) Refresh(tag int) {
 // due): the shared policy's choice (package evict). It reports whether the room was made, and
 // the keys of the entries it dropped from the index, whose files the caller unlinks
 // (unlinkEntries) once it has let mu go, before it writes any entry. Called with t.mu held.
-func (t *Tier) makeRoom(size int64, due int) (evicted []Key, ok bool) {
+func (t *Tier) makeRoom(size int64, due int) (evicted []diskstore.Key, ok bool) {
 	after := due
 	if due < 0 {
 		after = evict.NotDue
@@ -67,7 +70,7 @@ func (t *Tier) makeRoom(size int64, due int) (evicted []Key, ok bool) {
 
 // unlinkEntries unlinks the files of the entries makeRoom evicted. Called without t.mu, by the
 // writer (or by Open before the writer starts), which writes no entry meanwhile.
-func (t *Tier) unlinkEntries(keys []Key) {
+func (t *Tier) unlinkEntries(keys []diskstore.Key) {
 	for _, k := range keys {
 		t.unlink(t.path(k))
 	}
@@ -89,7 +92,7 @@ func (t *Tier) remove(e *entry) {
 }
 
 // forget drops key from the index if it is there. Called with t.mu held.
-func (t *Tier) forget(key Key) {
+func (t *Tier) forget(key diskstore.Key) {
 	if e := t.entries[key]; e != nil {
 		t.remove(e)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/vidfs/vidfs/internal/diskstore"
 )
 
 // FuzzEntry: whatever bytes lie in an entry's file (the disk hands back anything: torn, cut
@@ -50,7 +52,7 @@ func FuzzEntry(f *testing.F) {
 	f.Add([]byte(magic), uint16(n))
 	f.Add([]byte{}, uint16(0))
 
-	tr, err := Open(Options{Dir: f.TempDir(), MaxBytes: 1 << 40, Codec: None})
+	tr, err := Open(Options{Dir: f.TempDir(), MaxBytes: 1 << 40, Codec: diskstore.None})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func FuzzEntry(f *testing.F) {
 			if h.legacy && crc32.Checksum(dst, castagnoli) != h.sum {
 				t.Fatalf("%s served bytes whose checksum does not hold (format before codecs)", w.name)
 			}
-			if h.codec == None && !bytes.Equal(dst, data[h.size:]) {
+			if h.codec == diskstore.None && !bytes.Equal(dst, data[h.size:]) {
 				t.Fatalf("%s served other bytes than the entry stored as it is", w.name)
 			}
 			got = append(got, dst)

@@ -15,12 +15,14 @@ import (
 
 	"github.com/pierrec/lz4/v4"
 	"golang.org/x/sys/unix"
+
+	"github.com/vidfs/vidfs/internal/diskstore"
 )
 
 // Get fills dst with the entry's bytes and says whether there was a sound entry of exactly
 // len(dst) bytes under key, which it tags with tag. A damaged entry is dropped and logged, and is
 // a miss; one that cannot be read is logged and kept, and is a miss.
-func (t *Tier) Get(key Key, tag int, dst []byte) bool {
+func (t *Tier) Get(key diskstore.Key, tag int, dst []byte) bool {
 	e, _, ok := t.lookup(key, tag)
 	if !ok {
 		return false
@@ -42,18 +44,17 @@ func (m Mapping) Unmap() {
 	}
 }
 
-// Map is Get, except that an entry stored as it is (None) is mapped rather than read into dst:
-// m.Bytes are its len(dst) bytes, in the page cache, until m.Unmap. That saves a hit the copy
-// into dst (0.1 ms of CPU for 2.4 MB on one core of the benchmarks' hosts, more when the page
-// cache's pages are cold; docs/benchmarks.md). For an entry stored compressed m.Bytes is nil, and
-// dst holds the bytes, as from Get.
+// Map is Get, except that an entry stored as it is (diskstore.None) is mapped rather than read
+// into dst: m.Bytes are its len(dst) bytes, in the page cache, until m.Unmap. That saves a hit
+// the copy into dst (docs/benchmarks.md, "Where a disk tier hit's time goes"). For an entry
+// stored compressed m.Bytes is nil, and dst holds the bytes, as from Get.
 //
 // Its bytes are checked against the entry's CRC when Map first maps it, and then again only if
 // its file changed (rewritten, cut short, replaced: another inode, size or change time; see
 // fileID). What that does not catch is a disk that hands back other bytes, without an I/O error,
 // after the page cache let the checked ones go; Get, and the compressed codecs, check at every
 // read.
-func (t *Tier) Map(key Key, tag int, dst []byte) (m Mapping, ok bool) {
+func (t *Tier) Map(key diskstore.Key, tag int, dst []byte) (m Mapping, ok bool) {
 	e, checked, ok := t.lookup(key, tag)
 	if !ok {
 		return Mapping{}, false
@@ -68,7 +69,7 @@ func (t *Tier) Map(key Key, tag int, dst []byte) (m Mapping, ok bool) {
 
 // lookup finds the entry under key and tags it, counting a miss when there is none; it also
 // returns the version of its file whose bytes were checked.
-func (t *Tier) lookup(key Key, tag int) (*entry, fileID, bool) {
+func (t *Tier) lookup(key diskstore.Key, tag int) (*entry, fileID, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.entries[key]
@@ -102,7 +103,7 @@ func (t *Tier) recordRead(e *entry, checked fileID, err error) bool {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		t.forget(key) // evicted meanwhile
-	case errors.Is(err, errDamaged):
+	case errors.Is(err, diskstore.ErrDamaged):
 		t.stats.Corrupt++
 		if drop = t.entries[key] == e; drop {
 			t.remove(e)
@@ -113,7 +114,7 @@ func (t *Tier) recordRead(e *entry, checked fileID, err error) bool {
 	}
 	t.mu.Unlock()
 	switch {
-	case errors.Is(err, errDamaged):
+	case errors.Is(err, diskstore.ErrDamaged):
 		t.log.Warn("disk tier: damaged entry dropped; the sample is decoded again", "file", t.path(key), "reason", err)
 		if drop {
 			t.unlink(t.path(key))
@@ -134,7 +135,7 @@ func (t *Tier) recordRead(e *entry, checked fileID, err error) bool {
 // the mapping and the version of the file it checked (zero when it checked none). An entry of
 // another kind (compressed, of the format before codecs, or of another length: damaged) is read
 // into dst instead, and the mapping is the zero one.
-func (t *Tier) mapEntry(key Key, dst []byte, checked fileID) (Mapping, fileID, error) {
+func (t *Tier) mapEntry(key diskstore.Key, dst []byte, checked fileID) (Mapping, fileID, error) {
 	n := len(dst)
 	s := t.getScratch()
 	defer t.putScratch(s)
@@ -159,14 +160,14 @@ func (t *Tier) mapEntry(key Key, dst []byte, checked fileID) (Mapping, fileID, e
 		switch {
 		case err != nil:
 			return err
-		case h.codec != None || h.legacy: // as long as the sample, but compressed
+		case h.codec != diskstore.None || h.legacy: // as long as the sample, but compressed
 			asIs = false
 			return nil
 		case id == checked:
 			id = fileID{} // nothing checked now
 			return nil
 		case crc32.Update(crc32.ChecksumIEEE(mem[:60]), crc32.IEEETable, m.Bytes) != h.sum:
-			return damaged("checksum mismatch")
+			return diskstore.Damaged("checksum mismatch")
 		case time.Since(time.Unix(0, id.ctime)) < t.trustAge:
 			id = fileID{} // checked, but the version might not be told from the next: check again
 		}
@@ -177,7 +178,7 @@ func (t *Tier) mapEntry(key Key, dst []byte, checked fileID) (Mapping, fileID, e
 		// (an I/O error: the entry is kept, as read keeps it).
 		var now unix.Stat_t
 		if unix.Fstat(fd, &now) == nil && now.Size < st.Size {
-			err = damaged("cut short while read (%v)", err)
+			err = diskstore.Damaged("cut short while read (%v)", err)
 		} else {
 			err = fmt.Errorf("reading: %w (%w)", unix.EIO, err)
 		}
@@ -211,7 +212,7 @@ func touchMapped(f func() error) (err error) {
 // scratch is what reading an entry needs besides its destination: reused, so that a read
 // allocates nothing.
 type scratch struct {
-	name [2 + 1 + 2*len(Key{}) + 1]byte // "ab/abcd...\x00": the entry's file under Tier.dir
+	name [2 + 1 + 2*len(diskstore.Key{}) + 1]byte // "ab/abcd...\x00": Key.Rel, under Tier.dir
 	hdr  [headerSize]byte
 	buf  []byte // the stored bytes of a compressed entry
 }
@@ -234,9 +235,9 @@ func (t *Tier) putScratch(s *scratch) {
 
 // read reads and checks the entry's file into dst, decompressing straight into it (an entry
 // stored as it is is read straight into it), checking the stored bytes before decompressing
-// them. What it finds wrong with the file's bytes is errDamaged; failing to open or read the
-// file is not. It allocates nothing.
-func (t *Tier) read(key Key, dst []byte) error {
+// them. What it finds wrong with the file's bytes is diskstore.ErrDamaged; failing to open or read
+// the file is not. It allocates nothing.
+func (t *Tier) read(key diskstore.Key, dst []byte) error {
 	s := t.getScratch()
 	defer t.putScratch(s)
 	var st unix.Stat_t
@@ -249,8 +250,8 @@ func (t *Tier) read(key Key, dst []byte) error {
 }
 
 // readFD is read of the entry's file open as fd, of status st.
-func (t *Tier) readFD(fd int, st *unix.Stat_t, s *scratch, key Key, dst []byte) error {
-	n, err := preadFull(fd, s.hdr[:min(int64(len(s.hdr)), st.Size)], 0)
+func (t *Tier) readFD(fd int, st *unix.Stat_t, s *scratch, key diskstore.Key, dst []byte) error {
+	n, err := diskstore.PreadFull(fd, s.hdr[:min(int64(len(s.hdr)), st.Size)], 0)
 	if err != nil {
 		return fmt.Errorf("reading: %w", err)
 	}
@@ -258,39 +259,39 @@ func (t *Tier) readFD(fd int, st *unix.Stat_t, s *scratch, key Key, dst []byte) 
 	if err != nil {
 		return err
 	}
-	stored := dst // None: straight into dst
-	if h.codec != None {
+	stored := dst // stored as it is: straight into dst
+	if h.codec != diskstore.None {
 		if cap(s.buf) < len(dst) { // once: a compressed entry is shorter than its sample
 			s.buf = make([]byte, len(dst))
 		}
 		stored = s.buf[:h.stored]
 	}
-	if n, err := preadFull(fd, stored, int64(h.size)); err != nil {
+	if n, err := diskstore.PreadFull(fd, stored, int64(h.size)); err != nil {
 		return fmt.Errorf("reading: %w", err)
 	} else if n < len(stored) {
-		return damaged("cut short while read")
+		return diskstore.Damaged("cut short while read")
 	}
 	if !h.legacy && crc32.Update(crc32.ChecksumIEEE(s.hdr[:60]), crc32.IEEETable, stored) != h.sum {
-		return damaged("checksum mismatch")
+		return diskstore.Damaged("checksum mismatch")
 	}
 	switch h.codec {
-	case LZ4:
+	case diskstore.LZ4:
 		if n, err := lz4.UncompressBlock(stored, dst); err != nil {
-			return fmt.Errorf("%w: lz4: %w", errDamaged, err)
+			return fmt.Errorf("%w: lz4: %w", diskstore.ErrDamaged, err)
 		} else if n != len(dst) {
-			return damaged("decompressed to %d bytes, want %d", n, len(dst))
+			return diskstore.Damaged("decompressed to %d bytes, want %d", n, len(dst))
 		}
-	case Zstd:
+	case diskstore.Zstd:
 		out, err := t.dec.DecodeAll(stored, dst[:0])
 		if err != nil {
-			return fmt.Errorf("%w: zstd: %w", errDamaged, err)
+			return fmt.Errorf("%w: zstd: %w", diskstore.ErrDamaged, err)
 		}
 		if len(out) != len(dst) || len(out) > 0 && &out[0] != &dst[0] {
-			return damaged("decompressed to %d bytes, want %d", len(out), len(dst))
+			return diskstore.Damaged("decompressed to %d bytes, want %d", len(out), len(dst))
 		}
 	}
 	if h.legacy && crc32.Checksum(dst, castagnoli) != h.sum {
-		return damaged("checksum mismatch")
+		return diskstore.Damaged("checksum mismatch")
 	}
 	return nil
 }
@@ -298,7 +299,7 @@ func (t *Tier) readFD(fd int, st *unix.Stat_t, s *scratch, key Key, dst []byte) 
 // openEntry opens the file of the entry under key for reading, and fills st with its status. Its
 // name, relative to t.dir, is made in s.name, so that opening allocates nothing (unix.Openat
 // would, for the name).
-func (t *Tier) openEntry(key Key, s *scratch, st *unix.Stat_t) (int, error) {
+func (t *Tier) openEntry(key diskstore.Key, s *scratch, st *unix.Stat_t) (int, error) {
 	hex.Encode(s.name[3:len(s.name)-1], key[:])
 	s.name[0], s.name[1], s.name[2] = s.name[3], s.name[4], '/'
 	s.name[len(s.name)-1] = 0
@@ -317,25 +318,6 @@ func (t *Tier) openEntry(key Key, s *scratch, st *unix.Stat_t) (int, error) {
 		}
 		return -1, errno
 	}
-}
-
-// preadFull reads from fd at off until b is full or the file ends, and says how much it read.
-func preadFull(fd int, b []byte, off int64) (int, error) {
-	n := 0
-	for n < len(b) {
-		k, err := unix.Pread(fd, b[n:], off+int64(n))
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return n, err
-		}
-		if k == 0 {
-			break
-		}
-		n += k
-	}
-	return n, nil
 }
 
 // fileID tells one version of a file from another: a file replaced, rewritten, cut short or

@@ -20,12 +20,14 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
+
+	"github.com/vidfs/vidfs/internal/diskstore"
 )
 
 const sampleBytes = 48 << 10
 
 // key is the key of test entry i.
-func key(i int) Key { return sha256.Sum256([]byte(fmt.Sprint("entry ", i))) }
+func key(i int) diskstore.Key { return sha256.Sum256([]byte(fmt.Sprint("entry ", i))) }
 
 // sample is test entry i's bytes: compressible, like video, and different for every i.
 func sample(i int) []byte {
@@ -43,7 +45,7 @@ func sample(i int) []byte {
 
 // eachCodec runs test once for every codec and way of reading: what the tier promises holds for
 // each.
-func eachCodec(t *testing.T, test func(t *testing.T, c Codec, w way)) {
+func eachCodec(t *testing.T, test func(t *testing.T, c diskstore.Codec, w way)) {
 	for _, c := range Codecs {
 		for _, w := range ways {
 			t.Run(c.String()+"/"+w.name, func(t *testing.T) { test(t, c, w) })
@@ -55,12 +57,12 @@ func eachCodec(t *testing.T, test func(t *testing.T, c Codec, w way)) {
 // those stored as they are (here copied into dst, and unmapped).
 type way struct {
 	name string
-	read func(tr *Tier, k Key, tag int, dst []byte) bool
+	read func(tr *Tier, k diskstore.Key, tag int, dst []byte) bool
 }
 
 var ways = []way{{"get", (*Tier).Get}, {"map", mapInto}}
 
-func mapInto(tr *Tier, k Key, tag int, dst []byte) bool {
+func mapInto(tr *Tier, k diskstore.Key, tag int, dst []byte) bool {
 	m, ok := tr.Map(k, tag, dst)
 	if ok && m.Bytes != nil {
 		if len(m.Bytes) != len(dst) {
@@ -72,7 +74,7 @@ func mapInto(tr *Tier, k Key, tag int, dst []byte) bool {
 	return ok
 }
 
-func open(t *testing.T, c Codec, dir string, maxBytes int64, due func(int) int) *Tier {
+func open(t *testing.T, c diskstore.Codec, dir string, maxBytes int64, due func(int) int) *Tier {
 	t.Helper()
 	tr, err := Open(Options{Dir: dir, MaxBytes: maxBytes, Codec: c, Due: due})
 	if err != nil {
@@ -100,7 +102,7 @@ func onDisk(t *testing.T, dir string) (int64, int) {
 	n := 0
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
-			if _, ok := parseName(d.Name()); ok {
+			if _, ok := diskstore.ParseKey(d.Name()); ok {
 				info, _ := d.Info()
 				total += info.Size()
 				n++
@@ -111,11 +113,11 @@ func onDisk(t *testing.T, dir string) (int64, int) {
 	return total, n
 }
 
-// TestRoundTrip: what is put comes back identical, compressed on disk (but with None), after a
+// TestRoundTrip: what is put comes back identical, compressed on disk (but with none), after a
 // reopen too; a size that does not match is a miss.
 func TestRoundTrip(t *testing.T) { eachCodec(t, testRoundTrip) }
 
-func testRoundTrip(t *testing.T, c Codec, w way) {
+func testRoundTrip(t *testing.T, c diskstore.Codec, w way) {
 	dir := t.TempDir()
 	tr := open(t, c, dir, 64<<20, nil)
 	for i := range 10 {
@@ -136,7 +138,7 @@ func testRoundTrip(t *testing.T, c Codec, w way) {
 	if st.Entries != 10 || st.Hits != 10 || st.Misses != 1 || st.Codec != c {
 		t.Errorf("stats %+v: want 10 entries, 10 hits, 1 miss, codec %v", st, c)
 	}
-	if c == None && st.StoredBytes != st.WrittenBytes+10*headerSize || c != None && st.StoredBytes >= st.WrittenBytes/2 {
+	if c == diskstore.None && st.StoredBytes != st.WrittenBytes+10*headerSize || c != diskstore.None && st.StoredBytes >= st.WrittenBytes/2 {
 		t.Errorf("%d bytes stored for %d with %v: want them as they are with none, at most half with the others", st.StoredBytes, st.WrittenBytes, c)
 	}
 	if b, n := onDisk(t, dir); n != 10 || b != st.Bytes {
@@ -160,7 +162,7 @@ func testRoundTrip(t *testing.T, c Codec, w way) {
 // never served.
 func TestDamage(t *testing.T) { eachCodec(t, testDamage) }
 
-func testDamage(t *testing.T, c Codec, w way) {
+func testDamage(t *testing.T, c diskstore.Codec, w way) {
 	dir := t.TempDir()
 	tr := open(t, c, dir, 64<<20, nil)
 	const n = 10
@@ -169,7 +171,7 @@ func testDamage(t *testing.T, c Codec, w way) {
 	}
 	tr.Flush()
 	tr.Close()
-	path := func(i int) string { s := key(i).String(); return filepath.Join(dir, version, s[:2], s) }
+	path := func(i int) string { return filepath.Join(dir, diskstore.SamplesDir, key(i).Rel()) }
 	mutate := func(i int, f func([]byte) []byte) {
 		b, err := os.ReadFile(path(i))
 		if err != nil {
@@ -224,7 +226,7 @@ func testDamage(t *testing.T, c Codec, w way) {
 // damage; it stays on disk and in the index, and is served once it can be read again.
 func TestReadError(t *testing.T) { eachCodec(t, testReadError) }
 
-func testReadError(t *testing.T, c Codec, w way) {
+func testReadError(t *testing.T, c diskstore.Codec, w way) {
 	dir := t.TempDir()
 	var logged strings.Builder // written by Get on this goroutine alone
 	tr, err := Open(Options{Dir: dir, MaxBytes: 64 << 20, Codec: c, Log: slog.New(slog.NewTextHandler(&logged, nil))})
@@ -279,7 +281,7 @@ func testReadError(t *testing.T, c Codec, w way) {
 // keeps the entries due soonest over those not due.
 func TestBound(t *testing.T) { eachCodec(t, testBound) }
 
-func testBound(t *testing.T, c Codec, w way) {
+func testBound(t *testing.T, c diskstore.Codec, w way) {
 	dir := t.TempDir()
 	var mu sync.Mutex
 	due := map[int]int{} // tag (entry number) -> how soon it is due
@@ -341,7 +343,7 @@ func testBound(t *testing.T, c Codec, w way) {
 // TestBacklog: Put never waits; past the backlog bound it skips.
 func TestBacklog(t *testing.T) { eachCodec(t, testBacklog) }
 
-func testBacklog(t *testing.T, c Codec, w way) {
+func testBacklog(t *testing.T, c diskstore.Codec, w way) {
 	tr, err := Open(Options{Dir: t.TempDir(), MaxBytes: 1 << 30, Codec: c, Backlog: 3 * sampleBytes})
 	if err != nil {
 		t.Fatal(err)
@@ -366,12 +368,12 @@ func testBacklog(t *testing.T, c Codec, w way) {
 // TestLock: a directory serves one tier at a time, and the error says so.
 func TestLock(t *testing.T) {
 	dir := t.TempDir()
-	tr := open(t, Zstd, dir, 1<<20, nil)
-	if _, err := Open(Options{Dir: dir, MaxBytes: 1 << 20, Codec: Zstd}); err == nil || !strings.Contains(err.Error(), "in use") {
+	tr := open(t, diskstore.Zstd, dir, 1<<20, nil)
+	if _, err := Open(Options{Dir: dir, MaxBytes: 1 << 20, Codec: diskstore.Zstd}); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Errorf("a second tier on the same directory: %v", err)
 	}
 	tr.Close()
-	open(t, Zstd, dir, 1<<20, nil).Close()
+	open(t, diskstore.Zstd, dir, 1<<20, nil).Close()
 }
 
 // TestKilledWhileWriting: kill -9 of a process writing entries leaves a tier the next Open
@@ -379,7 +381,7 @@ func TestLock(t *testing.T) {
 // was on disk before the kill served.
 func TestKilledWhileWriting(t *testing.T) {
 	if dir := os.Getenv("VIDFS_TIER_WRITER"); dir != "" {
-		c, err := ParseCodec(os.Getenv("VIDFS_TIER_CODEC"))
+		c, err := diskstore.ParseCodec(os.Getenv("VIDFS_TIER_CODEC"))
 		if err != nil {
 			os.Exit(3)
 		}
@@ -397,7 +399,7 @@ func TestKilledWhileWriting(t *testing.T) {
 	eachCodec(t, testKilledWhileWriting)
 }
 
-func testKilledWhileWriting(t *testing.T, c Codec, w way) {
+func testKilledWhileWriting(t *testing.T, c diskstore.Codec, w way) {
 	dir := t.TempDir()
 	for round := range 3 {
 		_, before := onDisk(t, dir)
@@ -423,7 +425,7 @@ func testKilledWhileWriting(t *testing.T, c Codec, w way) {
 		os.Remove(filepath.Join(dir, "started"))
 
 		tr := open(t, c, dir, 1<<30, nil)
-		if tmp, _ := os.ReadDir(filepath.Join(dir, version, "tmp")); len(tmp) != 0 {
+		if tmp, _ := os.ReadDir(filepath.Join(dir, diskstore.SamplesDir, "tmp")); len(tmp) != 0 {
 			t.Errorf("round %d: %d temporary files left after Open", round, len(tmp))
 		}
 		st := tr.Stats()
@@ -472,7 +474,7 @@ func TestCodecChange(t *testing.T) {
 // TestIncompressible: bytes that compressing does not shrink are stored as they are, whatever the
 // codec, and read back.
 func TestIncompressible(t *testing.T) {
-	eachCodec(t, func(t *testing.T, c Codec, w way) {
+	eachCodec(t, func(t *testing.T, c diskstore.Codec, w way) {
 		tr := open(t, c, t.TempDir(), 64<<20, nil)
 		defer tr.Close()
 		noise := make([]byte, sampleBytes)
@@ -514,7 +516,7 @@ func legacyEntry(t *testing.T, i int) []byte {
 // TestLegacyEntries: entries written before codecs are served, exactly, by a tier of any codec;
 // a damaged one is dropped.
 func TestLegacyEntries(t *testing.T) {
-	eachCodec(t, func(t *testing.T, c Codec, w way) {
+	eachCodec(t, func(t *testing.T, c diskstore.Codec, w way) {
 		dir := t.TempDir()
 		for i := range 3 {
 			b := legacyEntry(t, i)
@@ -522,8 +524,8 @@ func TestLegacyEntries(t *testing.T) {
 				b[len(b)/2] ^= 0x10
 			}
 			s := key(i).String()
-			os.MkdirAll(filepath.Join(dir, version, s[:2]), 0o755)
-			if err := os.WriteFile(filepath.Join(dir, version, s[:2], s), b, 0o644); err != nil {
+			os.MkdirAll(filepath.Join(dir, diskstore.SamplesDir, s[:2]), 0o755)
+			if err := os.WriteFile(filepath.Join(dir, diskstore.SamplesDir, s[:2], s), b, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -542,13 +544,13 @@ func TestLegacyEntries(t *testing.T) {
 // a read allocates (nothing: its buffers are reused). Made-up samples of 2.4 MB; fs's
 // BenchmarkTierHit measures real footage. Only tests call Get; the mount calls Map.
 func BenchmarkGet(b *testing.B) {
-	benchHit(b, func(tr *Tier, k Key, dst []byte) bool { return tr.Get(k, 0, dst) })
+	benchHit(b, func(tr *Tier, k diskstore.Key, dst []byte) bool { return tr.Get(k, 0, dst) })
 }
 
 // BenchmarkMap: a hit as the mount takes it: an entry stored as it is is mapped (and its mapping
 // let go), a compressed one decompressed into the buffer. allocs/op is what a hit allocates.
 func BenchmarkMap(b *testing.B) {
-	benchHit(b, func(tr *Tier, k Key, dst []byte) bool {
+	benchHit(b, func(tr *Tier, k diskstore.Key, dst []byte) bool {
 		m, ok := tr.Map(k, 0, dst)
 		m.Unmap()
 		return ok
@@ -557,7 +559,7 @@ func BenchmarkMap(b *testing.B) {
 
 // benchHit times hit on one stored sample of 2.4 MB, for each codec, after a first hit (the
 // tier's reusable buffers made, the entry's bytes checked).
-func benchHit(b *testing.B, hit func(tr *Tier, k Key, dst []byte) bool) {
+func benchHit(b *testing.B, hit func(tr *Tier, k diskstore.Key, dst []byte) bool) {
 	const S = 16 * 224 * 224 * 3
 	for _, c := range Codecs {
 		b.Run(c.String(), func(b *testing.B) {
@@ -604,7 +606,7 @@ func waitForEntries(t *testing.T, dir string, n int, limit time.Duration) int {
 // dst instead.
 func TestMapChecksOnce(t *testing.T) {
 	dir := t.TempDir()
-	tr := open(t, None, dir, 64<<20, nil)
+	tr := open(t, diskstore.None, dir, 64<<20, nil)
 	defer tr.Close()
 	for i := range 3 {
 		tr.Put(key(i), i, sample(i))
@@ -623,7 +625,7 @@ func TestMapChecksOnce(t *testing.T) {
 		t.Fatalf("%d versions trusted with change times under %v old", st.Checked, tr.trustAge)
 	}
 	s2 := key(2).String()
-	flip(t, filepath.Join(dir, version, s2[:2], s2))
+	flip(t, filepath.Join(dir, diskstore.SamplesDir, s2[:2], s2))
 	if byMap.get(t, tr, 2) {
 		t.Fatal("an entry changed in place right after it was mapped was served")
 	}
@@ -640,7 +642,7 @@ func TestMapChecksOnce(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // past the change-time clock's tick (1-10 ms)
 	// Changed in place, same inode and size: checked again, and dropped.
 	s := key(0).String()
-	flip(t, filepath.Join(dir, version, s[:2], s))
+	flip(t, filepath.Join(dir, diskstore.SamplesDir, s[:2], s))
 	if byMap.get(t, tr, 0) {
 		t.Fatal("an entry changed in place after it was checked was served")
 	}
@@ -653,7 +655,7 @@ func TestMapChecksOnce(t *testing.T) {
 		t.Fatal("entry 1 not mapped")
 	}
 	s = key(1).String()
-	if err := os.Remove(filepath.Join(dir, version, s[:2], s)); err != nil {
+	if err := os.Remove(filepath.Join(dir, diskstore.SamplesDir, s[:2], s)); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(m.Bytes, sample(1)) {
@@ -665,7 +667,7 @@ func TestMapChecksOnce(t *testing.T) {
 	}
 
 	// Compressed: read into dst, not mapped.
-	z := open(t, Zstd, t.TempDir(), 64<<20, nil)
+	z := open(t, diskstore.Zstd, t.TempDir(), 64<<20, nil)
 	defer z.Close()
 	z.Put(key(5), 5, sample(5))
 	z.Flush()
@@ -730,7 +732,7 @@ func flip(t *testing.T, path string) {
 // answers, finishes the entry it was writing and lets the directory go.
 func TestCloseStuckWriter(t *testing.T) {
 	dir := t.TempDir()
-	tr := open(t, Zstd, dir, 1<<30, nil)
+	tr := open(t, diskstore.Zstd, dir, 1<<30, nil)
 	tr.closeWarn = 10 * time.Millisecond
 	held, hold := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -758,8 +760,8 @@ func TestCloseStuckWriter(t *testing.T) {
 		return
 	}
 	close(hold) // the disk answers: the writer writes entry 0, drops the rest, and ends
-	<-tr.done
-	tr = open(t, Zstd, dir, 1<<30, nil) // the directory was let go
+	<-tr.w.Done()
+	tr = open(t, diskstore.Zstd, dir, 1<<30, nil) // the directory was let go
 	defer tr.Close()
 	if !tr.Has(key(0)) || tr.Has(key(1)) || tr.Has(key(2)) {
 		t.Errorf("after the stuck Close: entries 0, 1, 2 on disk: %v %v %v; want the one being written only", tr.Has(key(0)), tr.Has(key(1)), tr.Has(key(2)))
@@ -771,14 +773,14 @@ func TestCloseStuckWriter(t *testing.T) {
 // entry's, unlinked by the writer, and a damaged one's, unlinked by the reader that found it.
 func TestUnlinkWithoutLock(t *testing.T) {
 	dir := t.TempDir()
-	probe := open(t, None, dir, 1<<30, nil)
+	probe := open(t, diskstore.None, dir, 1<<30, nil)
 	probe.Put(key(0), 0, sample(0))
 	probe.Flush()
 	one := probe.Stats().Bytes
 	probe.Close()
 	os.RemoveAll(dir)
 
-	tr := open(t, None, dir, 2*one+one/2, nil) // room for 2
+	tr := open(t, diskstore.None, dir, 2*one+one/2, nil) // room for 2
 	defer tr.Close()
 	entered, hold := make(chan string, 4), make(chan struct{})
 	tr.unlink = func(name string) error {

@@ -1,7 +1,7 @@
 package tier
 
-// Writing entries: Put queues them, and the writer goroutine compresses them and puts them in
-// place.
+// Writing entries: Put queues them, and the writer goroutine (diskstore.Writer) compresses them
+// and puts them in place.
 
 import (
 	"encoding/binary"
@@ -9,123 +9,65 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 
 	"github.com/pierrec/lz4/v4"
-	"golang.org/x/sys/unix"
+
+	"github.com/vidfs/vidfs/internal/diskstore"
 )
 
+// job is an entry queued to be written: its bytes are the job's data.
 type job struct {
-	key Key
+	key diskstore.Key
 	tag int
-	buf *[]byte
-}
-
-func (t *Tier) buffer() *[]byte {
-	if bp, ok := t.pool.Get().(*[]byte); ok {
-		return bp
-	}
-	b := make([]byte, 0, 1<<20)
-	return &b
 }
 
 // Put queues src to be written under key, tagged tag, copying it, and says whether it was
 // queued. It never waits: with the backlog full, it skips.
-func (t *Tier) Put(key Key, tag int, src []byte) bool {
+func (t *Tier) Put(key diskstore.Key, tag int, src []byte) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed || t.entries[key] != nil || t.unlinking[key] > 0 {
+	if t.entries[key] != nil || t.unlinking[key] > 0 {
 		return false
 	}
-	for _, j := range t.queue {
-		if j.key == key {
-			return false
-		}
-	}
-	if t.queued+int64(len(src)) > t.opts.Backlog {
-		t.stats.Skipped++
+	// Not queued twice: an entry is in the index before it leaves the queue.
+	if t.w.Queued(func(jobs []diskstore.Job[job]) bool {
+		return slices.ContainsFunc(jobs, func(j diskstore.Job[job]) bool { return j.Meta.key == key })
+	}) {
 		return false
 	}
-	bp := t.buffer()
-	*bp = append((*bp)[:0], src...)
-	t.queue = append(t.queue, job{key, tag, bp})
-	t.queued += int64(len(src))
-	select {
-	case t.wake <- struct{}{}:
-	default:
-	}
-	return true
+	return t.w.Put(job{key, tag}, src, 1)
 }
 
-// writer writes queued entries until Close. It runs on a thread of its own at a low priority
-// (nice 10), so that compressing yields the CPU to decoding and reading; when it cannot keep up,
-// the backlog fills and Put skips.
-func (t *Tier) writer() {
-	defer close(t.done)
-	defer func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		t.writerEnded = true
-		if t.abandoned { // Close gave up on this writer: what it used is its to close
-			t.enc.Close()
-			t.lock.Close()
-		}
-	}()
-	// Locked and never unlocked: the thread, with its priority, ends with this goroutine
-	// instead of going back to run others.
-	runtime.LockOSThread()
-	unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 10) // best effort
-	for {
-		t.mu.Lock()
-		for len(t.queue) == 0 {
-			if t.closed {
-				t.mu.Unlock()
-				return
-			}
-			t.mu.Unlock()
-			<-t.wake
-			t.mu.Lock()
-		}
-		j := t.queue[0]
-		t.mu.Unlock()
-		if t.beforeWrite != nil {
-			t.beforeWrite()
-		}
-		err := t.write(j.key, j.tag, *j.buf)
-		t.mu.Lock()
-		t.queue = t.queue[1:]
-		t.queued -= int64(len(*j.buf))
-		if err != nil {
-			t.stats.Skipped++
-		}
-		if len(t.queue) == 0 {
-			t.idle.Broadcast()
-		}
-		t.mu.Unlock()
-		t.pool.Put(j.buf)
-		if err != nil {
-			t.log.Warn("disk tier: entry not written", "reason", err)
-		}
+// writeJob writes the entry of job j, for the writer (diskstore.WriterOptions.Write), and says
+// whether it was skipped.
+func (t *Tier) writeJob(j job, raw []byte) (skipped int64) {
+	if t.beforeWrite != nil {
+		t.beforeWrite()
 	}
+	if err := t.write(j.key, j.tag, raw); err != nil {
+		t.log.Warn("disk tier: entry not written", "reason", err)
+		return 1
+	}
+	return 0
 }
 
 // write compresses raw and puts it in place under key, making room for it first. Only the
 // writer goroutine calls it.
-func (t *Tier) write(key Key, tag int, raw []byte) error {
+func (t *Tier) write(key diskstore.Key, tag int, raw []byte) error {
 	codec, stored := t.opts.Codec, raw
 	switch codec {
-	case LZ4:
+	case diskstore.LZ4:
 		t.zbuf = slices.Grow(t.zbuf[:0], lz4.CompressBlockBound(len(raw)))[:lz4.CompressBlockBound(len(raw))]
 		if n, err := t.lz4.CompressBlock(raw, t.zbuf); err == nil && n > 0 {
 			stored = t.zbuf[:n]
 		}
-	case Zstd:
+	case diskstore.Zstd:
 		t.zbuf = t.enc.EncodeAll(raw, t.zbuf[:0])
 		stored = t.zbuf
 	}
 	if len(stored) >= len(raw) { // compressing did not shrink it: as it is
-		codec, stored = None, raw
+		codec, stored = diskstore.None, raw
 	}
 	var hdr [headerSize]byte
 	copy(hdr[:], magic)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/vidfs/vidfs/decode"
 	vfs "github.com/vidfs/vidfs/fs"
-	"github.com/vidfs/vidfs/tier"
+	"github.com/vidfs/vidfs/internal/diskstore"
 )
 
 // sizeValue is a --size flag: HEIGHTxWIDTH, in the order of the array's shape.
@@ -38,7 +38,7 @@ func (r *resizeValue) Set(v string) (err error) {
 
 // codecValue is a --cache-disk-codec flag: auto (the zero codec, which fs chooses by), none, lz4
 // or zstd.
-type codecValue struct{ c tier.Codec }
+type codecValue struct{ c diskstore.Codec }
 
 func (c *codecValue) String() string {
 	if c.c == 0 {
@@ -52,7 +52,7 @@ func (c *codecValue) Set(v string) (err error) {
 		c.c = 0
 		return nil
 	}
-	c.c, err = tier.ParseCodec(v)
+	c.c, err = diskstore.ParseCodec(v)
 	return err
 }
 

@@ -1,14 +1,15 @@
-package tier
+package framestore
 
-// Huff, the training copy's lossless image codec: a frame (RGB, W pixels a row) has its colours
-// decorrelated (green, red less green, blue less green, each mod 256) into three planes, each
-// pixel of a plane predicted from the one to its left (the first of a row from the one above),
-// and the residuals, which cluster near 0, Huffman-coded (github.com/klauspost/compress/huff0)
-// in chunks of at most huffChunk bytes. (The median predictor of JPEG-LS and FFV1 stored 14 %
-// less on real footage at 224x224, 0.37x of the raw frame against 0.44x, but read 4x slower
-// here, 2.7 against 0.6 ms a frame: bench/framecodecs.py.) Stored bytes: for each chunk of the planes,
-// in order, a uint32 (little-endian) whose top two bits say how it is stored (0: Huffman-coded,
-// 1: as it is, 2: one byte repeated) and whose rest is its length, then the bytes.
+// Huff (diskstore.Huff), the training copy's lossless image codec: a frame (RGB, W pixels a
+// row) has its colours decorrelated (green, red less green, blue less green, each mod 256) into
+// three planes, each pixel of a plane predicted from the one to its left (the first of a row from
+// the one above), and the residuals, which cluster near 0, Huffman-coded
+// (github.com/klauspost/compress/huff0) in chunks of at most huffChunk bytes. The left predictor
+// over the median one of JPEG-LS and FFV1, which stores a little less but reads several times
+// slower (docs/benchmarks.md, "Per-frame codecs for the training copy"). Stored bytes: for each
+// chunk of the planes, in order, a uint32 (little-endian) whose top two bits say how it is stored
+// (0: Huffman-coded, 1: as it is, 2: one byte repeated) and whose rest is its length, then the
+// bytes.
 
 import (
 	"encoding/binary"
@@ -16,6 +17,8 @@ import (
 	"fmt"
 
 	"github.com/klauspost/compress/huff0"
+
+	"github.com/vidfs/vidfs/internal/diskstore"
 )
 
 const (
@@ -98,24 +101,24 @@ func (h *huffCodec) unpack(frame, src []byte) error {
 	for off := 0; off < len(planes); off += huffChunk {
 		want := min(len(planes), off+huffChunk) - off
 		if len(src) < 4 {
-			return damaged("huff: cut short")
+			return diskstore.Damaged("huff: cut short")
 		}
 		head := binary.LittleEndian.Uint32(src)
 		kind, size := int(head>>30), int(head&(1<<30-1))
 		src = src[4:]
 		if size > len(src) {
-			return damaged("huff: a chunk of %d bytes, %d left", size, len(src))
+			return diskstore.Damaged("huff: a chunk of %d bytes, %d left", size, len(src))
 		}
 		chunk := planes[off : off+want]
 		switch kind {
 		case huffRaw:
 			if size != want {
-				return damaged("huff: a raw chunk of %d bytes, want %d", size, want)
+				return diskstore.Damaged("huff: a raw chunk of %d bytes, want %d", size, want)
 			}
 			copy(chunk, src[:size])
 		case huffRLE:
 			if size != 1 {
-				return damaged("huff: a repeated chunk of %d bytes", size)
+				return diskstore.Damaged("huff: a repeated chunk of %d bytes", size)
 			}
 			for i := range chunk {
 				chunk[i] = src[0]
@@ -123,22 +126,22 @@ func (h *huffCodec) unpack(frame, src []byte) error {
 		case huffCoded:
 			s, rest, err := huff0.ReadTable(src[:size], &h.s)
 			if err != nil {
-				return fmt.Errorf("%w: huff: %w", errDamaged, err)
+				return fmt.Errorf("%w: huff: %w", diskstore.ErrDamaged, err)
 			}
 			out, err := s.Decoder().Decompress4X(chunk[:0:want], rest) // it fills cap(dst)
 			if err != nil {
-				return fmt.Errorf("%w: huff: %w", errDamaged, err)
+				return fmt.Errorf("%w: huff: %w", diskstore.ErrDamaged, err)
 			}
 			if len(out) != want {
-				return damaged("huff: a chunk decoded to %d bytes, want %d", len(out), want)
+				return diskstore.Damaged("huff: a chunk decoded to %d bytes, want %d", len(out), want)
 			}
 		default:
-			return damaged("huff: chunk kind %d", kind)
+			return diskstore.Damaged("huff: chunk kind %d", kind)
 		}
 		src = src[size:]
 	}
 	if len(src) != 0 {
-		return damaged("huff: %d bytes past the frame", len(src))
+		return diskstore.Damaged("huff: %d bytes past the frame", len(src))
 	}
 	g, r, b := planes[:n], planes[n:2*n], planes[2*n:]
 	for _, p := range [][]byte{g, r, b} {

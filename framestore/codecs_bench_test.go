@@ -1,4 +1,4 @@
-package tier
+package framestore
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/vidfs/vidfs/internal/diskstore"
 )
 
 // copyFrames names a file of raw rgb24 frames, 224x224 each, one after another, for
@@ -40,7 +42,7 @@ func BenchmarkCopyCodecs(b *testing.B) {
 	if len(raw) == 0 || len(raw)%copyFrameBytes != 0 {
 		b.Fatalf("%s: %d bytes, not a whole number of %d-byte frames", *copyFrames, len(raw), copyFrameBytes)
 	}
-	for _, c := range FrameCodecs {
+	for _, c := range diskstore.Codecs {
 		b.Run(c.String(), func(b *testing.B) { benchStore(b, c, raw) })
 	}
 	b.Run("zstd-direct", func(b *testing.B) { benchDirect(b, raw, false) })
@@ -71,7 +73,7 @@ func (k clock) report(b *testing.B, what string, frames int) {
 	b.ReportMetric(float64(k.cpu.Nanoseconds())/float64(frames), what+"-cpu-ns/frame")
 }
 
-func benchStore(b *testing.B, c Codec, raw []byte) {
+func benchStore(b *testing.B, c diskstore.Codec, raw []byte) {
 	n := len(raw) / copyFrameBytes
 	var write, read clock
 	var stored int64
@@ -79,13 +81,13 @@ func benchStore(b *testing.B, c Codec, raw []byte) {
 	dst := make([]byte, len(raw))
 	for b.Loop() {
 		b.StopTimer()
-		cp, err := OpenCopies(CopyOptions{Dir: b.TempDir(), MaxBytes: 1 << 40, Codec: c, FrameBytes: copyFrameBytes, Width: copyW,
+		cp, err := Open(Options{Dir: b.TempDir(), MaxBytes: 1 << 40, Codec: c, FrameBytes: copyFrameBytes, Width: copyW,
 			Videos: 1, Backlog: int64(len(raw)) + 1})
 		if err != nil {
 			b.Fatal(err)
 		}
 		clear(dst)
-		key := Key{1}
+		key := diskstore.Key{1}
 		b.StartTimer()
 		write.add(b, func() {
 			for u := 0; u < n; u += copyClip {

@@ -1,24 +1,26 @@
-package tier
+package framestore
 
 import (
 	"bytes"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/internal/testfd"
 )
 
 const frameWidth, frameBytes = 48, 48 * 48 * 3
 
 // vkey is test video v's key.
-func vkey(v int) Key { return sha256.Sum256([]byte(fmt.Sprint("video ", v))) }
+func vkey(v int) diskstore.Key { return sha256.Sum256([]byte(fmt.Sprint("video ", v))) }
 
 // frameOf is frame u of test video v: compressible, like video, and different for every frame.
 func frameOf(v, u int) []byte {
@@ -42,9 +44,9 @@ func framesOf(v int, units []int) []byte {
 	return b
 }
 
-func openCopies(t *testing.T, c Codec, dir string, maxBytes int64, due func(int) int) *Copies {
+func openStore(t *testing.T, c diskstore.Codec, dir string, maxBytes int64, due func(int) int) *Store {
 	t.Helper()
-	cp, err := OpenCopies(CopyOptions{Dir: dir, MaxBytes: maxBytes, Codec: c, FrameBytes: frameBytes, Width: frameWidth, Videos: 64, Due: due})
+	cp, err := Open(Options{Dir: dir, MaxBytes: maxBytes, Codec: c, FrameBytes: frameBytes, Width: frameWidth, Videos: 64, Due: due})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,12 +54,12 @@ func openCopies(t *testing.T, c Codec, dir string, maxBytes int64, due func(int)
 }
 
 // closeCopies closes cp at the end of the test unless the test did.
-func closeCopies(t *testing.T, cp *Copies) {
+func closeStore(t *testing.T, cp *Store) {
 	t.Cleanup(func() { cp.Close() })
 }
 
 // get reads video v's frames units from cp and checks them when it says it held them.
-func get(t *testing.T, cp *Copies, v int, units []int) bool {
+func get(t *testing.T, cp *Store, v int, units []int) bool {
 	t.Helper()
 	dst := make([]byte, len(units)*frameBytes)
 	ok := cp.Get(v, vkey(v), units, dst)
@@ -67,7 +69,7 @@ func get(t *testing.T, cp *Copies, v int, units []int) bool {
 	return ok
 }
 
-func put(t *testing.T, cp *Copies, v int, units []int) {
+func put(t *testing.T, cp *Store, v int, units []int) {
 	t.Helper()
 	if !cp.Put(v, vkey(v), 40, 100, units, framesOf(v, units)) {
 		t.Fatalf("video %d frames %v: not queued", v, units)
@@ -75,8 +77,8 @@ func put(t *testing.T, cp *Copies, v int, units []int) {
 	cp.Flush()
 }
 
-func eachFrameCodec(t *testing.T, test func(t *testing.T, c Codec)) {
-	for _, c := range FrameCodecs {
+func eachFrameCodec(t *testing.T, test func(t *testing.T, c diskstore.Codec)) {
+	for _, c := range diskstore.Codecs {
 		t.Run(c.String(), func(t *testing.T) { test(t, c) })
 	}
 }
@@ -84,9 +86,9 @@ func eachFrameCodec(t *testing.T, test func(t *testing.T, c Codec)) {
 // TestCopyFrames: frames put are read back byte for byte, in any clip of them, whatever the
 // order they were put in; a clip with a frame missing is a miss; and the counts say so.
 func TestCopyFrames(t *testing.T) {
-	eachFrameCodec(t, func(t *testing.T, c Codec) {
-		cp := openCopies(t, c, t.TempDir(), 1<<30, nil)
-		closeCopies(t, cp)
+	eachFrameCodec(t, func(t *testing.T, c diskstore.Codec) {
+		cp := openStore(t, c, t.TempDir(), 1<<30, nil)
+		closeStore(t, cp)
 		put(t, cp, 3, []int{10, 12, 14, 16})
 		put(t, cp, 3, []int{2, 4, 6, 8})
 		put(t, cp, 3, []int{8, 10, 12, 14}) // already there: nothing written
@@ -111,7 +113,7 @@ func TestCopyFrames(t *testing.T) {
 		if s.Frames != 8 || s.WrittenFrames != 8 || s.Videos != 1 || s.Hits != 4 || s.Misses != 5 || s.Corrupt != 0 {
 			t.Errorf("stats %+v: want 8 frames written, 1 video, 4 hits, 5 misses", s)
 		}
-		if c != None && s.StoredBytes >= s.WrittenBytes {
+		if c != diskstore.None && s.StoredBytes >= s.WrittenBytes {
 			t.Errorf("%v: stored %d bytes of %d", c, s.StoredBytes, s.WrittenBytes)
 		}
 		if fi, err := os.Stat(cp.path(vkey(3))); err != nil || fi.Size() != s.Bytes {
@@ -124,15 +126,15 @@ func TestCopyFrames(t *testing.T) {
 // is claimed, and a codec changed between mounts reads what the last one wrote.
 func TestCopyRemount(t *testing.T) {
 	dir := t.TempDir()
-	cp := openCopies(t, Zstd, dir, 1<<30, nil)
+	cp := openStore(t, diskstore.Zstd, dir, 1<<30, nil)
 	put(t, cp, 5, []int{0, 1, 2, 3, 4})
 	put(t, cp, 6, []int{7})
 	size := cp.Stats().Bytes
 	if err := cp.Close(); err != nil {
 		t.Fatal(err)
 	}
-	cp = openCopies(t, None, dir, 1<<30, nil)
-	closeCopies(t, cp)
+	cp = openStore(t, diskstore.None, dir, 1<<30, nil)
+	closeStore(t, cp)
 	if s := cp.Stats(); s.Bytes != size || s.Videos != 2 || s.Frames != 0 {
 		t.Errorf("reopened: %+v, want %d bytes in 2 videos, no frames counted before a claim", s, size)
 	}
@@ -167,10 +169,10 @@ func TestCopyDamage(t *testing.T) {
 			}
 		}},
 	} {
-		eachFrameCodec(t, func(t *testing.T, c Codec) {
+		eachFrameCodec(t, func(t *testing.T, c diskstore.Codec) {
 			t.Run(tc.name, func(t *testing.T) {
-				cp := openCopies(t, c, t.TempDir(), 1<<30, nil)
-				closeCopies(t, cp)
+				cp := openStore(t, c, t.TempDir(), 1<<30, nil)
+				closeStore(t, cp)
 				put(t, cp, 1, units)
 				path := cp.path(vkey(1))
 				fi, err := os.Stat(path)
@@ -218,7 +220,7 @@ func flipAt(t *testing.T, path string, off int64) {
 // disk (a power cut) is caught by its checksum. Either way the frame is written again.
 func TestCopyCrash(t *testing.T) {
 	dir := t.TempDir()
-	cp := openCopies(t, None, dir, 1<<30, nil)
+	cp := openStore(t, diskstore.None, dir, 1<<30, nil)
 	put(t, cp, 2, []int{0, 1})
 	path := cp.path(vkey(2))
 	cp.Close()
@@ -237,8 +239,8 @@ func TestCopyCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	cp = openCopies(t, None, dir, 1<<30, nil)
-	closeCopies(t, cp)
+	cp = openStore(t, diskstore.None, dir, 1<<30, nil)
+	closeStore(t, cp)
 	if get(t, cp, 2, []int{2}) {
 		t.Fatal("a frame with no slot: a hit")
 	}
@@ -261,8 +263,8 @@ func TestCopyCrash(t *testing.T) {
 func TestCopyBound(t *testing.T) {
 	dir := t.TempDir()
 	bound := int64(30 * frameBytes)
-	cp := openCopies(t, None, dir, bound, nil)
-	closeCopies(t, cp)
+	cp := openStore(t, diskstore.None, dir, bound, nil)
+	closeStore(t, cp)
 	for v := range 20 {
 		put(t, cp, v, []int{0, 1, 2, 3, 4})
 		if used := du(t, dir); used > bound {
@@ -275,8 +277,8 @@ func TestCopyBound(t *testing.T) {
 	}
 	// A smaller bound at the next mount evicts at once.
 	cp.Close()
-	cp = openCopies(t, None, dir, bound/3, nil)
-	closeCopies(t, cp)
+	cp = openStore(t, diskstore.None, dir, bound/3, nil)
+	closeStore(t, cp)
 	if used := du(t, dir); used > bound/3 {
 		t.Errorf("reopened with a third of the bound: %d bytes on disk", used)
 	}
@@ -308,8 +310,8 @@ func TestCopyEvictsByPlan(t *testing.T) {
 	}
 	dir := t.TempDir()
 	one := framesStart(100) + 4*frameBytes
-	cp := openCopies(t, None, dir, 2*one+one/2, due)
-	closeCopies(t, cp)
+	cp := openStore(t, diskstore.None, dir, 2*one+one/2, due)
+	closeStore(t, cp)
 	units := []int{0, 1, 2, 3}
 	dues[1], dues[2] = 100, 200
 	put(t, cp, 1, units)
@@ -336,8 +338,8 @@ func TestCopyEvictsByPlan(t *testing.T) {
 // TestCopyReadError: a copy that cannot be read for the system's reasons (out of descriptors) is
 // a miss, counted apart from damage, and kept: it is served once the descriptors are back.
 func TestCopyReadError(t *testing.T) {
-	cp := openCopies(t, None, t.TempDir(), 1<<30, nil)
-	closeCopies(t, cp)
+	cp := openStore(t, diskstore.None, t.TempDir(), 1<<30, nil)
+	closeStore(t, cp)
 	put(t, cp, 9, []int{3, 4})
 	var ok bool
 	testfd.Short(t, 0, func() { ok = get(t, cp, 9, []int{3, 4}) })
@@ -352,74 +354,14 @@ func TestCopyReadError(t *testing.T) {
 	}
 }
 
-// TestCopyLock: a second store on the same directory is refused while the first holds it.
+// TestCopyLock: a second store on the same directory is refused while the first holds it. (A
+// sample tier is refused too: fs's TestStoresShareLock.)
 func TestCopyLock(t *testing.T) {
 	dir := t.TempDir()
-	cp := openCopies(t, None, dir, 1<<30, nil)
-	closeCopies(t, cp)
-	if _, err := OpenCopies(CopyOptions{Dir: dir, MaxBytes: 1 << 30, Codec: None, FrameBytes: frameBytes, Videos: 1}); err == nil {
+	cp := openStore(t, diskstore.None, dir, 1<<30, nil)
+	closeStore(t, cp)
+	if _, err := Open(Options{Dir: dir, MaxBytes: 1 << 30, Codec: diskstore.None, FrameBytes: frameBytes, Videos: 1}); err == nil {
 		t.Fatal("a second store on one directory was opened")
-	}
-	if _, err := Open(Options{Dir: dir, MaxBytes: 1 << 30, Codec: None}); err == nil {
-		t.Fatal("a sample tier on the copy's directory was opened")
-	}
-}
-
-// TestHuff: the image codec gives back every frame byte for byte: smooth pictures (which it
-// shrinks), noise (stored as it is), flat colour (one byte repeated), widths that do not divide
-// the frame (one row), and frames larger than a chunk; damaged bytes are damage, never a frame.
-func TestHuff(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	smooth := func(w, h int) []byte {
-		b := make([]byte, w*h*3)
-		for y := range h {
-			for x := range w {
-				for c := range 3 {
-					b[3*(y*w+x)+c] = byte(x*(c+1)/3 + y/2 + r.IntN(4))
-				}
-			}
-		}
-		return b
-	}
-	noise := make([]byte, 64*64*3)
-	for i := range noise {
-		noise[i] = byte(r.IntN(256))
-	}
-	for _, tc := range []struct {
-		name   string
-		width  int
-		frame  []byte
-		shrink bool
-	}{
-		{"smooth", 224, smooth(224, 224), true},
-		{"large", 640, smooth(640, 480), true},
-		{"noise", 64, noise, false},
-		{"flat", 32, bytes.Repeat([]byte{9, 200, 31}, 32*32), true},
-		{"one row", 0, smooth(50, 30), true},
-		{"odd width", 7, smooth(50, 30), true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := &huffCodec{width: tc.width}
-			packed, err := h.pack(nil, tc.frame)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.shrink && len(packed) >= len(tc.frame)/2 {
-				t.Errorf("%d bytes packed to %d", len(tc.frame), len(packed))
-			}
-			got := make([]byte, len(tc.frame))
-			if err := (&huffCodec{width: tc.width}).unpack(got, packed); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, tc.frame) {
-				t.Fatal("unpacked to other bytes")
-			}
-			for _, bad := range [][]byte{packed[:len(packed)-1], append(slices.Clone(packed), 0), packed[:3]} {
-				if err := (&huffCodec{width: tc.width}).unpack(got, bad); !errors.Is(err, errDamaged) {
-					t.Errorf("damaged input (%d bytes of %d): %v, want damage", len(bad), len(packed), err)
-				}
-			}
-		})
 	}
 }
 
@@ -434,11 +376,11 @@ func TestCopyMemoryPerVideo(t *testing.T) {
 		return m.HeapAlloc
 	}
 	before := heap()
-	cp, err := OpenCopies(CopyOptions{Dir: t.TempDir(), MaxBytes: 1 << 40, Codec: None, FrameBytes: frameBytes, Width: frameWidth, Videos: videos})
+	cp, err := Open(Options{Dir: t.TempDir(), MaxBytes: 1 << 40, Codec: diskstore.None, FrameBytes: frameBytes, Width: frameWidth, Videos: videos})
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeCopies(t, cp)
+	closeStore(t, cp)
 	units := make([]int, 64)
 	for u := range units {
 		units[u] = u
@@ -457,9 +399,9 @@ func TestCopyMemoryPerVideo(t *testing.T) {
 // TestCopyServesQueued: frames put are served at once, whether the writer has written them yet
 // or they still wait in its queue, and a clip with a frame in neither is a miss.
 func TestCopyServesQueued(t *testing.T) {
-	eachFrameCodec(t, func(t *testing.T, c Codec) {
-		cp := openCopies(t, c, t.TempDir(), 1<<30, nil)
-		closeCopies(t, cp)
+	eachFrameCodec(t, func(t *testing.T, c diskstore.Codec) {
+		cp := openStore(t, c, t.TempDir(), 1<<30, nil)
+		closeStore(t, cp)
 		for v := range 20 {
 			units := []int{v, v + 2, v + 4}
 			if !cp.Put(v, vkey(v), 3, 100, units, framesOf(v, units)) {
@@ -479,12 +421,12 @@ func TestCopyServesQueued(t *testing.T) {
 // first, and only the frames the video's samples use count towards it being whole.
 func TestCopyClaimCounts(t *testing.T) {
 	dir := t.TempDir()
-	cp := openCopies(t, None, dir, 1<<30, nil)
+	cp := openStore(t, diskstore.None, dir, 1<<30, nil)
 	put(t, cp, 1, []int{0, 2, 4, 6})
 	put(t, cp, 2, []int{0, 2, 4, 6})
 	cp.Close()
-	cp = openCopies(t, None, dir, 1<<30, nil)
-	closeCopies(t, cp)
+	cp = openStore(t, diskstore.None, dir, 1<<30, nil)
+	closeStore(t, cp)
 	if !get(t, cp, 1, []int{0, 2}) { // adopts video 1's file before any Claim
 		t.Fatal("a miss")
 	}
@@ -506,8 +448,8 @@ func TestCopyNoRoomLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	due := func(v int) int { return v } // video 0 is due first: nothing makes room for video 1
 	one := framesStart(100) + 4*frameBytes
-	cp := openCopies(t, None, dir, one+2048, due) // not room for another file's header
-	closeCopies(t, cp)
+	cp := openStore(t, diskstore.None, dir, one+2048, due) // not room for another file's header
+	closeStore(t, cp)
 	units := []int{0, 1, 2, 3}
 	put(t, cp, 0, units)
 	cp.Put(1, vkey(1), 4, 100, units, framesOf(1, units))
@@ -523,26 +465,65 @@ func TestCopyNoRoomLeavesNothing(t *testing.T) {
 	}
 }
 
-// TestCopyAndTierTakeTurns: a directory keeps samples or frames: a store of one kind opened
-// where the other kept its files removes them, so that the bound holds for what is there.
-func TestCopyAndTierTakeTurns(t *testing.T) {
-	dir := t.TempDir()
-	cp := openCopies(t, None, dir, 1<<30, nil)
-	put(t, cp, 1, []int{0, 1})
-	cp.Close()
-	tr, err := Open(Options{Dir: dir, MaxBytes: 1 << 30, Codec: None})
+// openFDs counts the process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if du(t, dir) != 0 {
-		t.Errorf("the sample tier opened over a copy: %d bytes of frames left", du(t, dir))
+	return len(fds)
+}
+
+// TestCopyCloseStuckWriter: a writer stuck on a disk that does not answer holds Close only for a
+// bounded time: Close warns, gives up, and says what is stuck, and the directory stays locked
+// meanwhile. The writer, once the disk answers, finishes the frames it was writing and lets go
+// of what it used: the directory's lock (a store opens there again), its descriptor (none is left
+// open) and its coders (no goroutine outlives the tests).
+func TestCopyCloseStuckWriter(t *testing.T) {
+	openStore(t, diskstore.Zstd, t.TempDir(), 1<<30, nil).Close() // whatever the first store opens for good
+	fds := openFDs(t)
+	dir := t.TempDir()
+	cp := openStore(t, diskstore.Zstd, dir, 1<<30, nil)
+	cp.closeWarn = 10 * time.Millisecond
+	held, hold := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	cp.beforeWrite = func() { // the disk stops answering once the first frames are on their way
+		once.Do(func() { close(held) })
+		<-hold
 	}
-	tr.Put(key(1), 1, sample(1))
-	tr.Flush()
-	tr.Close()
-	cp = openCopies(t, None, dir, 1<<30, nil)
-	closeCopies(t, cp)
-	if _, err := os.Stat(filepath.Join(dir, version)); !os.IsNotExist(err) {
-		t.Errorf("the copy opened over a sample tier: its entries %v", err)
+	units := []int{0, 1, 2}
+	for v := range 3 {
+		if !cp.Put(v, vkey(v), len(units), 100, units, framesOf(v, units)) {
+			t.Fatalf("video %d: frames not queued", v)
+		}
+	}
+	<-held
+	closed := make(chan error, 1)
+	go func() { closed <- cp.Close() }()
+	select {
+	case err := <-closed:
+		if err == nil || !strings.Contains(err.Error(), "writer is stuck") || !strings.Contains(err.Error(), "video 0") {
+			t.Errorf("Close with the writer stuck: %v; want an error saying the writer is stuck, on video 0's frames", err)
+		}
+	case <-time.After(30 * time.Second): // a guard, far above the bound (a few closeWarns)
+		t.Errorf("Close has not returned 30 s after it began, with its writer stuck: it waits for the disk forever")
+		close(hold)
+		<-closed
+		return
+	}
+	if other, err := Open(Options{Dir: dir, MaxBytes: 1 << 30, Codec: diskstore.None, FrameBytes: frameBytes, Videos: 64}); err == nil {
+		other.Close()
+		t.Error("a store opened on the directory while the stuck writer still holds it")
+	}
+	close(hold) // the disk answers: the writer writes video 0's frames, drops the rest, and ends
+	<-cp.w.Done()
+	if n := openFDs(t); n != fds {
+		t.Errorf("%d descriptors open after the stuck writer ended, %d before the store was opened", n, fds)
+	}
+	cp = openStore(t, diskstore.Zstd, dir, 1<<30, nil) // the directory was let go
+	closeStore(t, cp)
+	if !get(t, cp, 0, units) || get(t, cp, 1, units) || get(t, cp, 2, units) {
+		t.Errorf("after the stuck Close: videos 0, 1, 2 held: %v %v %v; want the one being written only", get(t, cp, 0, units), get(t, cp, 1, units), get(t, cp, 2, units))
 	}
 }

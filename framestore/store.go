@@ -1,0 +1,257 @@
+package framestore
+
+// The Store: its options and stats, opening and closing it, and where its files live.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+	"golang.org/x/sys/unix"
+
+	"github.com/vidfs/vidfs/internal/diskstore"
+)
+
+// Options configures a Store.
+type Options struct {
+	// Dir is the directory the copy lives in (under Dir/frames), taken for this process alone
+	// (the same lock file as the sample tier's: a mount uses one or the other).
+	Dir string
+	// MaxBytes bounds the bytes of the copy's files.
+	MaxBytes int64
+	// Codec is how new frames are stored (required: any of diskstore.Codecs); a frame that
+	// compressing does not shrink is stored as it is. Frames stored with any codec are read
+	// whatever this says.
+	Codec diskstore.Codec
+	// FrameBytes is the size of one frame as served, Width its pixels a row (for Huff).
+	FrameBytes int
+	Width      int
+	// Videos is how many videos the caller numbers (0 to Videos-1).
+	Videos int
+	// Due says how soon video v is next wanted, in any unit that orders (smaller is sooner), or
+	// -1 when no reader wants it soon; asked with the store's lock held, so it must be quick and
+	// take no lock held while calling into the store. Nil: least recently used first.
+	Due func(video int) int
+	// Backlog bounds the bytes of frames waiting to be written (0: 64 MiB); Puts beyond it are
+	// skipped.
+	Backlog int64
+	Log     *slog.Logger
+}
+
+// Stats is a snapshot of the copy.
+type Stats struct {
+	Dir           string
+	MaxBytes      int64
+	Codec         diskstore.Codec // of frames written
+	Bytes         int64           // of the copy's files
+	Videos        int             // with a file (those found at Open and not yet claimed by Claim included)
+	Complete      int             // whose frames the caller needs are all stored
+	Frames        int64           // stored, in the videos claimed or written
+	Hits          int64           // samples read whole from the copy
+	Misses        int64           // samples with a frame missing (or the video not there)
+	Corrupt       int64           // frames or files found damaged, to be written again
+	ReadErrors    int64           // reads that failed for the system's reasons (EIO, EMFILE): kept
+	WrittenFrames int64
+	WrittenBytes  int64 // the frames' bytes before compression
+	StoredBytes   int64 // and after
+	Skipped       int64 // frames not written: backlog full, no room, or the disk refused
+	Evicted       int64 // videos
+	Backlog       int   // batches of frames (a sample's, a chunk of a whole video's) waiting to be written
+	BacklogBytes  int64
+}
+
+// Store is the training copy: decoded frames of videos, on disk, each readable on its own, so
+// that any clip of a video whose frames are there is read with no decode. It is safe for
+// concurrent use. Reads go straight to the files; one goroutine writes (w).
+type Store struct {
+	opts  Options
+	dir   string // Dir/frames/v1
+	dirFD int    // dir, opened, which files are opened relative to (by readers and the writer)
+	lock  *os.File
+	log   *slog.Logger
+	start time.Time
+	dec   *zstd.Decoder
+	w     *diskstore.Writer[job]
+	// The writer's alone.
+	enc  *zstd.Encoder
+	lz4c lz4.CompressorCCompat
+	huff *huffCodec
+	zbuf []byte
+	// bufs holds buffers for reuse: small ones for a sample's span of slots, large ones for
+	// frames queued and frames read compressed.
+	bufs  diskstore.Buffers
+	huffs sync.Pool // *huffCodec, for reading
+	// closeWarn is diskstore.CloseWarn, which tests shorten.
+	closeWarn time.Duration
+	// beforeWrite, when set (by tests, before any Put), runs on the writer before each batch.
+	beforeWrite func()
+
+	// mu guards everything below. LOCK ORDERING: taken after any lock of a caller, before the
+	// writer's (w): Options.Due, asked with mu held, takes no lock. Files are read and written
+	// without it.
+	mu       sync.Mutex
+	videos   []videoEntry
+	present  []int32                     // videos with a file, in no order (for choosing victims)
+	untagged map[diskstore.Key]foundCopy // files found at Open that no Claim or Get has named yet
+	oldest   []diskstore.Key             // untagged's keys, least recently written first (some gone), made when first evicting
+	// damaged holds the videos whose file or frames were found damaged: the writer checks the
+	// frames of theirs it finds, rather than take them as sound, until the file is dropped (slots
+	// left pointing past a file cut short point at other frames once it grows again).
+	damaged  map[int32]bool
+	bytes    int64
+	frames   int64
+	complete int
+	stats    Stats
+	// readWarned and writeWarned are when a read or write failure was last logged.
+	readWarned, writeWarned time.Time
+}
+
+// videoEntry is what the store keeps of one video in memory: 56 bytes.
+type videoEntry struct {
+	key    diskstore.Key
+	bytes  int64  // its file's, 0: none
+	frames uint32 // stored, or uncounted
+	needed uint32 // frames the caller needs of it (0: not known)
+	used   uint32 // when last read or written, in seconds from start
+	at     int32  // index in present, -1: no file
+}
+
+// uncounted is videoEntry.frames for a file found at Open whose index Claim has not counted yet.
+const uncounted = math.MaxUint32
+
+type foundCopy struct {
+	size, mod int64 // bytes, and modification time in nanoseconds
+}
+
+// Open opens (or makes) the copy in opts.Dir, taking stock of the files there.
+func Open(opts Options) (_ *Store, err error) {
+	if opts.Dir == "" || opts.MaxBytes <= 0 || opts.FrameBytes <= 0 {
+		return nil, fmt.Errorf("training copy: want a directory, a size and a frame size (got %q, %d, %d bytes)", opts.Dir, opts.MaxBytes, opts.FrameBytes)
+	}
+	if !validCodec(opts.Codec) {
+		return nil, fmt.Errorf("training copy: no codec %v", opts.Codec)
+	}
+	if opts.Backlog <= 0 {
+		opts.Backlog = 64 << 20
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	dir := filepath.Join(opts.Dir, diskstore.FramesDir, version)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("training copy: %w", err)
+	}
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for _, c := range slices.Backward(closers) {
+				c()
+			}
+		}
+	}()
+	lock, err := diskstore.LockDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, lock.Close)
+	diskstore.DropOther(filepath.Join(opts.Dir, diskstore.SamplesDir), "a disk tier of samples", opts.Log)
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return nil, fmt.Errorf("training copy: zstd encoder: %w", err)
+	}
+	closers = append(closers, enc.Close)
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecodeAllCapLimit(true), zstd.IgnoreChecksum(true))
+	if err != nil {
+		return nil, fmt.Errorf("training copy: zstd decoder: %w", err)
+	}
+	closers = append(closers, func() error { dec.Close(); return nil })
+	dirFD, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("training copy: %w", err)
+	}
+	closers = append(closers, func() error { return unix.Close(dirFD) })
+	c := &Store{opts: opts, dir: dir, dirFD: dirFD, lock: lock, log: opts.Log, start: time.Now(), dec: dec, enc: enc,
+		huff: &huffCodec{width: opts.Width}, videos: make([]videoEntry, opts.Videos), untagged: map[diskstore.Key]foundCopy{}, damaged: map[int32]bool{},
+		closeWarn: diskstore.CloseWarn}
+	for i := range c.videos {
+		c.videos[i].at = -1
+	}
+	c.stats.Dir, c.stats.MaxBytes, c.stats.Codec = opts.Dir, opts.MaxBytes, opts.Codec
+	if err := c.scan(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	gone, _ := c.makeRoom(0, -1) // the bound may have shrunk since the last mount
+	c.mu.Unlock()
+	c.unlinkAll(gone)
+	c.w = diskstore.NewWriter(diskstore.WriterOptions[job]{Name: "training copy", Dir: opts.Dir, Jobs: "batches", Backlog: opts.Backlog,
+		Buffers: &c.bufs, Write: c.writeJob,
+		What:           func(j job) string { return fmt.Sprintf("the frames of video %d (%s)", j.video, c.path(j.key)) },
+		Release:        func() { c.enc.Close(); unix.Close(c.dirFD); c.lock.Close() }, // the writer's
+		ReleaseReaders: func() { c.dec.Close() },
+		Log:            opts.Log})
+	return c, nil
+}
+
+// scan takes stock of the files a last mount left: their bytes count against the bound, and
+// they are evicted first, oldest first, until a Claim or a Get names them.
+func (c *Store) scan() error {
+	err := diskstore.WalkKeys(c.dir, "", func(k diskstore.Key, size int64, mod time.Time) {
+		c.untagged[k] = foundCopy{size, mod.UnixNano()}
+		c.bytes += size
+	})
+	if err != nil {
+		return fmt.Errorf("training copy: %w", err)
+	}
+	return nil
+}
+
+// path is where the copy of the video under key lives.
+func (c *Store) path(k diskstore.Key) string { return filepath.Join(c.dir, k.Rel()) }
+
+func (c *Store) now() uint32 { return uint32(time.Since(c.start) / time.Second) }
+
+// warnNow tells whether a failure of the kind last logged at *last is to be logged now (once a
+// minute at most), and notes it. Called with mu held.
+func (c *Store) warnNow(last *time.Time) bool {
+	if time.Since(*last) < time.Minute {
+		return false
+	}
+	*last = time.Now()
+	return true
+}
+
+// Flush waits until every queued frame is written (or skipped).
+func (c *Store) Flush() { c.w.Flush() }
+
+// FlushVideo waits until every frame of video v queued is written (or skipped), or until ctx is
+// done, and then returns ctx's error.
+func (c *Store) FlushVideo(ctx context.Context, v int) error {
+	return c.w.Wait(ctx, func(j job) bool { return j.video == v })
+}
+
+// Stats returns a snapshot of the copy.
+func (c *Store) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Bytes, s.Videos, s.Complete, s.Frames = c.bytes, len(c.present)+len(c.untagged), c.complete, c.frames
+	w := c.w.Stats()
+	s.Backlog, s.BacklogBytes, s.Skipped = w.Jobs, w.Bytes, w.Skipped
+	return s
+}
+
+// Close writes what is queued, if it can within a few seconds, and releases the directory. A
+// writer that the disk holds longer than that (a hung disk: diskstore.CloseWarn, then
+// diskstore.CloseGiveUp times as long) is given up on: Close returns an error naming the frames
+// it is stuck on, and the writer, if the disk ever answers, finishes them and then releases the
+// directory itself (diskstore.Writer.Close).
+func (c *Store) Close() error { return c.w.Close(c.closeWarn) }

@@ -1,0 +1,115 @@
+package fs
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vidfs/vidfs/framestore"
+	"github.com/vidfs/vidfs/internal/diskstore"
+	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/tier"
+)
+
+// TestTierCodecChoice: without a codec asked for, the tier stores samples as they are when all of
+// them fit within its bound so, and with zstd, the smallest, when they do not.
+func TestTierCodecChoice(t *testing.T) {
+	const S = 16 * 224 * 224 * 3
+	for _, tc := range []struct {
+		asked   diskstore.Codec
+		samples int
+		bound   int64
+		want    diskstore.Codec
+	}{
+		{0, 1000, 1000 * (S + tier.HeaderSize), diskstore.None},
+		{0, 1001, 1000 * (S + tier.HeaderSize), diskstore.Zstd},
+		{diskstore.LZ4, 10, 1 << 40, diskstore.LZ4},
+		{diskstore.None, 1 << 20, 1 << 30, diskstore.None},
+	} {
+		if got, why := tierCodec(tc.asked, tc.samples, S, tc.bound); got != tc.want || why == "" {
+			t.Errorf("asked %v, %d samples, bound %d: %v (%s), want %v", tc.asked, tc.samples, tc.bound, got, why, tc.want)
+		}
+	}
+}
+
+// TestFrameCodecCounts: the frames the auto codec weighs are those of every video, counted once
+// a length: the same as counting each video's.
+func TestFrameCodecCounts(t *testing.T) {
+	files := map[string]string{"a/1.mp4": "h264_gop16.mp4", "a/2.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv", "b/short.mp4": "short8.mp4"}
+	m := mountVideos(t, mountSetup{files: files, spec: layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48, PadShort: true},
+		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames})
+	want := 0
+	for v := range m.lay.Videos {
+		_, n := m.fs.needBits(v, nil)
+		want += n
+	}
+	bytes := int64(want) * int64(m.fs.out.FrameBytes())
+	if c, why := m.fs.frameCodec(0, bytes); c != diskstore.None || !strings.Contains(why, fmt.Sprintf("(%d frames,", want)) {
+		t.Errorf("a bound of exactly the frames: %v, %q; want none, %d frames", c, why, want)
+	}
+	if c, _ := m.fs.frameCodec(0, bytes-1); c != diskstore.Huff {
+		t.Errorf("a bound a byte short of the frames: %v, want huff", c)
+	}
+}
+
+// openFrames opens a training copy of frames of 48x48 pixels in dir.
+func openFrames(t *testing.T, dir string) *framestore.Store {
+	t.Helper()
+	c, err := framestore.Open(framestore.Options{Dir: dir, MaxBytes: 1 << 30, Codec: diskstore.None, FrameBytes: 48 * 48 * 3, Width: 48, Videos: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestStoresShareLock: a directory is taken by one store at a time, whichever kind: a sample tier
+// is refused where a training copy is open, and the other way round.
+func TestStoresShareLock(t *testing.T) {
+	dir := t.TempDir()
+	c := openFrames(t, dir)
+	if tr, err := tier.Open(tier.Options{Dir: dir, MaxBytes: 1 << 30, Codec: diskstore.None}); err == nil {
+		tr.Close()
+		t.Error("a sample tier on the copy's directory was opened")
+	}
+	c.Close()
+	tr, err := tier.Open(tier.Options{Dir: dir, MaxBytes: 1 << 30, Codec: diskstore.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := framestore.Open(framestore.Options{Dir: dir, MaxBytes: 1 << 30, Codec: diskstore.None, FrameBytes: 3, Videos: 1}); err == nil {
+		t.Error("a training copy on the tier's directory was opened")
+	}
+}
+
+// TestStoresTakeTurns: a directory keeps samples or frames: a store of one kind opened where the
+// other kept its files removes them, so that the bound holds for what is there.
+func TestStoresTakeTurns(t *testing.T) {
+	dir := t.TempDir()
+	frame := bytes.Repeat([]byte{7}, 48*48*3)
+	c := openFrames(t, dir)
+	if !c.Put(1, sha256.Sum256([]byte("video 1")), 1, 4, []int{0}, frame) {
+		t.Fatal("a frame not queued")
+	}
+	c.Flush()
+	c.Close()
+	tr, err := tier.Open(tier.Options{Dir: dir, MaxBytes: 1 << 30, Codec: diskstore.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, diskstore.FramesDir)); !os.IsNotExist(err) {
+		t.Errorf("the sample tier opened over a copy: its frames %v", err)
+	}
+	tr.Put(sha256.Sum256([]byte("sample 1")), 1, frame)
+	tr.Flush()
+	tr.Close()
+	c = openFrames(t, dir)
+	defer c.Close()
+	if _, err := os.Stat(filepath.Join(dir, diskstore.SamplesDir)); !os.IsNotExist(err) {
+		t.Errorf("the copy opened over a sample tier: its entries %v", err)
+	}
+}
