@@ -2,6 +2,7 @@ package framestore
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"os"
 	"syscall"
@@ -95,7 +96,7 @@ func benchStore(b *testing.B, c diskstore.Codec, raw []byte) {
 				for k := u; k < min(u+copyClip, n); k++ {
 					units = append(units, k)
 				}
-				if !cp.Put(0, key, n, n, units, raw[u*copyFrameBytes:]) {
+				if !cp.Put(context.Background(), 0, key, n, n, units, raw[u*copyFrameBytes:], 0) {
 					b.Fatalf("frames %d-%d: not queued", units[0], units[len(units)-1])
 				}
 			}

@@ -32,13 +32,17 @@ func (c *Store) Claim(v int, key diskstore.Key, need []uint64) {
 	ok := c.known(v, key)
 	c.setNeeded(v, needed)
 	counted := c.videos[v].frames != uncounted
-	c.mu.Unlock()
-	if !ok || counted {
+	if !ok || counted || c.counting[int32(v)] {
+		c.mu.Unlock()
 		return
 	}
+	c.counting[int32(v)] = true // the writer adds no frame to it meanwhile
+	c.mu.Unlock()
 	n, err := c.count(key, need)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.counting, int32(v))
+	c.counted.Broadcast()
 	if cv := &c.videos[v]; cv.at >= 0 && cv.key == key && cv.frames == uncounted {
 		cv.frames = 0
 		if err == nil { // a damaged file is found and written again when read

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"slices"
 
 	"github.com/pierrec/lz4/v4"
 	"golang.org/x/sys/unix"
@@ -33,12 +32,11 @@ func (c *Store) GetAgain(v int, key diskstore.Key, units []int, dst []byte) bool
 }
 
 func (c *Store) get(v int, key diskstore.Key, units []int, dst []byte, countMiss bool) bool {
-	c.mu.Lock()
-	if v < 0 || v >= len(c.videos) {
-		c.mu.Unlock()
+	if v < 0 || v >= len(c.videos) || len(units) == 0 {
 		return false
 	}
 	if c.fromQueue(v, key, units, dst) {
+		c.mu.Lock()
 		c.stats.Hits++
 		if !countMiss && c.stats.Misses > 0 {
 			c.stats.Misses--
@@ -46,6 +44,7 @@ func (c *Store) get(v int, key diskstore.Key, units []int, dst []byte, countMiss
 		c.mu.Unlock()
 		return true
 	}
+	c.mu.Lock()
 	if !c.known(v, key) {
 		if countMiss {
 			c.stats.Misses++
@@ -87,32 +86,66 @@ func (c *Store) get(v int, key diskstore.Key, units []int, dst []byte, countMiss
 // fromQueue fills dst with video v's frames units from the frames queued to be written, if
 // they are all there: frames just kept are served before the writer has written them (a
 // sample's decode keeps frames of the next sample a reader asks for). It looks at a few
-// hundred queued samples' frames at most (the backlog's bound). Called with mu held.
+// hundred queued samples' frames at most (the backlog's bound), copies those it needs as they
+// are stored while the queue is held, and unpacks them after. Called without mu.
 func (c *Store) fromQueue(v int, key diskstore.Key, units []int, dst []byte) bool {
 	fb := c.opts.FrameBytes
-	return c.w.Queued(func(queue []diskstore.Job[job]) bool {
+	var bp *[]byte
+	found := c.w.Queued(func(queue []diskstore.Job[job]) bool {
 		if len(queue) == 0 {
 			return false
 		}
-		for k, u := range units {
-			found := false
+		for _, u := range units {
+			var r []byte
 			for _, q := range queue {
-				j := q.Meta
-				if j.video != v || j.key != key {
-					continue
-				}
-				if x, ok := slices.BinarySearch(j.units, u); ok {
-					copy(dst[k*fb:(k+1)*fb], q.Data()[x*fb:(x+1)*fb])
-					found = true
-					break
+				if j := q.Meta; j.video == v && j.key == key && j.first <= u && u <= j.last {
+					if r = findRecord(q.Data(), u); r != nil {
+						break
+					}
 				}
 			}
-			if !found {
+			if r == nil {
 				return false
 			}
+			if bp == nil {
+				bp = c.bufs.Get(len(units) * (recordSize + fb))
+				*bp = (*bp)[:0]
+			}
+			*bp = append(*bp, r...)
 		}
 		return true
 	})
+	if bp == nil {
+		return false
+	}
+	defer c.bufs.Put(bp)
+	if !found {
+		return false
+	}
+	rest := *bp
+	for k := range units {
+		var r record
+		r, rest = nextRecord(rest)
+		if c.unpack(r.codec, r.stored, dst[k*fb:(k+1)*fb]) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// findRecord returns the record of unit u in a job's data (its header and stored bytes), or nil.
+func findRecord(data []byte, u int) []byte {
+	for rest := data; len(rest) > 0; {
+		r, next := nextRecord(rest)
+		if r.unit == u {
+			return rest[:len(rest)-len(next)]
+		}
+		if r.unit > u {
+			return nil
+		}
+		rest = next
+	}
+	return nil
 }
 
 // read reads frames units of the copy under key into dst, checking each.
@@ -202,22 +235,35 @@ func (c *Store) readPacked(fd, u int, s frameSlot, raw, out []byte) error {
 	if slotSum(raw, u, stored) != s.sum {
 		return diskstore.Damaged("frame %d: checksum mismatch", u)
 	}
-	switch s.codec {
+	if err := c.unpack(s.codec, stored, out); err != nil {
+		return fmt.Errorf("frame %d: %w", u, err)
+	}
+	return nil
+}
+
+// unpack decompresses a frame stored with codec into out, exactly its size.
+func (c *Store) unpack(codec diskstore.Codec, stored, out []byte) error {
+	switch codec {
+	case diskstore.None:
+		if len(stored) != len(out) {
+			return diskstore.Damaged("%d bytes stored, want %d", len(stored), len(out))
+		}
+		copy(out, stored)
 	case diskstore.LZ4:
 		n, err := lz4.UncompressBlock(stored, out)
 		if err != nil {
-			return fmt.Errorf("%w: frame %d: lz4: %w", diskstore.ErrDamaged, u, err)
+			return fmt.Errorf("%w: lz4: %w", diskstore.ErrDamaged, err)
 		}
 		if n != len(out) {
-			return diskstore.Damaged("frame %d: decompressed to %d bytes, want %d", u, n, len(out))
+			return diskstore.Damaged("decompressed to %d bytes, want %d", n, len(out))
 		}
 	case diskstore.Zstd:
 		got, err := c.dec.DecodeAll(stored, out[:0:len(out)])
 		if err != nil {
-			return fmt.Errorf("%w: frame %d: zstd: %w", diskstore.ErrDamaged, u, err)
+			return fmt.Errorf("%w: zstd: %w", diskstore.ErrDamaged, err)
 		}
 		if len(got) != len(out) || &got[0] != &out[0] {
-			return diskstore.Damaged("frame %d: decompressed to %d bytes, want %d", u, len(got), len(out))
+			return diskstore.Damaged("decompressed to %d bytes, want %d", len(got), len(out))
 		}
 	case diskstore.Huff:
 		h, ok := c.huffs.Get().(*huffCodec)
@@ -225,9 +271,9 @@ func (c *Store) readPacked(fd, u int, s frameSlot, raw, out []byte) error {
 			h = &huffCodec{width: c.opts.Width}
 		}
 		defer c.huffs.Put(h)
-		if err := h.unpack(out, stored); err != nil {
-			return fmt.Errorf("frame %d: %w", u, err)
-		}
+		return h.unpack(out, stored)
+	default:
+		return diskstore.Damaged("unknown codec %d", codec)
 	}
 	return nil
 }

@@ -3,18 +3,20 @@ package framestore
 // The Store: its options and stats, opening and closing it, and where its files live.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
 	"golang.org/x/sys/unix"
 
 	"github.com/vidfs/vidfs/internal/diskstore"
@@ -40,8 +42,8 @@ type Options struct {
 	// -1 when no reader wants it soon; asked with the store's lock held, so it must be quick and
 	// take no lock held while calling into the store. Nil: least recently used first.
 	Due func(video int) int
-	// Backlog bounds the bytes of frames waiting to be written (0: 64 MiB); Puts beyond it are
-	// skipped.
+	// Backlog bounds the bytes of frames waiting to be written, as stored (0: 64 MiB); Puts
+	// beyond it wait or are skipped.
 	Backlog int64
 	Log     *slog.Logger
 }
@@ -62,7 +64,11 @@ type Stats struct {
 	WrittenFrames int64
 	WrittenBytes  int64 // the frames' bytes before compression
 	StoredBytes   int64 // and after
-	Skipped       int64 // frames not written: backlog full, no room, or the disk refused
+	Skipped       int64 // frames not written: no room within MaxBytes, or the disk refused
+	Full          int64 // frames not queued: the backlog was full for longer than Put waited
+	OldFiles      int   // files of earlier formats, kept
+	OldBytes      int64 // their bytes, not counted in Bytes
+	OldRemoved    int64 // files of earlier formats removed, the disk being full
 	Evicted       int64 // videos
 	Backlog       int   // batches of frames (a sample's, a chunk of a whole video's) waiting to be written
 	BacklogBytes  int64
@@ -80,15 +86,12 @@ type Store struct {
 	start time.Time
 	dec   *zstd.Decoder
 	w     *diskstore.Writer[job]
-	// The writer's alone.
-	enc  *zstd.Encoder
-	lz4c lz4.CompressorCCompat
-	huff *huffCodec
-	zbuf []byte
+	enc   *zstd.Encoder // for Put, safe for concurrent use
 	// bufs holds buffers for reuse: small ones for a sample's span of slots, large ones for
 	// frames queued and frames read compressed.
-	bufs  diskstore.Buffers
-	huffs sync.Pool // *huffCodec, for reading
+	bufs    diskstore.Buffers
+	huffs   sync.Pool // *huffCodec, for reading
+	packers sync.Pool // *packer, for Put
 	// closeWarn is diskstore.CloseWarn, which tests shorten.
 	closeWarn time.Duration
 	// beforeWrite, when set (by tests, before any Put), runs on the writer before each batch.
@@ -105,7 +108,18 @@ type Store struct {
 	// damaged holds the videos whose file or frames were found damaged: the writer checks the
 	// frames of theirs it finds, rather than take them as sound, until the file is dropped (slots
 	// left pointing past a file cut short point at other frames once it grows again).
-	damaged  map[int32]bool
+	damaged map[int32]bool
+	// counting holds the videos whose files Claim is counting: the writer waits (counted, on mu)
+	// before adding frames to them, which the count might or might not see.
+	counting map[int32]bool
+	counted  *sync.Cond
+	// old lists the files of earlier formats (other versions than this one's directory), oldest
+	// first: not counted against MaxBytes, and removed, oldest first, only when the disk has no
+	// room for what the copy writes (makeDiskRoom).
+	old      []oldFile
+	oldBytes int64
+	// free says how many bytes the copy's filesystem has free (statfs; tests replace it).
+	free     func() (int64, error)
 	bytes    int64
 	frames   int64
 	complete int
@@ -129,6 +143,12 @@ const uncounted = math.MaxUint32
 
 type foundCopy struct {
 	size, mod int64 // bytes, and modification time in nanoseconds
+}
+
+// oldFile is a file of an earlier format of the copy.
+type oldFile struct {
+	path      string
+	size, mod int64
 }
 
 // Open opens (or makes) the copy in opts.Dir, taking stock of the files there.
@@ -162,8 +182,8 @@ func Open(opts Options) (_ *Store, err error) {
 		return nil, err
 	}
 	closers = append(closers, lock.Close)
-	diskstore.DropOther(filepath.Join(opts.Dir, diskstore.SamplesDir), "a disk tier of samples", opts.Log)
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false), zstd.WithEncoderConcurrency(1))
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false),
+		zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))
 	if err != nil {
 		return nil, fmt.Errorf("training copy: zstd encoder: %w", err)
 	}
@@ -179,8 +199,16 @@ func Open(opts Options) (_ *Store, err error) {
 	}
 	closers = append(closers, func() error { return unix.Close(dirFD) })
 	c := &Store{opts: opts, dir: dir, dirFD: dirFD, lock: lock, log: opts.Log, start: time.Now(), dec: dec, enc: enc,
-		huff: &huffCodec{width: opts.Width}, videos: make([]videoEntry, opts.Videos), untagged: map[diskstore.Key]foundCopy{}, damaged: map[int32]bool{},
-		closeWarn: diskstore.CloseWarn}
+		videos: make([]videoEntry, opts.Videos), untagged: map[diskstore.Key]foundCopy{}, damaged: map[int32]bool{},
+		counting: map[int32]bool{}, closeWarn: diskstore.CloseWarn}
+	c.counted = sync.NewCond(&c.mu)
+	c.free = func() (int64, error) {
+		var st unix.Statfs_t
+		if err := unix.Statfs(dir, &st); err != nil {
+			return 0, err
+		}
+		return int64(st.Bavail) * st.Bsize, nil
+	}
 	for i := range c.videos {
 		c.videos[i].at = -1
 	}
@@ -188,6 +216,7 @@ func Open(opts Options) (_ *Store, err error) {
 	if err := c.scan(); err != nil {
 		return nil, err
 	}
+	c.scanOld(filepath.Join(opts.Dir, diskstore.FramesDir))
 	c.mu.Lock()
 	gone, _ := c.makeRoom(0, -1) // the bound may have shrunk since the last mount
 	c.mu.Unlock()
@@ -212,6 +241,49 @@ func (c *Store) scan() error {
 		return fmt.Errorf("training copy: %w", err)
 	}
 	return nil
+}
+
+// scanOld takes stock of the files of earlier formats: every directory under frames but this
+// format's. They are kept, and counted (Stats.OldFiles, Stats.OldBytes), not against MaxBytes.
+func (c *Store) scanOld(frames string) {
+	names, err := os.ReadDir(frames)
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		if !n.IsDir() || n.Name() == version {
+			continue
+		}
+		filepath.WalkDir(filepath.Join(frames, n.Name()), func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return nil
+			}
+			if info, err := d.Info(); err == nil {
+				c.old = append(c.old, oldFile{path: p, size: info.Size(), mod: info.ModTime().UnixNano()})
+				c.oldBytes += info.Size()
+			}
+			return nil
+		})
+	}
+	slices.SortFunc(c.old, func(a, b oldFile) int { return cmp.Compare(a.mod, b.mod) })
+	if len(c.old) > 0 {
+		c.log.Info("training copy: files of an earlier format kept (not counted against --cache-disk; removed, oldest first, only when the disk is full)",
+			"dir", frames, "files", len(c.old), "bytes", c.oldBytes)
+	}
+}
+
+// key returns the key of video v's file, if it has one.
+func (c *Store) key(v int) (diskstore.Key, bool) {
+	cv := &c.videos[v]
+	return cv.key, cv.at >= 0
+}
+
+// Key returns the key of the file video v has, if it has one (found at Open and not yet adopted
+// by Adopt, Claim or Get: none).
+func (c *Store) Key(v int) (diskstore.Key, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.key(v)
 }
 
 // path is where the copy of the video under key lives.
@@ -244,8 +316,9 @@ func (c *Store) Stats() Stats {
 	defer c.mu.Unlock()
 	s := c.stats
 	s.Bytes, s.Videos, s.Complete, s.Frames = c.bytes, len(c.present)+len(c.untagged), c.complete, c.frames
+	s.OldFiles, s.OldBytes = len(c.old), c.oldBytes
 	w := c.w.Stats()
-	s.Backlog, s.BacklogBytes, s.Skipped = w.Jobs, w.Bytes, w.Skipped
+	s.Backlog, s.BacklogBytes, s.Skipped, s.Full = w.Jobs, w.Bytes, w.Skipped, w.Full
 	return s
 }
 

@@ -2,6 +2,7 @@ package framestore
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
@@ -71,7 +72,7 @@ func get(t *testing.T, cp *Store, v int, units []int) bool {
 
 func put(t *testing.T, cp *Store, v int, units []int) {
 	t.Helper()
-	if !cp.Put(v, vkey(v), 40, 100, units, framesOf(v, units)) {
+	if !cp.Put(context.Background(), v, vkey(v), 40, 100, units, framesOf(v, units), 0) {
 		t.Fatalf("video %d frames %v: not queued", v, units)
 	}
 	cp.Flush()
@@ -328,7 +329,7 @@ func TestCopyEvictsByPlan(t *testing.T) {
 		t.Fatal("want video 1 (not due) evicted for 4")
 	}
 	dues[5] = 600 // due after 3 and 4: no room is made for it
-	cp.Put(5, vkey(5), 4, 100, units, framesOf(5, units))
+	cp.Put(context.Background(), 5, vkey(5), 4, 100, units, framesOf(5, units), 0)
 	cp.Flush()
 	if get(t, cp, 5, units) || !get(t, cp, 3, units) || !get(t, cp, 4, units) {
 		t.Fatal("a video due last took the place of videos due sooner")
@@ -386,7 +387,7 @@ func TestCopyMemoryPerVideo(t *testing.T) {
 		units[u] = u
 	}
 	for v := 0; v < videos; v += videos / 8 {
-		cp.Put(v, vkey(v), 64, 64, units, framesOf(v, units))
+		cp.Put(context.Background(), v, vkey(v), 64, 64, units, framesOf(v, units), 0)
 		cp.Flush()
 	}
 	after := heap()
@@ -404,7 +405,7 @@ func TestCopyServesQueued(t *testing.T) {
 		closeStore(t, cp)
 		for v := range 20 {
 			units := []int{v, v + 2, v + 4}
-			if !cp.Put(v, vkey(v), 3, 100, units, framesOf(v, units)) {
+			if !cp.Put(context.Background(), v, vkey(v), 3, 100, units, framesOf(v, units), 0) {
 				t.Fatal("not queued")
 			}
 			if !get(t, cp, v, units) || !get(t, cp, v, units[1:]) {
@@ -452,7 +453,7 @@ func TestCopyNoRoomLeavesNothing(t *testing.T) {
 	closeStore(t, cp)
 	units := []int{0, 1, 2, 3}
 	put(t, cp, 0, units)
-	cp.Put(1, vkey(1), 4, 100, units, framesOf(1, units))
+	cp.Put(context.Background(), 1, vkey(1), 4, 100, units, framesOf(1, units), 0)
 	cp.Flush()
 	if _, err := os.Stat(cp.path(vkey(1))); !os.IsNotExist(err) {
 		t.Errorf("video 1, with no room: its file %v", err)
@@ -494,7 +495,7 @@ func TestCopyCloseStuckWriter(t *testing.T) {
 	}
 	units := []int{0, 1, 2}
 	for v := range 3 {
-		if !cp.Put(v, vkey(v), len(units), 100, units, framesOf(v, units)) {
+		if !cp.Put(context.Background(), v, vkey(v), len(units), 100, units, framesOf(v, units), 0) {
 			t.Fatalf("video %d: frames not queued", v)
 		}
 	}

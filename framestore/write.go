@@ -1,13 +1,17 @@
 package framestore
 
-// Writing frames: Put queues them, and the writer goroutine (diskstore.Writer) appends those a
-// video's file lacks, making room for them.
+// Writing frames: Put compresses them on the caller's goroutine (so that as many threads compress
+// as decode) and queues them, and the writer goroutine (diskstore.Writer) appends those a video's
+// file lacks, making room for them.
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/pierrec/lz4/v4"
 	"golang.org/x/sys/unix"
@@ -15,25 +19,73 @@ import (
 	"github.com/vidfs/vidfs/internal/diskstore"
 )
 
-// job is a batch of frames of one video queued to be written (a Put's): the frames, one after
-// another, are the job's data.
+// job is a batch of frames of one video queued to be written (a Put's). Its data is the frames
+// as they are to be stored, each a record: recordSize bytes (the frame's unit, the codec, the
+// stored length) and then the stored bytes.
 type job struct {
 	video          int
 	key            diskstore.Key
-	units          []int
+	frames         int // records in the data
+	first, last    int // the first and last unit
 	needed, extent int
 }
 
+const recordSize = 12
+
+// record is one frame of a job's data.
+type record struct {
+	unit   int
+	codec  diskstore.Codec
+	stored []byte
+}
+
+// nextRecord reads the record at the start of data, and returns what follows it.
+func nextRecord(data []byte) (record, []byte) {
+	n := int(binary.LittleEndian.Uint32(data[4:]))
+	r := record{unit: int(binary.LittleEndian.Uint32(data)), codec: diskstore.Codec(data[8]), stored: data[recordSize : recordSize+n]}
+	return r, data[recordSize+n:]
+}
+
+// packer compresses frames for Put, one caller at a time (Store.packers holds them for reuse).
+type packer struct {
+	lz4c lz4.CompressorCCompat
+	huff *huffCodec
+	zbuf []byte
+}
+
 // Put queues video v's frames units (ascending; frames holds them one after another) to be
-// written to its copy under key, copying them, and says whether they were queued. needed is how
-// many frames the caller needs of the video, extent how many slots its file's index takes (the
-// last frame any sample uses, plus one). It never waits: with the backlog full, it skips.
-func (c *Store) Put(v int, key diskstore.Key, needed, extent int, units []int, frames []byte) bool {
-	n := len(units) * c.opts.FrameBytes
-	if v < 0 || v >= len(c.videos) || len(frames) < n || len(units) == 0 {
+// written to its copy under key, compressed with the store's codec on the caller's goroutine,
+// and says whether they were queued. needed is how many frames the caller needs of the video,
+// extent how many slots its file's index takes (the last frame any sample uses, plus one). With
+// the backlog full it waits up to wait for room while ctx lasts, and then skips them, counting
+// them (Stats.Full).
+func (c *Store) Put(ctx context.Context, v int, key diskstore.Key, needed, extent int, units []int, frames []byte, wait time.Duration) bool {
+	fb := c.opts.FrameBytes
+	if v < 0 || v >= len(c.videos) || len(frames) < len(units)*fb || len(units) == 0 {
 		return false
 	}
-	return c.w.Put(job{video: v, key: key, units: slices.Clone(units), needed: needed, extent: extent}, frames[:n], int64(len(units)))
+	p, ok := c.packers.Get().(*packer)
+	if !ok {
+		p = &packer{huff: &huffCodec{width: c.opts.Width}}
+	}
+	defer c.packers.Put(p)
+	bp := c.bufs.Get(len(units) * (recordSize + fb))
+	data := (*bp)[:0]
+	for k, u := range units {
+		codec, stored := c.pack(p, frames[k*fb:(k+1)*fb])
+		var h [recordSize]byte
+		binary.LittleEndian.PutUint32(h[:], uint32(u))
+		binary.LittleEndian.PutUint32(h[4:], uint32(len(stored)))
+		h[8] = byte(codec)
+		data = append(append(data, h[:]...), stored...)
+	}
+	*bp = data
+	j := job{video: v, key: key, frames: len(units), first: units[0], last: units[len(units)-1], needed: needed, extent: extent}
+	if !c.w.PutBuffer(ctx, j, bp, int64(len(units)), wait) {
+		c.bufs.Put(bp)
+		return false
+	}
+	return true
 }
 
 // writeJob writes the frames of job j, for the writer (diskstore.WriterOptions.Write), and says
@@ -51,7 +103,7 @@ func (c *Store) writeJob(j job, frames []byte) (skipped int64) {
 			c.log.Warn("training copy: frames not written (logged once a minute at most; stats count them as skipped)", "file", c.path(j.key), "reason", err)
 		}
 	}
-	return int64(len(j.units) - written)
+	return int64(j.frames - written)
 }
 
 // write writes job j's frames that the video's file lacks (or holds damaged), making room for
@@ -59,6 +111,9 @@ func (c *Store) writeJob(j job, frames []byte) (skipped int64) {
 func (c *Store) write(j job, frames []byte) (held int, err error) {
 	fb := c.opts.FrameBytes
 	c.mu.Lock()
+	for c.counting[int32(j.video)] { // Claim is counting its file's frames: added after
+		c.counted.Wait()
+	}
 	cv := &c.videos[j.video]
 	fresh := cv.at >= 0 && cv.key != j.key // another version of the video was stored: replaced
 	c.setNeeded(j.video, j.needed)
@@ -118,7 +173,7 @@ func (c *Store) write(j job, frames []byte) (held int, err error) {
 			}
 			c.mu.Unlock()
 		}
-		h = header{key: j.key, frameBytes: fb, units: max(j.extent, j.units[len(j.units)-1]+1)}
+		h = header{key: j.key, frameBytes: fb, units: max(j.extent, j.last+1)}
 		start := framesStart(h.units)
 		if !c.reserve(j.video, start) {
 			return 0, errors.New("no room for a new video: everything held is wanted sooner")
@@ -136,11 +191,13 @@ func (c *Store) write(j job, frames []byte) (held int, err error) {
 		check = false
 	}
 	size = max(size, framesStart(h.units)) // a crash may have left the file short of its index
-	first, last := j.units[0], min(j.units[len(j.units)-1], h.units-1)
+	first, last := j.first, min(j.last, h.units-1)
 	if last < first {
 		return 0, nil
 	}
-	idx := make([]byte, (last-first+1)*slotSize)
+	ibp := c.bufs.Get((last - first + 1) * slotSize)
+	defer c.bufs.Put(ibp)
+	idx := *ibp
 	if _, err := diskstore.PreadFull(fd, idx, slotAt(first)); err != nil {
 		return 0, err
 	}
@@ -150,18 +207,19 @@ func (c *Store) write(j job, frames []byte) (held int, err error) {
 		c.addFrames(j.video, added)
 		c.mu.Unlock()
 	}()
-	for k, u := range j.units {
+	for rest := frames; len(rest) > 0; {
+		var r record
+		r, rest = nextRecord(rest)
+		u, codec, stored := r.unit, r.codec, r.stored
 		if u >= h.units {
 			break
 		}
 		raw := idx[(u-first)*slotSize : (u-first+1)*slotSize]
-		frame := frames[k*fb : (k+1)*fb]
 		old := parseSlot(raw)
 		if old.present() && (!check || c.sound(fd, u, old, raw, size, h.units)) {
 			held++
 			continue
 		}
-		codec, stored := c.pack(frame)
 		if !c.reserve(j.video, int64(len(stored))) {
 			return held, errors.New("no room: everything held is wanted sooner")
 		}
@@ -200,38 +258,68 @@ func (c *Store) sound(fd, u int, s frameSlot, raw []byte, size int64, units int)
 	return err == nil && n == s.stored && slotSum(raw, u, *bp) == s.sum
 }
 
-// pack compresses frame with the store's codec, or leaves it as it is when that does not shrink
-// it. The bytes it returns are valid until the next call.
-func (c *Store) pack(frame []byte) (diskstore.Codec, []byte) {
+// pack compresses frame with the store's codec, with p's coders, or leaves it as it is when that
+// does not shrink it. The bytes it returns are valid until p's next use.
+func (c *Store) pack(p *packer, frame []byte) (diskstore.Codec, []byte) {
 	switch c.opts.Codec {
 	case diskstore.LZ4:
 		bound := lz4.CompressBlockBound(len(frame))
-		c.zbuf = slices.Grow(c.zbuf[:0], bound)[:bound]
-		if n, err := c.lz4c.CompressBlock(frame, c.zbuf); err == nil && n > 0 && n < len(frame) {
-			return diskstore.LZ4, c.zbuf[:n]
+		p.zbuf = slices.Grow(p.zbuf[:0], bound)[:bound]
+		if n, err := p.lz4c.CompressBlock(frame, p.zbuf); err == nil && n > 0 && n < len(frame) {
+			return diskstore.LZ4, p.zbuf[:n]
 		}
 	case diskstore.Zstd:
-		c.zbuf = c.enc.EncodeAll(frame, c.zbuf[:0])
-		if len(c.zbuf) < len(frame) {
-			return diskstore.Zstd, c.zbuf
+		p.zbuf = c.enc.EncodeAll(frame, p.zbuf[:0]) // safe for concurrent use
+		if len(p.zbuf) < len(frame) {
+			return diskstore.Zstd, p.zbuf
 		}
 	case diskstore.Huff:
 		var err error
-		if c.zbuf, err = c.huff.pack(c.zbuf[:0], frame); err == nil && len(c.zbuf) < len(frame) {
-			return diskstore.Huff, c.zbuf
+		if p.zbuf, err = p.huff.pack(p.zbuf[:0], frame); err == nil && len(p.zbuf) < len(frame) {
+			return diskstore.Huff, p.zbuf
 		}
 	}
 	return diskstore.None, frame
 }
 
 // reserve makes room for n more bytes of video v, evicting others, and counts them as taken
-// (the caller adds them to v once written, or gives them back with unreserve).
+// (the caller adds them to v once written, or gives them back with unreserve). Files of earlier
+// formats, if the disk has no room for them beside the copy, go first (makeDiskRoom).
 func (c *Store) reserve(v int, n int64) bool {
+	c.makeDiskRoom(n)
 	c.mu.Lock()
 	gone, ok := c.makeRoom(n, v)
 	c.mu.Unlock()
 	c.unlinkAll(gone)
 	return ok
+}
+
+// diskSlack is the room makeDiskRoom keeps free on the disk beside what the copy writes next.
+const diskSlack = 64 << 20
+
+// makeDiskRoom removes files of earlier formats, oldest first, while the disk has less than n
+// bytes and diskSlack free: they are kept while there is room, and are the first to go when
+// there is not.
+func (c *Store) makeDiskRoom(n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.old) == 0 {
+		return
+	}
+	free, err := c.free()
+	if err != nil {
+		return
+	}
+	for len(c.old) > 0 && free < n+diskSlack {
+		f := c.old[0]
+		c.old = c.old[1:]
+		c.oldBytes -= f.size
+		if err := os.Remove(f.path); err == nil {
+			free += f.size
+			c.stats.OldRemoved++
+			c.log.Info("training copy: removed a file of an earlier format, the disk being full", "file", f.path, "bytes", f.size)
+		}
+	}
 }
 
 func (c *Store) unreserve(n int64) {

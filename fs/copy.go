@@ -4,50 +4,51 @@ package fs
 // uses, and reading and keeping a sample's frames.
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/vidfs/vidfs/cache"
+	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/framestore"
 	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/internal/metrics"
 	"github.com/vidfs/vidfs/internal/wire"
 )
 
-// trainingCopy is the training copy on a mount's load path: the key of each video's frames,
-// and the videos waiting to be decoded whole.
+// trainingCopy is the training copy on a mount's load path: the key of each video's frames, the
+// whole-video fills, and under --copy-fill auto their budget.
 type trainingCopy struct {
 	c      *framestore.Store
+	f      *FS
 	prefix [32]byte // digest of what every key of this mount shares: versions and output
 	mode   Fill
 	rate   metrics.Rate // frames put in the copy
 	// keepers holds *passKeeper, reused from load to load (their frames are a sample's worth);
-	// fillBufs, *[]byte, a whole video's decode's chunk of frames.
+	// fillBufs, *fillBuffers, a whole video's decode's.
 	keepers, fillBufs sync.Pool
-	// mu guards the fill queue. LOCK ORDERING: taken alone; nothing is called with it held.
-	mu     sync.Mutex
-	queue  []int32  // videos to decode whole, in order
-	queued []uint64 // a bit per video: queued or done this mount
-	videos int      // in the layout
-	all    int      // with `fill all`, the next video to queue; -1: none
-	// filling counts the videos being decoded whole now by the fillers; fills, those a load is
-	// decoding whole, each closed when done.
-	filling int
-	fills   map[int]chan struct{}
-	// fillSlots bounds the videos loads decode whole at once (--workers): each holds a
-	// decoder and a chunk of frames, and the loads beyond it decode their samples as they are.
-	fillSlots chan struct{}
-	wake      chan struct{}
-	stop      func() // ends the fillers and waits for them
+	fills             *fills
+	budget            *budget // --copy-fill auto's; nil in the other modes
+	// wait is how long a load waits for the writer when its backlog is full before the frames
+	// it keeps are dropped (counted: Stats.Full); they are kept by a later decode then.
+	wait time.Duration
+	stop func() // ends the fills and the adopting of files found, and waits for them
 }
 
-// videoKey is the key of video v's frames: a digest of the decoder's output version and
-// FFmpeg's, the output (size, fit, decoding), the video's file (absolute path, size,
-// modification time) and the frame rate the layout counts frames at. Not the clips (frames,
-// stride, step): a remount with other clips over the same output reads the same frames.
-func (f *FS) videoKey(v int) diskstore.Key {
+// keepWait is trainingCopy.wait.
+const keepWait = 50 * time.Millisecond
+
+// videoKey is the key of video v's frames as decode path p makes them: a digest of the
+// decoder's output version and FFmpeg's, the output (size, fit, decoding), the video's file
+// (absolute path, size, modification time), the frame rate the layout counts frames at, and for
+// NVDEC's frames the path (the CPU's and NVDEC's may differ: a copy holds one path's frames of a
+// video, never a mix). Not the clips (frames, stride, step): a remount with other clips over the
+// same output reads the same frames.
+func (f *FS) videoKey(v int, p decode.Path) diskstore.Key {
 	vid := f.lay.Videos[v]
 	h := sha256.New()
 	h.Write(f.copy.prefix[:])
@@ -59,10 +60,54 @@ func (f *FS) videoKey(v int) diskstore.Key {
 		binary.LittleEndian.PutUint64(b[8*k:], uint64(x))
 	}
 	h.Write(b[:])
+	if p != decode.PathCPU {
+		h.Write([]byte("path\x00"))
+		h.Write([]byte{byte(p)})
+	}
 	var k diskstore.Key
 	h.Sum(k[:0])
 	return k
 }
+
+// heldKey is the key of the frames the copy holds of video v, as found or written this mount:
+// the CPU's, unless it holds NVDEC's.
+func (f *FS) heldKey(v int) diskstore.Key {
+	cpu := f.videoKey(v, decode.PathCPU)
+	if k, ok := f.copy.c.Key(v); ok && k != cpu && k == f.videoKey(v, decode.PathGPU) {
+		return k
+	}
+	return cpu
+}
+
+// put puts video v's frames units, decoded on path p (key, its key), in the copy (Store.Put,
+// waiting up to wait for the writer), unless the copy holds the video's frames of the other
+// path: a video's copy is of one path.
+func (t *trainingCopy) put(ctx context.Context, v int, p decode.Path, key diskstore.Key, needed, extent int, units []int, frames []byte, wait time.Duration) bool {
+	if p == decode.PathMixed {
+		return false
+	}
+	if k, ok := t.c.Key(v); ok && k != key && t.otherPath(v, p, k) {
+		return false
+	}
+	if !t.c.Put(ctx, v, key, needed, extent, units, frames, wait) {
+		return false
+	}
+	t.rate.Add(float64(len(units)), time.Now())
+	return true
+}
+
+// otherPath tells whether k, the key of the file video v has, is the key of its frames of the
+// path other than p (rather than of another version of the video, which a Put replaces).
+func (t *trainingCopy) otherPath(v int, p decode.Path, k diskstore.Key) bool {
+	other := decode.PathGPU
+	if p == decode.PathGPU {
+		other = decode.PathCPU
+	}
+	return k == t.f.videoKey(v, other)
+}
+
+// whole tells whether the copy holds every frame video v's samples use, as counted.
+func (t *trainingCopy) whole(v int) bool { return t.c.Whole(v) }
 
 // sampleUnits appends to dst the frames of sample i, counted as the layout counts them (its
 // copy's slots).
@@ -99,19 +144,73 @@ func (f *FS) needBits(v int, need []uint64) ([]uint64, int) {
 	return need, n
 }
 
-// openCopy opens the training copy for the mount.
+// fillSlots is how many videos a mount of the given workers decodes whole at once: as many as it
+// decodes clips ahead of the readers.
+func fillSlots(workers int) int { return max(1, workers) }
+
+// Decoders is how many clips a mount of the given Workers decodes at once, at most: its cache's
+// loads and its whole-video fills. A decode.Pool for it is sized so.
+func Decoders(workers int) int { return cache.MaxLoads(workers) + fillSlots(workers) }
+
+// openCopy opens the training copy for the mount. Its writer's backlog holds two samples' frames
+// for each worker (as stored), at least 8 MiB.
 func (f *FS) openCopy(cfg Config, workers int) error {
+	S := f.lay.Spec.SampleBytes()
 	c, err := framestore.Open(framestore.Options{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Codec: cfg.TierCodec,
 		FrameBytes: f.out.FrameBytes(), Width: f.out.Width, Videos: len(f.lay.Videos), Due: f.videoDue, Log: cfg.Log,
-		Backlog: max(8<<20, 2*f.lay.Spec.SampleBytes())})
+		Backlog: max(8<<20, 2*int64(max(1, workers))*S)})
 	if err != nil {
 		return err
 	}
-	f.copy = &trainingCopy{c: c, prefix: keyPrefix(f.out), mode: cfg.Fill, all: -1, wake: make(chan struct{}, 1), fills: map[int]chan struct{}{},
-		queued: make([]uint64, (len(f.lay.Videos)+63)/64), videos: len(f.lay.Videos), fillSlots: make(chan struct{}, max(1, workers))}
-	// Fillers in either mode: FillAll (vidfs copy) needs them too.
-	f.copy.stop = f.startFillers(max(1, workers/2))
+	t := &trainingCopy{c: c, f: f, prefix: keyPrefix(f.out), mode: cfg.Fill, wait: keepWait}
+	if cfg.Fill == FillAuto {
+		t.budget = &budget{}
+	}
+	f.copy = t
+	t.fills = newFills(f, fillSlots(workers))
+	stopAdopting := f.adoptFound()
+	t.stop = func() {
+		stopAdopting()
+		t.fills.close()
+	}
 	return nil
+}
+
+// adoptFound adopts the copies found on disk, in the background: each by its video at once, so
+// that eviction follows the plans for it rather than take it for a stray file, then counted
+// (reading its index), so that the stats and vidfs copy know what is whole. The function it
+// returns stops it and waits.
+func (f *FS) adoptFound() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for v := range f.lay.Videos {
+			if v%1024 == 0 && ctx.Err() != nil {
+				return
+			}
+			f.copy.c.Adopt(v, f.videoKey(v, decode.PathCPU))
+			f.copy.c.Adopt(v, f.videoKey(v, decode.PathGPU))
+		}
+		var need []uint64
+		for v := range f.lay.Videos {
+			if ctx.Err() != nil {
+				return
+			}
+			need, _ = f.needBits(v, need)
+			f.copy.c.Claim(v, f.heldKey(v), need)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// fillUnits is how many units a whole decode of video v converts (the fill stride apart), for
+// the budget's estimate.
+func (f *FS) fillUnits(v int) int {
+	return (min(f.copyExtent(v), f.lay.Videos[v].Frames) + fillStride(f.lay.Spec) - 1) / fillStride(f.lay.Spec)
 }
 
 // videoDue is how soon video v is next wanted (framestore.Options.Due): its soonest sample's due.
@@ -127,28 +226,39 @@ func (f *FS) videoDue(v int) int {
 }
 
 // fetchCopy makes sample i from the training copy if it holds all its frames; again says it was
-// asked before, and its miss counted.
+// asked before, and its miss counted. Under auto, a sample served counts toward the budget.
 func (f *FS) fetchCopy(i int, buf []byte, again bool) bool {
 	v := f.lay.Sample(i).Video
-	var units [64]int
+	units := f.sampleUnits(i, make([]int, 0, 64))
 	get := f.copy.c.Get
 	if again {
 		get = f.copy.c.GetAgain
 	}
-	return get(v, f.videoKey(v), f.sampleUnits(i, units[:0]), buf)
+	b := f.copy.budget
+	if b == nil {
+		return get(v, f.heldKey(v), units, buf)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	began := threadCPU()
+	ok := get(v, f.heldKey(v), units, buf)
+	if ok {
+		b.served(threadCPU() - began)
+	} else {
+		b.spend(threadCPU() - began)
+	}
+	return ok
 }
 
-// keepFrames puts the frames of sample i, decoded into buf, in the training copy, with those
-// keep took on the way.
-func (f *FS) keepFrames(i int, buf []byte, keep *passKeeper) {
+// keepFrames puts the frames of sample i, decoded on path p into buf, in the training copy,
+// with those keep took on the way.
+func (f *FS) keepFrames(ctx context.Context, i int, p decode.Path, buf []byte, keep *passKeeper) {
 	v := f.lay.Sample(i).Video
-	key, needed, extent := f.videoKey(v), keep.needed, f.copyExtent(v)
-	var units [64]int
-	if f.copy.c.Put(v, key, needed, extent, f.sampleUnits(i, units[:0]), buf) {
-		f.copy.rate.Add(float64(f.lay.Spec.Frames), time.Now())
-	}
-	if len(keep.units) > 0 && f.copy.c.Put(v, key, needed, extent, keep.units, keep.frames) {
-		f.copy.rate.Add(float64(len(keep.units)), time.Now())
+	key, needed, extent := f.videoKey(v, p), keep.needed, f.copyExtent(v)
+	units := f.sampleUnits(i, make([]int, 0, 64))
+	f.copy.put(ctx, v, p, key, needed, extent, units, buf, f.copy.wait)
+	if len(keep.units) > 0 {
+		f.copy.put(ctx, v, p, key, needed, extent, keep.units, keep.frames, f.copy.wait)
 	}
 }
 
@@ -161,8 +271,9 @@ func (f *FS) copyStats() *wire.CopyStats {
 	w := &wire.CopyStats{Dir: s.Dir, Codec: s.Codec.String(), Fill: f.copy.mode.String(),
 		CapacityBytes: s.MaxBytes, UsedBytes: s.Bytes, Videos: s.Videos, Complete: s.Complete, Partial: s.Videos - s.Complete,
 		Frames: s.Frames, Hits: s.Hits, Misses: s.Misses, Corrupt: s.Corrupt, ReadErrors: s.ReadErrors,
-		WrittenFrames: s.WrittenFrames, Skipped: s.Skipped, Evicted: s.Evicted, Backlog: s.Backlog, BacklogBytes: s.BacklogBytes,
-		FramesPerSecond: f.copy.rate.PerSecond(time.Now()), LayoutVideos: len(f.lay.Videos)}
+		WrittenFrames: s.WrittenFrames, Skipped: s.Skipped, BacklogFull: s.Full, Evicted: s.Evicted, Backlog: s.Backlog, BacklogBytes: s.BacklogBytes,
+		FramesPerSecond: f.copy.rate.PerSecond(time.Now()), LayoutVideos: len(f.lay.Videos), VideosWithSamples: f.videosWithSamples,
+		OldFiles: s.OldFiles, OldBytes: s.OldBytes}
 	if s.WrittenFrames > 0 {
 		w.BytesPerFrame = float64(s.StoredBytes) / float64(s.WrittenFrames)
 		w.Ratio = float64(s.WrittenBytes) / float64(s.StoredBytes)
@@ -170,11 +281,12 @@ func (f *FS) copyStats() *wire.CopyStats {
 	if n := s.Hits + s.Misses; n > 0 {
 		w.HitRate = float64(s.Hits) / float64(n)
 	}
-	f.copy.mu.Lock()
-	w.FillQueued, w.Filling = len(f.copy.queue), f.copy.filling
-	if f.copy.all >= 0 {
-		w.FillQueued += f.copy.videos - f.copy.all
+	var started, failed int64
+	w.FillQueued, w.Filling, started, failed = f.copy.fills.counts()
+	w.WholeFills, w.WholeFillsFailed = started, failed
+	if b := f.copy.budget; b != nil {
+		tokens, granted, spent := b.state()
+		w.FillBudget = &wire.FillBudget{Seconds: tokens.Seconds(), GrantedSeconds: granted.Seconds(), SpentSeconds: spent.Seconds()}
 	}
-	f.copy.mu.Unlock()
 	return w
 }

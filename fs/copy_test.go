@@ -34,6 +34,13 @@ func fillWhole(t *testing.T, m *testMount) {
 	if !m.fs.FillAll() {
 		t.Fatal("the mount keeps no copy")
 	}
+	waitFills(t, m)
+}
+
+// waitFills waits until m's copy decodes no video whole and has none queued, and has written
+// what it decoded.
+func waitFills(t *testing.T, m *testMount) {
+	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		c := m.fs.copyStats()
@@ -310,9 +317,10 @@ func TestCopyAskedAgainAtLoad(t *testing.T) {
 	}
 }
 
-// TestCopyFillVideos: with --copy-fill videos, the first sample of a video loaded decodes the
-// video whole into the copy and is served from it; every other sample of the video is then
-// served from the copy, byte-identical to decoding it, with no decode.
+// TestCopyFillVideos: with --copy-fill videos, the first sample of a video loaded starts the
+// video's whole decode at that sample and is served from it; once the decode is through, every
+// other sample of the video is served from the copy, byte-identical to decoding it, with no
+// decode.
 func TestCopyFillVideos(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv"}, spec: spec,
@@ -324,6 +332,11 @@ func TestCopyFillVideos(t *testing.T) {
 	if readSample(t, m, mid) != want[mid] {
 		t.Fatal("the first sample read differs from decoding it")
 	}
+	if st := m.fs.Stats(); st.Copy.WholeFills != 1 || st.Copy.Hits != 1 {
+		t.Errorf("the first sample read: %d whole decodes started, %d samples from the copy; want 1 and 1 (it waits for its frames)",
+			st.Copy.WholeFills, st.Copy.Hits)
+	}
+	waitFills(t, m)
 	if !m.fs.copy.c.Whole(1) {
 		t.Fatalf("video 1 not whole after a sample of it was read: %+v", m.fs.copyStats())
 	}

@@ -1,164 +1,18 @@
 package fs
 
-// Filling the training copy with whole videos: --copy-fill videos at load, and vidfs copy
-// (.vidfs/fill) in the background.
+// Decoding one video whole into the training copy: in order, a chunk of frames at a time, each
+// frame kept only once it is known to be what a clip's own decode gives.
 
 import (
 	"context"
-	"runtime"
-	"strings"
+	"errors"
 	"sync"
-	"syscall"
 	"time"
 
-	gofs "github.com/hanwen/go-fuse/v2/fs"
-	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
-
+	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/layout"
 )
-
-// fillNow decodes video v whole into the copy, for a load of one of its samples
-// (--copy-fill videos), unless it was this mount, and waits until its frames are written; a
-// load that finds another load filling the video waits for that one.
-func (f *FS) fillNow(ctx context.Context, v int) {
-	t := f.copy
-	t.mu.Lock()
-	if ch, ok := t.fills[v]; ok {
-		t.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		}
-		return
-	}
-	if t.queued[v/64]&(1<<(v%64)) != 0 { // filled, failed, or a filler's already
-		t.mu.Unlock()
-		return
-	}
-	select {
-	case t.fillSlots <- struct{}{}:
-		defer func() { <-t.fillSlots }()
-	default: // as many videos as fillers are being decoded whole: this sample decodes as it is
-		t.mu.Unlock()
-		return
-	}
-	t.queued[v/64] |= 1 << (v % 64)
-	ch := make(chan struct{})
-	t.fills[v] = ch
-	t.mu.Unlock()
-	defer func() {
-		t.mu.Lock()
-		delete(t.fills, v)
-		t.mu.Unlock()
-		close(ch)
-	}()
-	f.fillVideo(ctx, v)
-	t.c.FlushVideo(ctx, v) // a load given up on waits no more
-}
-
-// FillAll queues every video of the layout to be decoded whole into the training copy, in the
-// background (vidfs copy); it says false when the mount keeps no copy.
-func (f *FS) FillAll() bool {
-	if f.copy == nil {
-		return false
-	}
-	f.copy.mu.Lock()
-	f.copy.all = 0
-	f.copy.mu.Unlock()
-	select {
-	case f.copy.wake <- struct{}{}:
-	default:
-	}
-	return true
-}
-
-// nextFill takes the next video to decode whole, or -1.
-func (t *trainingCopy) nextFill() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.queue) > 0 {
-		v := int(t.queue[0])
-		t.queue = t.queue[1:]
-		t.filling++
-		return v
-	}
-	for t.all >= 0 && t.all < t.videos {
-		v := t.all
-		t.all++
-		if t.queued[v/64]&(1<<(v%64)) == 0 {
-			t.queued[v/64] |= 1 << (v % 64)
-			t.filling++
-			return v
-		}
-	}
-	t.all = -1
-	return -1
-}
-
-// startFillers starts n goroutines that decode the videos FillAll queues whole into the copy
-// (vidfs copy), each on a thread of its own at a low priority (nice 10), so that readers'
-// decodes come first and the copy fills in the time left over; the function it returns stops
-// them and waits.
-func (f *FS) startFillers(n int) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-			unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 10)
-			for ctx.Err() == nil {
-				v := f.copy.nextFill()
-				if v < 0 {
-					select {
-					case <-ctx.Done():
-					case <-f.copy.wake:
-					}
-					continue
-				}
-				select { // more may be queued: another filler takes the next
-				case f.copy.wake <- struct{}{}:
-				default:
-				}
-				f.fillVideo(ctx, v)
-				f.copy.mu.Lock()
-				f.copy.filling--
-				f.copy.mu.Unlock()
-				select { // another filler may have work
-				case f.copy.wake <- struct{}{}:
-				default:
-				}
-			}
-		}()
-	}
-	// The copies found on disk: each adopted by its video at once, so that eviction follows the
-	// plans for it rather than take it for a stray file, then counted (reading its index), so
-	// that the stats and vidfs copy know what is whole.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for v := range f.lay.Videos {
-			if v%1024 == 0 && ctx.Err() != nil {
-				return
-			}
-			f.copy.c.Adopt(v, f.videoKey(v))
-		}
-		var need []uint64
-		for v := range f.lay.Videos {
-			if ctx.Err() != nil {
-				return
-			}
-			need, _ = f.needBits(v, need)
-			f.copy.c.Claim(v, f.videoKey(v), need)
-		}
-	}()
-	return func() {
-		cancel()
-		wg.Wait()
-	}
-}
 
 // fillChunk is how many frames a whole video's decode converts at a time, fewer where they
 // would take more than fillBytes.
@@ -167,106 +21,338 @@ const (
 	fillBytes = 4 << 20
 )
 
-// fillVideo decodes video v from its first frame to its last, without seeking, a chunk at a
-// time, and puts every frame its samples need in the copy. A video that fails to decode is left
-// to its samples, which fail as they would.
-func (f *FS) fillVideo(ctx context.Context, v int) {
+// wholeFill is one video being decoded whole: from the unit it started at to the end of the video
+// (the first pass, padded units past the end included), then from the start up to where it
+// began (the second). A load waits for it (waitFor) where it is about to pass the load's frames.
+type wholeFill struct {
+	v, start int
+	// mu guards the progress below. LOCK ORDERING: taken alone.
+	mu       sync.Mutex
+	hi       int  // first pass: units [start, hi) are in the copy (queued to be written)
+	lo       int  // second pass: units [0, lo) are
+	at       int  // the unit decoding has reached, in the pass it is in
+	wrapped  bool // in the second pass
+	ended    bool
+	changed  chan struct{} // closed, and replaced, when the progress moves
+	cpu      time.Duration // spent so far
+	units    int           // units decoded so far
+	estimate time.Duration // what the budget was charged at the start (auto)
+}
+
+// progress notes that units up to (not including) hi of the current pass are in the copy, and
+// that decoding has reached at.
+func (fl *wholeFill) progress(hi, at int) {
+	fl.mu.Lock()
+	if fl.wrapped {
+		fl.lo = max(fl.lo, hi)
+	} else {
+		fl.hi = max(fl.hi, hi)
+	}
+	fl.at = at
+	close(fl.changed)
+	fl.changed = make(chan struct{})
+	fl.mu.Unlock()
+}
+
+// end notes that the fill is over, done or not.
+func (fl *wholeFill) end() {
+	fl.mu.Lock()
+	fl.ended = true
+	close(fl.changed)
+	fl.changed = make(chan struct{})
+	fl.mu.Unlock()
+}
+
+// waitFor waits until units first to last (ascending) are in the copy, and says whether they
+// are; it does not wait when the fill is not about to put them there (within ahead units of
+// where it is), nor once the fill is over or ctx is done.
+func (fl *wholeFill) waitFor(ctx context.Context, first, last, ahead int) bool {
+	for {
+		fl.mu.Lock()
+		if fl.start <= first && last < fl.hi || last < fl.lo {
+			fl.mu.Unlock()
+			return true
+		}
+		soon := last < fl.at+ahead && (fl.wrapped || first >= fl.start)
+		if fl.ended || !soon {
+			fl.mu.Unlock()
+			return false
+		}
+		changed := fl.changed
+		fl.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// errMixedPath ends a fill whose chunks came from NVDEC and the CPU both.
+var errMixedPath = errors.New("decoded partly on the GPU, partly on the CPU: not kept as one copy")
+
+// fillVideo decodes video v whole into the copy, as fill fl says, from its start unit (a
+// multiple of the fill stride), a chunk at a time, in Strict clips: a chunk that meets damage ends
+// the fill, its frames and those held back from the chunk before it dropped, and the video's
+// remaining frames are left to its samples' own decodes. A chunk's frames whose references may
+// not have come out of the decoder yet (decode.Info.RefWindow) are held back until the next
+// chunk is decoded. It says what it spent, and how many units it decoded.
+func (f *FS) fillVideo(ctx context.Context, fl *wholeFill) error {
+	v := fl.v
 	first, end := f.lay.VideoSamples(v)
 	if first == end || !f.current(first) {
-		return
+		return nil
 	}
 	info, err := f.cfg.Infos.Info(v)
 	if err != nil {
-		return
+		return err
 	}
-	spec := f.lay.Spec
-	extent, step := f.copyExtent(v), fillStride(spec)
-	need, needed := f.needBits(v, nil)
-	key := f.videoKey(v)
-	if f.copy.c.Claim(v, key, need); f.copy.c.Whole(v) {
-		return // from an earlier mount
+	b, ok := f.copy.fillBufs.Get().(*fillBuffers)
+	if !ok {
+		b = new(fillBuffers)
 	}
-	// Frames from the first to the last of the video (n: its length as the layout counts it),
-	// step apart, a chunk at a time; frames a padded sample uses past the end repeat the last.
-	n := min(extent, f.lay.Videos[v].Frames)
-	fb := f.out.FrameBytes()
-	chunk := max(1, min(fillChunk, fillBytes/fb))
-	bp, ok := f.copy.fillBufs.Get().(*[]byte)
-	if !ok || cap(*bp) < chunk*fb {
-		b := make([]byte, chunk*fb)
-		bp = &b
+	defer f.copy.fillBufs.Put(b)
+	r := &filler{f: f, fl: fl, v: v, info: info, spec: f.lay.Spec, extent: f.copyExtent(v), step: fillStride(f.lay.Spec),
+		fb: f.out.FrameBytes(), window: info.RefWindow(), path: -1, b: b}
+	b.need, r.needed = f.needBits(v, b.need)
+	r.n = min(r.extent, f.lay.Videos[v].Frames)
+	r.chunk = max(1, min(fillChunk, fillBytes/r.fb))
+	b.chunk = grow(b.chunk, r.chunk*r.fb)
+	b.pack = grow(b.pack, r.chunk*r.fb)
+	b.held, b.heldUnits = b.held[:0], b.heldUnits[:0]
+	if r.n == 0 {
+		return nil
 	}
-	defer f.copy.fillBufs.Put(bp)
-	buf := (*bp)[:chunk*fb]
-	var keep []byte // the frames needed of a chunk, when not all are
-	var units []int
-	put := func(units []int, frames []byte) bool {
-		for !f.copy.c.Put(v, key, needed, extent, units, frames) {
-			// The writer is behind: wait for it rather than decode what would be skipped.
-			if ctx.Err() != nil {
-				return false
-			}
-			time.Sleep(20 * time.Millisecond)
+	// First pass: from the start unit to the end, then the last frame for padded units.
+	if err := r.decode(ctx, fl.start, r.n, false); err != nil {
+		return err
+	}
+	if err := r.tail(ctx); err != nil {
+		return err
+	}
+	fl.progress(r.extent, r.extent)
+	if fl.start == 0 {
+		return nil
+	}
+	// Second pass: from the start to where the first began, and one chunk on, which confirms the
+	// frames held back at its end and puts nothing again.
+	fl.mu.Lock()
+	fl.wrapped = true
+	fl.mu.Unlock()
+	b.held, b.heldUnits = b.held[:0], b.heldUnits[:0]
+	if err := r.decode(ctx, 0, fl.start, false); err != nil {
+		return err
+	}
+	if err := r.decode(ctx, fl.start, min(r.n, fl.start+r.chunk*r.step), true); err != nil {
+		return err
+	}
+	if len(b.heldUnits) > 0 { // the first pass's end: no chunk after it in this pass
+		if err := r.tail(ctx); err != nil {
+			return err
 		}
-		f.copy.rate.Add(float64(len(units)), time.Now())
-		return true
 	}
-	failed := func(err error) {
-		if ctx.Err() == nil {
-			f.log.Info("training copy: video not decoded whole; its samples are decoded as they are read", "file", f.videoPath(v), "err", err)
-		}
+	fl.progress(fl.start, fl.start)
+	return nil
+}
+
+// fillBuffers is what a fill decodes into and keeps, reused from fill to fill
+// (trainingCopy.fillBufs): the frames its samples use (need), a chunk's frames, the needed ones
+// packed for a Put, and the frames held back with their units.
+type fillBuffers struct {
+	need            []uint64
+	chunk, pack     []byte
+	held            []byte
+	heldUnits, unit []int
+}
+
+// grow returns b with n bytes, reusing its array when it is large enough.
+func grow(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
 	}
-	for start := 0; start < n; start += chunk * step {
-		if ctx.Err() != nil {
-			return
+	return b[:n]
+}
+
+// filler is the state of one fillVideo.
+type filler struct {
+	f              *FS
+	fl             *wholeFill
+	b              *fillBuffers
+	v              int
+	info           *decode.Info
+	spec           layout.Spec
+	needed         int
+	n, extent      int // units before the video's end, and slots
+	step, chunk    int
+	fb, window     int
+	path           decode.Path // of the chunks so far; -1: none yet
+	key            diskstore.Key
+	lastFrame, out int // the video frame of the last unit out, and its place in the chunk
+}
+
+// frameOf is the video frame unit u is: itself, or at --fps the frame shown then.
+func (r *filler) frameOf(u int) int {
+	if r.spec.FPS.Set() {
+		return r.info.FrameAt(u, decode.Rational{Num: r.spec.FPS.Num, Den: r.spec.FPS.Den})
+	}
+	return u
+}
+
+func (r *filler) needs(u int) bool { return u < len(r.b.need)*64 && r.b.need[u/64]&(1<<(u%64)) != 0 }
+
+// decode decodes units [a, b), step apart, a chunk at a time, putting the frames the samples
+// need (unless confirm: then it only lets what is held back go), and keeping back those within
+// the reference window of the chunk's end.
+func (r *filler) decode(ctx context.Context, a, b int, confirm bool) error {
+	fb, bf := r.fb, r.b
+	for start := a; start < b; start += r.chunk * r.step {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		k := min(chunk, (n-start+step-1)/step)
-		c := SampleClip(f.lay, first)
-		c.Start, c.Frames, c.Stride, c.PadEnd = start, k, step, false
-		if err := f.cfg.Decoder.DecodeClip(ctx, info, c, f.out, buf[:k*fb]); err != nil {
-			failed(err)
-			return
+		k := min(r.chunk, (b-start+r.step-1)/r.step)
+		if err := r.decodeClip(ctx, decode.Clip{Start: start, Frames: k, Stride: r.step,
+			FPS: decode.Rational{Num: r.spec.FPS.Num, Den: r.spec.FPS.Den}}, k); err != nil {
+			return err
 		}
-		units, keep = units[:0], keep[:0]
+		last := start + (k-1)*r.step
+		r.lastFrame, r.out = r.frameOf(last), k-1
+		// What was held back is sound now if the frames after it came out undamaged.
+		if err := r.release(ctx, r.lastFrame-r.window); err != nil {
+			return err
+		}
+		if confirm {
+			r.fl.progress(start, start+k*r.step)
+			continue
+		}
+		// This chunk's frames: put those out of the window's reach, hold back the rest.
+		bf.unit, bf.pack = bf.unit[:0], bf.pack[:0]
 		for j := range k {
-			if u := start + j*step; need[u/64]&(1<<(u%64)) != 0 {
-				units = append(units, u)
+			u := start + j*r.step
+			frame := bf.chunk[j*fb : (j+1)*fb]
+			switch {
+			case !r.needs(u):
+			case r.frameOf(u) > r.lastFrame-r.window:
+				bf.heldUnits = append(bf.heldUnits, u)
+				bf.held = append(bf.held, frame...)
+			default:
+				bf.unit = append(bf.unit, u)
+				bf.pack = append(bf.pack, frame...)
 			}
 		}
-		frames := buf[:k*fb] // every frame decoded is needed (the usual case): as they are
-		if len(units) < k {
-			for j := range k {
-				if u := start + j*step; need[u/64]&(1<<(u%64)) != 0 {
-					keep = append(keep, buf[j*fb:(j+1)*fb]...)
-				}
-			}
-			frames = keep
+		if err := r.put(ctx, bf.unit, bf.pack); err != nil {
+			return err
 		}
-		if len(units) > 0 && !put(units, frames) {
-			return
+		hi := start + k*r.step
+		if len(bf.heldUnits) > 0 {
+			hi = bf.heldUnits[0]
+		}
+		r.fl.progress(hi, start+k*r.step)
+	}
+	return nil
+}
+
+// decodeClip decodes clip c (k frames) strictly into the chunk buffer, charges its CPU to the
+// fill, and checks it came from the fill's decode path.
+func (r *filler) decodeClip(ctx context.Context, c decode.Clip, k int) error {
+	var path decode.Path
+	c.Strict, c.Path = true, &path
+	began := threadCPU()
+	err := r.f.cfg.Decoder.DecodeClip(ctx, r.info, c, r.f.out, r.b.chunk[:k*r.fb])
+	r.charge(threadCPU()-began, k)
+	if err != nil {
+		return err
+	}
+	if path == decode.PathMixed || r.path >= 0 && path != r.path {
+		return errMixedPath
+	}
+	if r.path < 0 {
+		r.path = path
+		r.key = r.f.videoKey(r.v, path)
+	}
+	return nil
+}
+
+// release puts the frames held back whose video frames are at most sound, and keeps the rest.
+func (r *filler) release(ctx context.Context, sound int) error {
+	bf, fb := r.b, r.fb
+	n := 0
+	for n < len(bf.heldUnits) && r.frameOf(bf.heldUnits[n]) <= sound {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := r.put(ctx, bf.heldUnits[:n], bf.held[:n*fb]); err != nil {
+		return err
+	}
+	rest := copy(bf.heldUnits, bf.heldUnits[n:])
+	copy(bf.held, bf.held[n*fb:])
+	bf.heldUnits, bf.held = bf.heldUnits[:rest], bf.held[:rest*fb]
+	return nil
+}
+
+// tail lets the frames held back at the end of the first pass go once every frame of the video
+// has come out (decoding its last frame if the chunks did not end there), and puts the last
+// frame for the units past the end that padded samples use: what their decode gives.
+func (r *filler) tail(ctx context.Context) error {
+	bf, fb := r.b, r.fb
+	last := r.info.Frames - 1
+	if r.lastFrame < last {
+		if err := r.decodeClip(ctx, decode.Clip{Start: last, Frames: 1, Stride: 1}, 1); err != nil {
+			return err
+		}
+		r.lastFrame, r.out = last, 0
+	}
+	lastBytes := bf.chunk[r.out*fb : (r.out+1)*fb]
+	if err := r.release(ctx, last); err != nil {
+		return err
+	}
+	bf.unit = bf.unit[:0]
+	for u := r.n; u < r.extent; u++ {
+		if r.needs(u) {
+			bf.unit = append(bf.unit, u)
 		}
 	}
-	// Past the end: the last frame, as padded samples repeat it.
-	units = units[:0]
-	for u := n; u < extent; u++ {
-		if need[u/64]&(1<<(u%64)) != 0 {
-			units = append(units, u)
+	// The last frame once for each unit, a chunk's worth at a time.
+	bf.pack = bf.pack[:0]
+	for range min(len(bf.unit), r.chunk) {
+		bf.pack = append(bf.pack, lastBytes...)
+	}
+	for units := bf.unit; len(units) > 0; {
+		k := min(len(units), r.chunk)
+		if err := r.put(ctx, units[:k], bf.pack[:k*fb]); err != nil {
+			return err
 		}
+		units = units[k:]
 	}
-	if len(units) == 0 || n == 0 {
-		return
+	return nil
+}
+
+// put puts frames of units in the copy, waiting for the writer while it is behind rather than
+// decode what would not be written.
+func (r *filler) put(ctx context.Context, units []int, frames []byte) error {
+	if len(units) == 0 {
+		return nil
 	}
-	c := SampleClip(f.lay, first)
-	c.Start, c.Frames, c.Stride, c.PadEnd = n-1, 1, 1, false
-	if err := f.cfg.Decoder.DecodeClip(ctx, info, c, f.out, buf[:fb]); err != nil {
-		failed(err)
-		return
+	if !r.f.copy.put(ctx, r.v, r.path, r.key, r.needed, r.extent, units, frames, time.Hour) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return errOtherPath
 	}
-	keep = keep[:0]
-	for range units {
-		keep = append(keep, buf[:fb]...)
-	}
-	put(units, keep)
+	return nil
+}
+
+// errOtherPath ends a fill whose frames the copy does not take: it holds the video's frames of
+// the other decode path (NVDEC's or the CPU's).
+var errOtherPath = errors.New("the copy holds this video's frames of the other decode path")
+
+// charge counts a chunk's CPU and units against the fill.
+func (r *filler) charge(cpu time.Duration, units int) {
+	r.fl.mu.Lock()
+	r.fl.cpu += cpu
+	r.fl.units += units
+	r.fl.mu.Unlock()
 }
 
 // fillStride is the distance between the frames a whole video's decode converts: every frame
@@ -284,43 +370,4 @@ func fillStride(s layout.Spec) int {
 		a, b = b, a%b
 	}
 	return max(1, a)
-}
-
-// fillFile is .vidfs/fill, in a mount that keeps a training copy: writing "all" to it queues
-// every video to be decoded whole into the copy (vidfs copy); anything else fails the write
-// with EINVAL. Reading it gives nothing (the progress is in .vidfs/stats, under copy).
-type fillFile struct{ node }
-
-// Setattr accepts truncation (`>` truncates before it writes).
-func (c *fillFile) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	c.f.attr(&out.Attr, c.mode, 0)
-	return 0
-}
-
-// Open opens .vidfs/fill for writing a request to.
-func (c *fillFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return &fillHandle{f: c.f}, fuse.FOPEN_DIRECT_IO, 0
-}
-
-// fillHandle is .vidfs/fill, open.
-type fillHandle struct{ f *FS }
-
-// Read gives nothing: the progress is in .vidfs/stats.
-func (h *fillHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return fuse.ReadResultData(nil), 0
-}
-
-// Write takes "all" (FillAll), and refuses anything else.
-func (h *fillHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	switch strings.TrimSpace(string(data)) {
-	case "all":
-		if !h.f.FillAll() {
-			h.f.log.Warn("fill asked of a mount that keeps no training copy (--cache-dir, --cache-keep frames)")
-			return 0, syscall.EINVAL
-		}
-		h.f.log.Info("training copy: every video queued to be decoded whole", "videos", len(h.f.lay.Videos))
-		return uint32(len(data)), 0
-	}
-	h.f.log.Warn("fill: want \"all\"", "got", string(data))
-	return 0, syscall.EINVAL
 }

@@ -42,7 +42,7 @@ import (
 )
 
 // Decoder decodes the clips a mount serves. *decode.Pool is the real one, sized for
-// cache.MaxLoads(Workers) clips at once; tests pass fakes that write known bytes.
+// Decoders(Workers) clips at once; tests pass fakes that write known bytes.
 type Decoder interface {
 	DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error
 	Stats() decode.PoolStats
@@ -131,15 +131,17 @@ type FS struct {
 	directIO  atomic.Bool
 	dirNumber map[string]int // folders under samples/, numbered for inode numbers
 
-	pages      *pageFiller
-	tier       *diskTier     // nil without one
-	copy       *trainingCopy // nil without one (a mount has a disk tier or a copy, not both)
-	stopTag    func()        // ends tagTier and waits for it
-	reads      readCounters
-	decodeRate metrics.Rate // of the same
-	problems   problemLog
-	emptied    pendingEmpties // plans opened to be replaced and closed with nothing written
-	failed     failures       // what failed samples' reads get; which failed is the cache's
+	pages *pageFiller
+	// videosWithSamples counts the videos of the layout with a sample.
+	videosWithSamples int
+	tier              *diskTier     // nil without one
+	copy              *trainingCopy // nil without one (a mount has a disk tier or a copy, not both)
+	stopTag           func()        // ends tagTier and waits for it
+	reads             readCounters
+	decodeRate        metrics.Rate // of the same
+	problems          problemLog
+	emptied           pendingEmpties // plans opened to be replaced and closed with nothing written
+	failed            failures       // what failed samples' reads get; which failed is the cache's
 }
 
 // New builds a mount's state: cache and plans over cfg.Decoder. Close it when done.
@@ -197,10 +199,19 @@ func New(cfg Config) (*FS, error) {
 	}
 	f.plans.SetMaxEntries(maxEntries)
 	f.owners = newOwners(proc, f.plans)
+	for v := range lay.Videos {
+		if first, end := lay.VideoSamples(v); end > first {
+			f.videosWithSamples++
+		}
+	}
 	keep := KeepAuto
 	if cfg.TierDir != "" && cfg.TierBytes > 0 {
-		var why string
-		keep, why = copyKeep(cfg.Keep, lay.Len(), S, cfg.TierBytes)
+		frames := f.framesUsed() * int64(f.out.FrameBytes())
+		k, why, err := copyKeep(cfg.Keep, cfg.TierDir, diskHolds(cfg.TierDir), lay.Len(), S, frames, cfg.TierBytes)
+		if err != nil {
+			return nil, err
+		}
+		keep = k
 		cfg.Log.Info("disk keeps", "what", keep, "why", why)
 	}
 	if keep == KeepFrames {
@@ -290,14 +301,15 @@ func SampleOutput(lay *layout.Layout, resize decode.Resize, fast bool) decode.Ou
 }
 
 // decodeSample decodes sample i into buf, for the cache (the decoder counts what it decodes),
-// giving keep, if not nil, the frames it passes through (decode.Clip.Keep).
-func (f *FS) decodeSample(ctx context.Context, i int, buf []byte, keep decode.Keeper) error {
+// giving keep, if not nil, the frames it passes through (decode.Clip.Keep), and telling path, if
+// not nil, where it was decoded.
+func (f *FS) decodeSample(ctx context.Context, i int, buf []byte, keep decode.Keeper, path *decode.Path) error {
 	info, err := f.cfg.Infos.Info(f.lay.Sample(i).Video)
 	if err != nil {
 		return err
 	}
 	c := SampleClip(f.lay, i)
-	c.Keep = keep
+	c.Keep, c.Path = keep, path
 	if err := f.cfg.Decoder.DecodeClip(ctx, info, c, f.out, buf); err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/catalog"
 	"github.com/vidfs/vidfs/internal/diskstore"
@@ -95,7 +94,7 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 	if s.workers == 0 {
 		s.workers = 2
 	}
-	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: cache.MaxLoads(s.workers), Idle: s.workers})
+	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: Decoders(s.workers), Idle: s.workers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,9 @@ package fs
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -86,13 +85,14 @@ func TestStoresShareLock(t *testing.T) {
 	}
 }
 
-// TestStoresTakeTurns: a directory keeps samples or frames: a store of one kind opened where the
-// other kept its files removes them, so that the bound holds for what is there.
-func TestStoresTakeTurns(t *testing.T) {
+// TestStoresKeepEachOther: a directory may hold both kinds of store's files: opening one kind
+// where the other kept its files removes nothing (what took hours to make is never thrown away
+// by a changed flag; fs refuses the mismatch instead, TestKeepFollowsDisk).
+func TestStoresKeepEachOther(t *testing.T) {
 	dir := t.TempDir()
 	frame := bytes.Repeat([]byte{7}, 48*48*3)
 	c := openFrames(t, dir)
-	if !c.Put(1, sha256.Sum256([]byte("video 1")), 1, 4, []int{0}, frame) {
+	if !c.Put(context.Background(), 1, sha256.Sum256([]byte("video 1")), 1, 4, []int{0}, frame, 0) {
 		t.Fatal("a frame not queued")
 	}
 	c.Flush()
@@ -101,15 +101,15 @@ func TestStoresTakeTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, diskstore.FramesDir)); !os.IsNotExist(err) {
-		t.Errorf("the sample tier opened over a copy: its frames %v", err)
+	if h := diskHolds(dir); !h.frames || h.samples {
+		t.Errorf("the sample tier opened over a copy: the directory holds %+v, want the frames still", h)
 	}
 	tr.Put(sha256.Sum256([]byte("sample 1")), 1, frame)
 	tr.Flush()
 	tr.Close()
 	c = openFrames(t, dir)
 	defer c.Close()
-	if _, err := os.Stat(filepath.Join(dir, diskstore.SamplesDir)); !os.IsNotExist(err) {
-		t.Errorf("the copy opened over a sample tier: its entries %v", err)
+	if h := diskHolds(dir); !h.frames || !h.samples {
+		t.Errorf("the copy opened over a sample tier: the directory holds %+v, want both", h)
 	}
 }

@@ -57,7 +57,8 @@ func (k *passKeeper) Keep(i int, rgb []byte) {
 	}
 }
 
-// Discard forgets the frames taken (decode.Keeper): the decode starts again, or failed.
+// Drop forgets the frames taken from frame from on (decode.Keeper): the decode starts again,
+// failed, or came upon damage or frames not known sound yet after them.
 func (k *passKeeper) Drop(from int) {
 	n, _ := slices.BinarySearch(k.units, from)
 	k.units, k.frames = k.units[:n], k.frames[:n*k.fb]

@@ -6,8 +6,11 @@ package fs
 import (
 	"context"
 	"os"
+	"runtime"
+	"time"
 
 	"github.com/vidfs/vidfs/cache"
+	"github.com/vidfs/vidfs/decode"
 )
 
 // current tells whether sample i's video file is still the version the layout describes: neither
@@ -44,36 +47,103 @@ func (f *FS) fetchSample(ctx context.Context, i int, buf []byte) cache.Fetched {
 
 // loadSample decodes sample i into buf, for the cache, after which the disk tier, if there is
 // one, keeps it, or the training copy its frames and those the decode passed through that other
-// samples use (written in the background). The cache asks them first (fetchSample).
+// samples use (written in the background). The cache asks them first (fetchSample). With a copy,
+// the sample's video may be decoded whole instead (fillFor), and the sample served from that.
 func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
 	var keep *passKeeper
-	if f.copy != nil {
+	if f.copy != nil && f.current(i) {
 		// Asked again: the cache asked the copy when the sample was queued, and its frames may
 		// have come since (kept by the decodes of other samples, or a whole video's), while it
 		// waited for a decoder, as samples planned an epoch ahead do.
-		if f.current(i) && f.fetchCopy(i, buf, true) {
+		if f.fetchCopy(i, buf, true) {
 			return nil
 		}
-		if f.copy.mode == FillVideos && f.current(i) {
-			f.fillNow(ctx, f.lay.Sample(i).Video)
-			if f.fetchCopy(i, buf, true) {
-				return nil
-			}
+		if f.fillFor(ctx, i) && f.fetchCopy(i, buf, true) {
+			return nil
 		}
 		keep = f.copy.keeper(f, f.lay.Sample(i).Video)
 		defer f.copy.keepers.Put(keep)
 	}
-	if err := f.decodeSample(ctx, i, buf, keep.decodeKeeper()); err != nil {
+	// The decode's CPU, which the budget of --copy-fill auto is reckoned in, is the thread's.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	began := threadCPU()
+	path := decode.PathCPU
+	if err := f.decodeSample(ctx, i, buf, keep.decodeKeeper(), &path); err != nil {
 		if !heldFailed(err) && ctx.Err() == nil {
 			f.log.Warn("sample not decoded, for a reason that may pass; the next read tries again", "sample", i, "file", f.sampleFile(i), "err", err)
 		}
 		return err
 	}
+	var b *budget
+	if f.copy != nil {
+		b = f.copy.budget
+	}
+	if b != nil {
+		b.decoded(threadCPU() - began)
+	}
 	if f.tier != nil && f.current(i) {
 		f.tier.t.Put(f.sampleKey(i), i, buf)
 	}
-	if f.copy != nil && f.current(i) {
-		f.keepFrames(i, buf, keep)
+	if keep != nil && f.current(i) {
+		began = threadCPU()
+		f.keepFrames(ctx, i, path, buf, keep)
+		if b != nil {
+			b.spend(threadCPU() - began)
+		}
 	}
 	return nil
+}
+
+// fillAhead is how many chunks ahead of where a whole video's decode is a load waits for it to
+// pass the load's frames rather than decode them itself.
+const fillAhead = 2
+
+// fillFor waits for a whole decode of sample i's video under way to pass the sample's frames, if
+// it is about to, or starts one at the sample where the mode says so (--copy-fill videos; auto,
+// when the plans read the video again and the budget allows) and waits for it to pass them; it
+// says whether the frames are in the copy now.
+func (f *FS) fillFor(ctx context.Context, i int) bool {
+	t := f.copy
+	v := f.lay.Sample(i).Video
+	units := f.sampleUnits(i, make([]int, 0, 64))
+	first, last := units[0], units[len(units)-1]
+	step := fillStride(f.lay.Spec)
+	ahead := fillAhead * max(1, min(fillChunk, fillBytes/f.out.FrameBytes())) * step
+	if fl := t.fills.of(v); fl != nil {
+		return fl.waitFor(ctx, first, last, ahead)
+	}
+	var est time.Duration
+	switch t.mode {
+	case FillVideos:
+	case FillAuto:
+		if !f.wantedAgain(i) {
+			return false
+		}
+		e, ok := t.budget.allows(f.fillUnits(v), f.lay.Spec.Frames)
+		if !ok {
+			return false
+		}
+		est = e
+	default:
+		return false
+	}
+	fl := t.fills.tryStart(v, first/step*step, false, est)
+	if fl == nil {
+		return false
+	}
+	return fl.waitFor(ctx, first, last, ahead)
+}
+
+// wantedAgain tells whether the plans read sample i's video again after it: another of its
+// samples is due (a plan holding the next epoch's clips, or every clip), so that decoding the
+// video whole pays.
+func (f *FS) wantedAgain(i int) bool {
+	first, end := f.lay.VideoSamples(f.lay.Sample(i).Video)
+	for j := first; j < end; j++ {
+		if j != i && f.plans.Due(j) >= 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -165,7 +165,6 @@ func Open(opts Options) (_ *Tier, err error) {
 		return nil, err
 	}
 	closers = append(closers, lock.Close)
-	diskstore.DropOther(filepath.Join(opts.Dir, diskstore.FramesDir), "a training copy", opts.Log)
 	// zstd's fastest level without entropy coding: compressing shares the cores with decoding in
 	// the first epoch, and an entry not written in time costs a decode in the next, so the level
 	// that keeps up over the one that shrinks most (docs/benchmarks.md, "The codecs, one core").
@@ -215,7 +214,7 @@ func (t *Tier) Stats() Stats {
 	s := t.stats
 	s.Bytes, s.Entries = t.bytes, len(t.entries)
 	w := t.w.Stats()
-	s.Backlog, s.BacklogBytes, s.Skipped = w.Jobs, w.Bytes, w.Skipped
+	s.Backlog, s.BacklogBytes, s.Skipped = w.Jobs, w.Bytes, w.Skipped+w.Full
 	return s
 }
 

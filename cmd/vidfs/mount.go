@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
-	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
 	vfs "github.com/vidfs/vidfs/fs"
 	"github.com/vidfs/vidfs/internal/catalog"
@@ -233,8 +232,8 @@ Exit status:
 			grouped(fs, diskFlags, func(fs *pflag.FlagSet) {
 				fs.StringVar(&o.cacheDir, "cache-dir", "", "keep decoded samples here too, compressed, and read them back instead of decoding again, across mounts (a disk tier; one mount per directory)")
 				fs.Var(&o.cacheDisk, "cache-disk", "bound on the disk tier's size, e.g. 100GiB (default: half the free space of --cache-dir's filesystem, at most 100GiB)")
-				fs.Var(&o.cacheKeep, "cache-keep", "what --cache-dir keeps: samples (each sample's bytes, served mapped: for the same clips every epoch), frames (a training copy: each frame any sample uses, once, so that fresh random clips every epoch are served with no decode) or auto (samples if every sample fits within --cache-disk as it is, else frames)")
-				fs.Var(&o.copyFill, "copy-fill", "with --cache-keep frames, when a video's frames are kept: clips (those of each sample decoded for a reader, and those its decode passes on the way) or videos (the first time a sample of a video is read, the whole video is decoded once, in place of that sample's decode: the copy holds every video after one epoch)")
+				fs.Var(&o.cacheKeep, "cache-keep", "what --cache-dir keeps: samples (each sample's bytes, served mapped: for the same clips every epoch), frames (a training copy: each frame any sample uses, once, so that fresh random clips every epoch are served with no decode) or auto (what the directory holds from earlier mounts; in a new one, frames where the samples share frames or do not fit as they are, else samples). Nothing kept is removed for a changed flag: asking for the kind a directory does not hold fails")
+				fs.Var(&o.copyFill, "copy-fill", "with --cache-keep frames, when a video's frames are kept: clips (those of each sample decoded for a reader, and those its decode passes on the way), videos (the first time a sample of a video is read, the whole video is decoded, from that sample on, whatever it costs: the copy holds every video read after one epoch) or auto (clips, and a video the plans read again is decoded whole when the decoders have CPU to spare: each epoch costs at most about 1.2x decoding its clips, and within a few epochs the copy holds the videos read)")
 				fs.Var(&o.cacheDiskCodec, "cache-disk-codec", "how the disk stores samples or frames: none (the least CPU), lz4 or zstd (smaller, more CPU); auto: for samples, none if every sample fits within --cache-disk so, else zstd; for frames, none if every frame the samples use fits so, else huff (a lossless image codec, 0.44x; frames alone). docs/usage.md has the sizes and costs")
 			})
 			grouped(fs, damageFlags, func(fs *pflag.FlagSet) {
@@ -366,7 +365,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 	}
 	// One decoder per load the cache may run at once; as many kept open between clips as it
 	// prefetches at once.
-	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: cache.MaxLoads(workers), Idle: workers, Threads: 1,
+	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: vfs.Decoders(workers), Idle: workers, Threads: 1,
 		HWAccel: o.hwaccel.h, GPUs: o.gpus.gpus, GPUDecoders: o.gpuDecoders, Log: log, Open: source.opener()})
 	if err != nil {
 		return err
@@ -533,7 +532,7 @@ const goMemoryLimit = 96 << 20
 // filesystem, at most 100 GiB; 0 without --cache-dir.
 func (o *mountOptions) tierBytes(log *slog.Logger) (int64, error) {
 	if o.cacheDir == "" {
-		if o.cacheDisk.n > 0 || o.cacheDiskCodec.c != 0 || o.cacheKeep.k != vfs.KeepAuto || o.copyFill.f != vfs.FillClips {
+		if o.cacheDisk.n > 0 || o.cacheDiskCodec.c != 0 || o.cacheKeep.k != vfs.KeepAuto || o.copyFill.f != vfs.FillAuto {
 			return 0, usageError{"--cache-disk, --cache-disk-codec, --cache-keep and --copy-fill need --cache-dir"}
 		}
 		return 0, nil

@@ -66,11 +66,11 @@ func (k *keepValue) Set(v string) (err error) {
 	return err
 }
 
-// fillValue is a --copy-fill flag: clips or videos.
+// fillValue is a --copy-fill flag: auto, clips or videos.
 type fillValue struct{ f vfs.Fill }
 
 func (f *fillValue) String() string { return f.f.String() }
-func (f *fillValue) Type() string   { return "clips|videos" }
+func (f *fillValue) Type() string   { return "auto|clips|videos" }
 func (f *fillValue) Set(v string) (err error) {
 	f.f, err = vfs.ParseFill(v)
 	return err

@@ -6,7 +6,6 @@ package diskstore
 import (
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -37,17 +36,23 @@ func LockDir(dir string) (*os.File, error) {
 	return lock, nil
 }
 
-// DropOther removes what another kind of store left in a directory that this one now takes:
-// a directory keeps samples or frames, and --cache-disk bounds the one it keeps (a mount that
-// kept frames and now keeps samples, or the other way round, starts anew).
-func DropOther(path, what string, log *slog.Logger) {
-	if _, err := os.Stat(path); err != nil {
-		return
-	}
-	log.Info("disk tier: removing "+what+" left by an earlier mount: this directory now keeps the other", "dir", path)
-	if err := os.RemoveAll(path); err != nil {
-		log.Warn("disk tier: could not remove "+what+"; its bytes are not counted against --cache-disk", "dir", path, "err", err)
-	}
+// HoldsKeys tells whether dir holds a file named by a key, in any of its folders: whether a
+// store kept anything there. It stops at the first one found.
+func HoldsKeys(dir string) bool {
+	found := false
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if !d.IsDir() {
+			if _, ok := ParseKey(d.Name()); ok {
+				found = true
+				return filepath.SkipAll
+			}
+		}
+		return nil
+	})
+	return found
 }
 
 // WalkKeys calls found for each file under dir named by a key (but those under skip), with its

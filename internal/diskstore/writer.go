@@ -64,7 +64,8 @@ type Writer[M any] struct {
 	mu      sync.Mutex
 	queue   []Job[M] // oldest first: the first is the one being written, if any
 	queued  int64    // bytes in queue
-	skipped int64    // units not written: the backlog full, or Write said so
+	skipped int64    // units not written because Write said so
+	full    int64    // units not queued because the backlog was full
 	// changed is closed, and replaced, when a job leaves the queue (Flush and Wait).
 	changed chan struct{}
 	closed  bool
@@ -86,7 +87,8 @@ func (j Job[M]) Data() []byte { return *j.buf }
 type WriterStats struct {
 	Jobs    int   // queued, the one being written included
 	Bytes   int64 // their bytes
-	Skipped int64 // units not written: Put with the backlog full, or Write said so
+	Skipped int64 // units not written because Write said so (no room, the disk refused)
+	Full    int64 // units not queued because the backlog was full
 }
 
 // NewWriter starts a writer of the jobs Put queues. Close ends it.
@@ -103,24 +105,58 @@ func NewWriter[M any](opts WriterOptions[M]) *Writer[M] {
 }
 
 // Put queues a job of m and a copy of data, and says whether it was queued. It never waits:
-// with the backlog full it skips the job, counting units skipped; after Close it skips it
+// with the backlog full it skips the job, counting its units as Full; after Close it skips it
 // without counting.
 func (w *Writer[M]) Put(m M, data []byte, units int64) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return false
-	}
-	if w.queued+int64(len(data)) > w.opts.Backlog {
-		w.skipped += units
-		return false
-	}
 	bp := w.bufs.Get(len(data))
 	copy(*bp, data)
-	w.queue = append(w.queue, Job[M]{Meta: m, buf: bp})
-	w.queued += int64(len(data))
-	w.poke()
+	if !w.PutBuffer(context.Background(), m, bp, units, 0) {
+		w.bufs.Put(bp)
+		return false
+	}
 	return true
+}
+
+// PutBuffer queues a job of m whose bytes are *bp, a buffer of the writer's Buffers (Get), which
+// the writer takes over if the job is queued; the caller keeps it otherwise. With the backlog
+// full it waits up to wait for room (while ctx lasts), and then skips the job, counting its
+// units as Full. A job alone in the queue is taken whatever its size.
+func (w *Writer[M]) PutBuffer(ctx context.Context, m M, bp *[]byte, units int64, wait time.Duration) bool {
+	var deadline <-chan time.Time
+	for {
+		w.mu.Lock()
+		if w.closed {
+			w.mu.Unlock()
+			return false
+		}
+		n := int64(len(*bp))
+		if len(w.queue) == 0 || w.queued+n <= w.opts.Backlog {
+			w.queue = append(w.queue, Job[M]{Meta: m, buf: bp})
+			w.queued += n
+			w.poke()
+			w.mu.Unlock()
+			return true
+		}
+		changed := w.changed
+		if wait <= 0 {
+			w.full += units
+			w.mu.Unlock()
+			return false
+		}
+		w.mu.Unlock()
+		if deadline == nil {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			wait = 0
+		case <-deadline:
+			wait = 0
+		}
+	}
 }
 
 // poke wakes the writer if it waits.
@@ -144,7 +180,7 @@ func (w *Writer[M]) Queued(f func(jobs []Job[M]) bool) bool {
 func (w *Writer[M]) Stats() WriterStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return WriterStats{Jobs: len(w.queue), Bytes: w.queued, Skipped: w.skipped}
+	return WriterStats{Jobs: len(w.queue), Bytes: w.queued, Skipped: w.skipped, Full: w.full}
 }
 
 // Flush waits until every job queued is written (or skipped).

@@ -65,15 +65,29 @@ func TestWriterBacklog(t *testing.T) {
 	}) {
 		t.Error("the jobs queued, or their bytes, are not those put")
 	}
-	if s := tw.Stats(); s.Jobs != 3 || s.Bytes != 30 || s.Skipped != 14 {
-		t.Errorf("stats %+v: want 3 jobs, 30 bytes, 14 units skipped", s)
+	if s := tw.Stats(); s.Jobs != 3 || s.Bytes != 30 || s.Full != 14 || s.Skipped != 0 {
+		t.Errorf("stats %+v: want 3 jobs, 30 bytes, 14 units refused for a full backlog", s)
 	}
+	// PutBuffer waits for room as long as it is told, and no longer.
+	began := time.Now()
+	bp := tw.bufs.Get(10)
+	if tw.PutBuffer(context.Background(), 8, bp, 2, 30*time.Millisecond) {
+		t.Fatal("queued past the backlog")
+	}
+	if d := time.Since(began); d < 30*time.Millisecond {
+		t.Errorf("gave up after %v, told to wait 30ms", d)
+	}
+	done := make(chan bool)
+	go func() { done <- tw.PutBuffer(context.Background(), 8, bp, 2, time.Minute) }()
 	close(hold)
+	if !<-done {
+		t.Error("a PutBuffer waiting for room did not queue once the writer made some")
+	}
 	tw.Flush()
 	tw.Put(9, nil, 1) // Write says it skipped 1
 	tw.Flush()
-	if s := tw.Stats(); s.Jobs != 0 || s.Bytes != 0 || s.Skipped != 15 {
-		t.Errorf("flushed: stats %+v: want nothing queued, 15 units skipped", s)
+	if s := tw.Stats(); s.Jobs != 0 || s.Bytes != 0 || s.Skipped != 1 || s.Full != 16 {
+		t.Errorf("flushed: stats %+v: want nothing queued, 1 unit skipped, 16 refused", s)
 	}
 	if err := tw.Close(time.Minute); err != nil {
 		t.Fatal(err)
@@ -85,8 +99,8 @@ func TestWriterBacklog(t *testing.T) {
 		t.Error("a Put after Close was queued")
 	}
 	wrote, released, readers := tw.counts()
-	if !slices.Equal(wrote, []int{0, 1, 2, 9}) || released != 1 || readers != 1 {
-		t.Errorf("wrote %v, released %d, readers released %d; want 0 1 2 9, once each", wrote, released, readers)
+	if !slices.Equal(wrote, []int{0, 1, 2, 8, 9}) || released != 1 || readers != 1 {
+		t.Errorf("wrote %v, released %d, readers released %d; want 0 1 2 8 9, once each", wrote, released, readers)
 	}
 }
 

@@ -145,14 +145,16 @@ type TierStats struct {
 type CopyStats struct {
 	Dir           string `json:"dir"`
 	Codec         string `json:"codec"` // how this mount writes frames: none, lz4 or zstd
-	Fill          string `json:"fill"`  // clips (the frames of samples decoded) or videos (whole videos too)
+	Fill          string `json:"fill"`  // auto, clips (the frames of samples decoded) or videos (whole videos too)
 	CapacityBytes int64  `json:"capacity_bytes"`
 	UsedBytes     int64  `json:"used_bytes"`
 	LayoutVideos  int    `json:"layout_videos"` // videos of the layout
-	Videos        int    `json:"videos"`        // with a copy
-	Complete      int    `json:"complete"`      // whose frames the samples use are all there
-	Partial       int    `json:"partial"`
-	Frames        int64  `json:"frames"`
+	// VideosWithSamples is how many of them yield a sample: those the copy can hold whole.
+	VideosWithSamples int   `json:"videos_with_samples"`
+	Videos            int   `json:"videos"`   // with a copy
+	Complete          int   `json:"complete"` // whose frames the samples use are all there
+	Partial           int   `json:"partial"`
+	Frames            int64 `json:"frames"`
 	// BytesPerFrame and Ratio are of the frames this mount wrote.
 	BytesPerFrame   float64 `json:"bytes_per_frame"`
 	Ratio           float64 `json:"compression_ratio"`
@@ -161,14 +163,31 @@ type CopyStats struct {
 	HitRate         float64 `json:"hit_rate"`
 	WrittenFrames   int64   `json:"written_frames"`
 	FramesPerSecond float64 `json:"frames_per_second"` // put in the copy, lately
-	FillQueued      int     `json:"fill_queued"`       // videos waiting to be decoded whole
+	FillQueued      int     `json:"fill_queued"`       // videos waiting to be decoded whole (vidfs copy)
 	Filling         int     `json:"filling"`           // videos being decoded whole now
-	Skipped         int64   `json:"skipped"`           // frames not written: backlog full, no room, or the disk refused
-	Corrupt         int64   `json:"corrupt"`           // damaged frames or files found, decoded and written again
-	ReadErrors      int64   `json:"read_errors"`       // reads the disk refused (EMFILE, EIO ...): kept, the sample decoded
-	Evicted         int64   `json:"evicted"`           // videos
-	Backlog         int     `json:"backlog"`           // samples' frames waiting to be written
-	BacklogBytes    int64   `json:"backlog_bytes"`
+	WholeFills      int64   `json:"whole_fills"`       // videos whose whole decode started this mount
+	// WholeFillsFailed counts those that ended before the video's end: damage (the rest is left
+	// to the samples' own decodes), no room, or another decode path's frames held.
+	WholeFillsFailed int64 `json:"whole_fills_failed"`
+	// FillBudget is --copy-fill auto's budget for whole decodes; absent in the other modes.
+	FillBudget   *FillBudget `json:"fill_budget,omitempty"`
+	Skipped      int64       `json:"skipped"`      // frames not written: no room within the bound, or the disk refused
+	BacklogFull  int64       `json:"backlog_full"` // frames not queued: the writer's backlog full (kept by a later decode)
+	OldFiles     int         `json:"old_files"`    // files of an earlier format, kept (removed oldest first when the disk is full)
+	OldBytes     int64       `json:"old_bytes"`    // their bytes, not counted in used_bytes
+	Corrupt      int64       `json:"corrupt"`      // damaged frames or files found, decoded and written again
+	ReadErrors   int64       `json:"read_errors"`  // reads the disk refused (EMFILE, EIO ...): kept, the sample decoded
+	Evicted      int64       `json:"evicted"`      // videos
+	Backlog      int         `json:"backlog"`      // samples' frames waiting to be written
+	BacklogBytes int64       `json:"backlog_bytes"`
+}
+
+// FillBudget is the CPU time --copy-fill auto lets whole-video decodes take: each sample served
+// grants a share of a clip's decode, and each served from the copy the decode it saved.
+type FillBudget struct {
+	Seconds        float64 `json:"seconds"` // what fills may spend now (below 0: owed)
+	GrantedSeconds float64 `json:"granted_seconds"`
+	SpentSeconds   float64 `json:"spent_seconds"`
 }
 
 // PlanStats is where the readers are in their plans, and how much is ready ahead of them, over
