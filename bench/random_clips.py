@@ -58,11 +58,15 @@ CONTENDERS = {
     "clips-lz4": ("copy, fill clips, lz4", ["--copy-fill", "clips", "--cache-disk-codec", "lz4"]),
     "clips-huff": ("copy, fill clips, huff", ["--copy-fill", "clips", "--cache-disk-codec", "huff"]),
     "videos": ("copy, fill videos, none", ["--copy-fill", "videos", "--cache-disk-codec", "none"]),
+    # Only --cache-dir and --cache-disk: what a mount keeps and how it fills left to its defaults.
+    "defaults": ("copy, the defaults (--cache-dir, --cache-disk 8GiB)", "defaults"),
     "npy": ("pre-decoded .npy (ceiling)", None),
 }
-SETS = {  # name: (height, contenders)
-    "480p": (480, ["none", "clips", "clips-zstd", "clips-lz4", "clips-huff", "videos", "npy"]),
-    "1080p": (1080, ["none", "clips", "videos", "npy"]),
+SETS = {  # name: (height, contenders, videos: all of the dataset, or the first N)
+    "480p": (480, ["none", "defaults", "clips", "clips-zstd", "clips-lz4", "clips-huff", "videos", "npy"], None),
+    "1080p": (1080, ["none", "defaults", "clips", "videos", "npy"], None),
+    # Issue 39's run: 12 of the 480p videos (816 samples), K=2 (--k-12), 6 epochs.
+    "480p-12": (480, ["none", "defaults", "videos", "npy"], 12),
 }
 
 
@@ -97,9 +101,11 @@ def counts(mount):
     st = mount.stats()
     c = st.get("copy") or {}
     out = {"cache_hits": st["cache"]["hits"], "cache_misses": st["cache"]["misses"],
-           "decoded_clips": st["decode"]["clips"], "frames_decoded": st["decode"]["frames_decoded"]}
+           "decoded_clips": st["decode"]["clips"], "fill_clips": st["decode"].get("fill_clips", 0),
+           "frames_decoded": st["decode"]["frames_decoded"]}
     for k in ["hits", "misses", "complete", "partial", "videos", "frames", "used_bytes", "written_frames", "skipped",
-              "corrupt", "read_errors", "evicted", "fill_queued", "backlog", "codec", "fill", "layout_videos"]:
+              "corrupt", "read_errors", "evicted", "fill_queued", "backlog", "codec", "fill", "layout_videos", "whole_fills",
+              "whole_fills_failed", "fill_budget", "backlog_full"]:
         if k in c:
             out["copy_" + k] = c[k]
     return out
@@ -205,11 +211,24 @@ def cache_mem_for(samples, sample_bytes):
     return "%dMiB" % mib, mib << 20
 
 
-def prepare(name, height):
+def prepare(name, height, videos=None):
     """The dataset, its layout, the ceiling's .npy files and an index directory for the ceiling's
-    sampler (the mount's layout.json, index.csv, videos.npy, labels.npy)."""
-    source = os.path.join(CACHE, "dataset10-%s" % name)
-    subprocess.run([os.path.join(HERE, "dataset10.sh"), source, str(height)], check=True)
+    sampler (the mount's layout.json, index.csv, videos.npy, labels.npy). With videos, a source of
+    the first that many of the dataset at that height (hard links), half from each class folder."""
+    full = os.path.join(CACHE, "dataset10-%dp" % height)
+    subprocess.run([os.path.join(HERE, "dataset10.sh"), full, str(height)], check=True)
+    source = full
+    if videos:
+        source = os.path.join(CACHE, "dataset10-%s" % name)
+        if not os.path.exists(os.path.join(source, ".complete")):
+            shutil.rmtree(source, ignore_errors=True)
+            for cls in sorted(os.listdir(full)):
+                if not os.path.isdir(os.path.join(full, cls)):
+                    continue
+                os.makedirs(os.path.join(source, cls))
+                for f in sorted(os.listdir(os.path.join(full, cls)))[:videos // 2]:
+                    os.link(os.path.join(full, cls, f), os.path.join(source, cls, f))
+            open(os.path.join(source, ".complete"), "w").close()
     ceiling = os.path.join(CACHE, "random-ceiling-%s-v1" % name)
     index = os.path.join(CACHE, "random-index-%s" % name)
     logpath = os.path.join(CACHE, "random-logs", "%s-ceiling.log" % name)
@@ -264,7 +283,10 @@ def run_one(setname, c, source, ceiling, index, cache_mem, epochs, k, rnd):
     copydir = None
     if c != "none":
         copydir = tempfile.mkdtemp(prefix="vidfs-random-copy-", dir=CACHE)  # empty: the copy starts empty
-        extra += ["--cache-dir", copydir, "--cache-keep", "frames"] + flags
+        if flags == "defaults":
+            extra += ["--cache-dir", copydir, "--cache-disk", "8GiB"]
+        else:
+            extra += ["--cache-dir", copydir, "--cache-keep", "frames"] + flags
     logpath = os.path.join(logs, "%s-%s-r%d.log" % (setname, c, rnd))
     try:
         with Mounted(source, extra, logpath) as m:
@@ -282,9 +304,11 @@ def run_one(setname, c, source, ceiling, index, cache_mem, epochs, k, rnd):
     return res
 
 
-def run_set(setname, rounds, epochs, k):
-    height, contenders = SETS[setname]
-    source, ceiling, index, lay = prepare(setname, height)
+def run_set(setname, rounds, epochs, k, only=None):
+    height, contenders, videos = SETS[setname]
+    if only:
+        contenders = [c for c in contenders if c in only]
+    source, ceiling, index, lay = prepare(setname, height, videos)
     cache_mem, cache_bytes = cache_mem_for(lay["samples"], lay["sample_bytes"])
     decoded = lay["samples"] * lay["sample_bytes"]
     log("%s: %d videos, %d samples, %.2f GB decoded, --cache-mem %s (%.1fx smaller), K=%d: %d clips an epoch" % (
@@ -413,6 +437,9 @@ def section(sets, began, minutes, rounds, load):
               "| run | frames kept | not written | bytes per frame | complete | queued whole |", "|---|---:|---:|---:|---:|---:|"]
         for c in [c for c in s["contenders"] if c not in ("none", "npy")]:
             f = runs[c][0]["final"]
+            if "copy_frames" not in f:  # the defaults kept samples
+                L.append("| %s | - | - | - | - | - |" % CONTENDERS[c][0])
+                continue
             L.append("| %s | %d%s | %d | %.0f | %d of %d | %d |" % (
                 CONTENDERS[c][0], f["copy_frames"], " of %d" % s["needed_frames"] if "needed_frames" in s else "", f["copy_skipped"], f["copy_used_bytes"] / max(f["copy_frames"], 1),
                 f["copy_complete"], f.get("copy_layout_videos", lay["videos"]), f["copy_fill_queued"]))
@@ -452,6 +479,8 @@ def section(sets, began, minutes, rounds, load):
                          " most 1.3x: %s); %s with whole-video filling (every process: %s and %s)." % (
                              name, rng(d["e1v"], "%.2fx"), "met" if med(d["e1v"]) <= 1.3 else "not met", rng(v["e1v"], "%.2fx"),
                              rng(d["e1a"], "%.2fx"), rng(v["e1a"], "%.2fx")))
+        if "defaults" in runs and "none" in runs:
+            goals += defaults_goals(name, runs, E)
         problems = ["%s round %d: %d (%s)" % (CONTENDERS[c][0], i + 1, len(r["log_problems"]), r["log_problems"][0][:160])
                     for c in s["contenders"] for i, r in enumerate(runs[c]) if r.get("log_problems")]
         exits = ["%s round %d: exit status %s" % (CONTENDERS[c][0], i + 1, r["rc"])
@@ -461,6 +490,37 @@ def section(sets, began, minutes, rounds, load):
     L += ["### Against the goals", ""] + goals
     L.append("<!-- random:end -->")
     return "\n".join(L)
+
+
+def decoded_share(run):
+    """Per epoch, the share of its clips the mount decoded (the stats' decoded clips over the
+    epoch: the plan holds the next epoch too, so a few are decoded during the one before)."""
+    prev, out = run["stats0"], []
+    for x in run["epochs"]:
+        out.append((x["stats"]["decoded_clips"] - prev["decoded_clips"]) / x["clips"])
+        prev = x["stats"]
+    return out
+
+
+def defaults_goals(name, runs, E):
+    """Issue 39's goals for the defaults' row, round by round against the same round's no-copy run:
+    no epoch's vidfs CPU above 1.3x the same epoch's without a copy; epochs 5-6 decode at most 5 % of
+    their clips; epoch E's vidfs CPU per clip at most 0.1x epoch 1's."""
+    worst, late, shrink = [], [], []
+    for d, n in zip(runs["defaults"], runs["none"]):
+        worst.append(max(x["vidfs_cpu_s_per_clip"] / y["vidfs_cpu_s_per_clip"] for x, y in zip(d["epochs"], n["epochs"])))
+        share = decoded_share(d)
+        late.append(max(share[4:6] or share[-1:]))
+        shrink.append(d["epochs"][E - 1]["vidfs_cpu_s_per_clip"] / d["epochs"][0]["vidfs_cpu_s_per_clip"])
+    per = [" ".join("%.2f" % (x["vidfs_cpu_s_per_clip"] / y["vidfs_cpu_s_per_clip"]) for x, y in zip(d["epochs"], n["epochs"]))
+           for d, n in zip(runs["defaults"], runs["none"])]
+    shares = [" ".join("%.0f%%" % (100 * v) for v in decoded_share(d)) for d in runs["defaults"]]
+    return ["- %s, the defaults (only --cache-dir and --cache-disk): vidfs CPU of each epoch against the same epoch without"
+            " a copy %s (the worst %s; goal: at most 1.3x: %s); clips decoded each epoch %s (epochs 5-6 at most %s; goal: at"
+            " most 5 %%: %s); vidfs CPU per clip, epoch %d / epoch 1: %s (goal: at most 0.1x: %s)." % (
+                name, "; ".join(per), rng(worst, "%.2fx"), "met" if max(worst) <= 1.3 else "not met", "; ".join(shares),
+                rng([100 * x for x in late], "%.0f %%"), "met" if max(late) <= 0.05 else "not met", E, rng(shrink, "%.2fx"),
+                "met" if max(shrink) <= 0.1 else "not met")]
 
 
 def write_doc(doc, text):
@@ -477,7 +537,9 @@ def main():
     ap.add_argument("--epochs-1080p", type=int, default=6)
     ap.add_argument("--k", type=int, default=8, help="clips per video an epoch at 480p (24 videos)")
     ap.add_argument("--k-1080p", type=int, default=6, help="clips per video an epoch at 1080p (8 videos)")
-    ap.add_argument("--sets", default="480p,1080p")
+    ap.add_argument("--k-12", type=int, default=2, help="clips per video an epoch of 480p-12 (12 of the 480p videos)")
+    ap.add_argument("--sets", default="480p-12,480p,1080p")
+    ap.add_argument("--only", help="run only these contenders, comma-separated (%s)" % ", ".join(CONTENDERS))
     ap.add_argument("--doc", help="write the section into this Markdown file")
     ap.add_argument("--from", dest="saved", help="render an earlier run's results.json")
     # the trainer
@@ -498,8 +560,8 @@ def main():
         os.makedirs(os.path.join(CACHE, "random-logs"), exist_ok=True)
         sets = {}
         for name in a.sets.split(","):
-            e, k = (a.epochs, a.k) if name == "480p" else (a.epochs_1080p, a.k_1080p)
-            sets[name] = run_set(name, a.rounds, e, k)
+            e, k = {"480p": (a.epochs, a.k), "480p-12": (a.epochs, a.k_12)}.get(name, (a.epochs_1080p, a.k_1080p))
+            sets[name] = run_set(name, a.rounds, e, k, a.only.split(",") if a.only else None)
         load.append("%.2f" % os.getloadavg()[0])
         r = {"sets": sets, "began": began, "minutes": (time.time() - began) / 60, "rounds": a.rounds, "load": load,
              "machine": machine()}

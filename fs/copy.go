@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vidfs/vidfs/cache"
@@ -33,6 +34,9 @@ type trainingCopy struct {
 	keepers, fillBufs sync.Pool
 	fills             *fills
 	budget            *budget // --copy-fill auto's; nil in the other modes
+	// served holds, under auto, a bit per sample: its last load was served from the copy, for
+	// the budget's grant when a reader reads it.
+	served bits
 	// wait is how long a load waits for the writer when its backlog is full before the frames
 	// it keeps are dropped (counted: Stats.Full); they are kept by a later decode then.
 	wait time.Duration
@@ -164,7 +168,8 @@ func (f *FS) openCopy(cfg Config, workers int) error {
 	}
 	t := &trainingCopy{c: c, f: f, prefix: keyPrefix(f.out), mode: cfg.Fill, wait: keepWait}
 	if cfg.Fill == FillAuto {
-		t.budget = &budget{}
+		t.budget = newBudget(max(1, min(fillChunk, fillBytes/f.out.FrameBytes())))
+		t.served = newBits(f.lay.Len())
 	}
 	f.copy = t
 	t.fills = newFills(f, fillSlots(workers))
@@ -207,12 +212,6 @@ func (f *FS) adoptFound() (stop func()) {
 	}
 }
 
-// fillUnits is how many units a whole decode of video v converts (the fill stride apart), for
-// the budget's estimate.
-func (f *FS) fillUnits(v int) int {
-	return (min(f.copyExtent(v), f.lay.Videos[v].Frames) + fillStride(f.lay.Spec) - 1) / fillStride(f.lay.Spec)
-}
-
 // videoDue is how soon video v is next wanted (framestore.Options.Due): its soonest sample's due.
 func (f *FS) videoDue(v int) int {
 	first, end := f.lay.VideoSamples(v)
@@ -242,13 +241,27 @@ func (f *FS) fetchCopy(i int, buf []byte, again bool) bool {
 	defer runtime.UnlockOSThread()
 	began := threadCPU()
 	ok := get(v, f.heldKey(v), units, buf)
-	if ok {
-		b.served(threadCPU() - began)
-	} else {
-		b.spend(threadCPU() - began)
-	}
+	b.spend(threadCPU() - began)
+	f.copy.served.set(i, ok)
 	return ok
 }
+
+// bits is a set of numbers, safe for concurrent use.
+type bits []atomic.Uint64
+
+func newBits(n int) bits { return make(bits, (n+63)/64) }
+
+// set sets or clears bit i.
+func (b bits) set(i int, on bool) {
+	if on {
+		b[i/64].Or(1 << (i % 64))
+	} else {
+		b[i/64].And(^uint64(1 << (i % 64)))
+	}
+}
+
+// take clears bit i and says whether it was set.
+func (b bits) take(i int) bool { return b[i/64].And(^uint64(1<<(i%64)))&(1<<(i%64)) != 0 }
 
 // keepFrames puts the frames of sample i, decoded on path p into buf, in the training copy,
 // with those keep took on the way.
@@ -285,8 +298,8 @@ func (f *FS) copyStats() *wire.CopyStats {
 	w.FillQueued, w.Filling, started, failed = f.copy.fills.counts()
 	w.WholeFills, w.WholeFillsFailed = started, failed
 	if b := f.copy.budget; b != nil {
-		tokens, granted, spent := b.state()
-		w.FillBudget = &wire.FillBudget{Seconds: tokens.Seconds(), GrantedSeconds: granted.Seconds(), SpentSeconds: spent.Seconds()}
+		s := b.state()
+		w.FillBudget = &s
 	}
 	return w
 }

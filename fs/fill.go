@@ -6,6 +6,7 @@ package fs
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"time"
 
@@ -27,16 +28,14 @@ const (
 type wholeFill struct {
 	v, start int
 	// mu guards the progress below. LOCK ORDERING: taken alone.
-	mu       sync.Mutex
-	hi       int  // first pass: units [start, hi) are in the copy (queued to be written)
-	lo       int  // second pass: units [0, lo) are
-	at       int  // the unit decoding has reached, in the pass it is in
-	wrapped  bool // in the second pass
-	ended    bool
-	changed  chan struct{} // closed, and replaced, when the progress moves
-	cpu      time.Duration // spent so far
-	units    int           // units decoded so far
-	estimate time.Duration // what the budget was charged at the start (auto)
+	mu      sync.Mutex
+	hi      int  // first pass: units [start, hi) are in the copy (queued to be written)
+	lo      int  // second pass: units [0, lo) are
+	at      int  // the unit decoding has reached, in the pass it is in
+	wrapped bool // in the second pass
+	paused  bool // waiting for the budget (auto): a load does not wait for it meanwhile
+	ended   bool
+	changed chan struct{} // closed, and replaced, when the progress moves
 }
 
 // progress notes that units up to (not including) hi of the current pass are in the copy, and
@@ -63,6 +62,15 @@ func (fl *wholeFill) end() {
 	fl.mu.Unlock()
 }
 
+// pause notes that the fill waits for the budget, or no longer does.
+func (fl *wholeFill) pause(on bool) {
+	fl.mu.Lock()
+	fl.paused = on
+	close(fl.changed)
+	fl.changed = make(chan struct{})
+	fl.mu.Unlock()
+}
+
 // waitFor waits until units first to last (ascending) are in the copy, and says whether they
 // are; it does not wait when the fill is not about to put them there (within ahead units of
 // where it is), nor once the fill is over or ctx is done.
@@ -74,7 +82,7 @@ func (fl *wholeFill) waitFor(ctx context.Context, first, last, ahead int) bool {
 			return true
 		}
 		soon := last < fl.at+ahead && (fl.wrapped || first >= fl.start)
-		if fl.ended || !soon {
+		if fl.ended || fl.paused || !soon {
 			fl.mu.Unlock()
 			return false
 		}
@@ -96,7 +104,7 @@ var errMixedPath = errors.New("decoded partly on the GPU, partly on the CPU: not
 // the fill, its frames and those held back from the chunk before it dropped, and the video's
 // remaining frames are left to its samples' own decodes. A chunk's frames whose references may
 // not have come out of the decoder yet (decode.Info.RefWindow) are held back until the next
-// chunk is decoded. It says what it spent, and how many units it decoded.
+// chunk is decoded.
 func (f *FS) fillVideo(ctx context.Context, fl *wholeFill) error {
 	v := fl.v
 	first, end := f.lay.VideoSamples(v)
@@ -124,7 +132,7 @@ func (f *FS) fillVideo(ctx context.Context, fl *wholeFill) error {
 		return nil
 	}
 	// First pass: from the start unit to the end, then the last frame for padded units.
-	if err := r.decode(ctx, fl.start, r.n, false); err != nil {
+	if err := r.decode(ctx, fl.start, r.n); err != nil {
 		return err
 	}
 	if err := r.tail(ctx); err != nil {
@@ -134,22 +142,18 @@ func (f *FS) fillVideo(ctx context.Context, fl *wholeFill) error {
 	if fl.start == 0 {
 		return nil
 	}
-	// Second pass: from the start to where the first began, and one chunk on, which confirms the
-	// frames held back at its end and puts nothing again.
+	// Second pass: from the start to where the first began. The frames it holds back at its end
+	// are sound: those after them, from the keyframe before the first pass's start on, came out
+	// undamaged in the first pass (Strict fails at damage anywhere it decodes).
 	fl.mu.Lock()
 	fl.wrapped = true
 	fl.mu.Unlock()
 	b.held, b.heldUnits = b.held[:0], b.heldUnits[:0]
-	if err := r.decode(ctx, 0, fl.start, false); err != nil {
+	if err := r.decode(ctx, 0, fl.start); err != nil {
 		return err
 	}
-	if err := r.decode(ctx, fl.start, min(r.n, fl.start+r.chunk*r.step), true); err != nil {
+	if err := r.release(ctx, math.MaxInt); err != nil {
 		return err
-	}
-	if len(b.heldUnits) > 0 { // the first pass's end: no chunk after it in this pass
-		if err := r.tail(ctx); err != nil {
-			return err
-		}
 	}
 	fl.progress(fl.start, fl.start)
 	return nil
@@ -201,9 +205,8 @@ func (r *filler) frameOf(u int) int {
 func (r *filler) needs(u int) bool { return u < len(r.b.need)*64 && r.b.need[u/64]&(1<<(u%64)) != 0 }
 
 // decode decodes units [a, b), step apart, a chunk at a time, putting the frames the samples
-// need (unless confirm: then it only lets what is held back go), and keeping back those within
-// the reference window of the chunk's end.
-func (r *filler) decode(ctx context.Context, a, b int, confirm bool) error {
+// need, and keeping back those within the reference window of the chunk's end.
+func (r *filler) decode(ctx context.Context, a, b int) error {
 	fb, bf := r.fb, r.b
 	for start := a; start < b; start += r.chunk * r.step {
 		if err := ctx.Err(); err != nil {
@@ -219,10 +222,6 @@ func (r *filler) decode(ctx context.Context, a, b int, confirm bool) error {
 		// What was held back is sound now if the frames after it came out undamaged.
 		if err := r.release(ctx, r.lastFrame-r.window); err != nil {
 			return err
-		}
-		if confirm {
-			r.fl.progress(start, start+k*r.step)
-			continue
 		}
 		// This chunk's frames: put those out of the window's reach, hold back the rest.
 		bf.unit, bf.pack = bf.unit[:0], bf.pack[:0]
@@ -251,14 +250,22 @@ func (r *filler) decode(ctx context.Context, a, b int, confirm bool) error {
 	return nil
 }
 
-// decodeClip decodes clip c (k frames) strictly into the chunk buffer, charges its CPU to the
-// fill, and checks it came from the fill's decode path.
+// decodeClip decodes clip c (k frames) strictly into the chunk buffer, once the budget allows
+// (auto), charges its CPU to the budget, and checks it came from the fill's decode path.
 func (r *filler) decodeClip(ctx context.Context, c decode.Clip, k int) error {
+	b := r.f.copy.budget
+	if b != nil {
+		if err := b.await(ctx, r.fl.pause); err != nil {
+			return err
+		}
+	}
 	var path decode.Path
 	c.Strict, c.Path = true, &path
 	began := threadCPU()
 	err := r.f.cfg.Decoder.DecodeClip(ctx, r.info, c, r.f.out, r.b.chunk[:k*r.fb])
-	r.charge(threadCPU()-began, k)
+	if b != nil {
+		b.paid(threadCPU()-began, k)
+	}
 	if err != nil {
 		return err
 	}
@@ -346,14 +353,6 @@ func (r *filler) put(ctx context.Context, units []int, frames []byte) error {
 // errOtherPath ends a fill whose frames the copy does not take: it holds the video's frames of
 // the other decode path (NVDEC's or the CPU's).
 var errOtherPath = errors.New("the copy holds this video's frames of the other decode path")
-
-// charge counts a chunk's CPU and units against the fill.
-func (r *filler) charge(cpu time.Duration, units int) {
-	r.fl.mu.Lock()
-	r.fl.cpu += cpu
-	r.fl.units += units
-	r.fl.mu.Unlock()
-}
 
 // fillStride is the distance between the frames a whole video's decode converts: every frame
 // any sample uses is a multiple of it (the step's and the stride's greatest common divisor;

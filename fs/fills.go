@@ -35,7 +35,7 @@ type fills struct {
 	failed  int64
 }
 
-// fillIdleEvery is how often an auto mount looks for decoders idle and a video to fill.
+// fillIdleEvery is how often an auto mount looks for a video to fill the budget allows.
 const fillIdleEvery = 250 * time.Millisecond
 
 // newFills starts the fills' dispatcher (vidfs copy's videos, and idle filling under auto).
@@ -70,8 +70,7 @@ func (fs *fills) of(v int) *wholeFill {
 
 // tryStart starts decoding video v whole from unit start (a multiple of the fill stride) if no
 // fill of it ran this mount and a slot is free, and returns it; nice runs it at a low priority.
-// Under auto, budget has been asked already and is charged est.
-func (fs *fills) tryStart(v, start int, nice bool, est time.Duration) *wholeFill {
+func (fs *fills) tryStart(v, start int, nice bool) *wholeFill {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.tried[v/64]&(1<<(v%64)) != 0 || fs.ctx.Err() != nil {
@@ -83,12 +82,9 @@ func (fs *fills) tryStart(v, start int, nice bool, est time.Duration) *wholeFill
 		return nil
 	}
 	fs.tried[v/64] |= 1 << (v % 64)
-	fl := &wholeFill{v: v, start: start, hi: start, at: start, changed: make(chan struct{}), estimate: est}
+	fl := &wholeFill{v: v, start: start, hi: start, at: start, changed: make(chan struct{})}
 	fs.running[v] = fl
 	fs.started++
-	if b := fs.f.copy.budget; b != nil {
-		b.spend(est)
-	}
 	fs.wg.Add(1)
 	go fs.run(fl, nice)
 	return fl
@@ -107,12 +103,6 @@ func (fs *fills) run(fl *wholeFill, nice bool) {
 		f.log.Info("training copy: video not decoded whole; its samples are decoded as they are read", "file", f.videoPath(fl.v), "err", err)
 	}
 	fl.end()
-	fl.mu.Lock()
-	cpu, units := fl.cpu, fl.units
-	fl.mu.Unlock()
-	if b := f.copy.budget; b != nil {
-		b.filled(fl.estimate, cpu, units)
-	}
 	fs.mu.Lock()
 	delete(fs.running, fl.v)
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -133,13 +123,16 @@ func (f *FS) FillAll() bool {
 	fs.mu.Lock()
 	fs.all = 0
 	fs.mu.Unlock()
+	if b := f.copy.budget; b != nil {
+		b.lift() // every video, whatever it costs: the fills under way too
+	}
 	fs.poke()
 	return true
 }
 
 // dispatch starts the background fills: the videos FillAll asked for, in order, and under auto
-// the plans' next videos while the decoders are idle, each at a low priority (nice 10), so that
-// readers' decodes come first.
+// the plans' next videos the budget allows, each at a low priority (nice 10), so that readers'
+// decodes come first.
 func (fs *fills) dispatch() {
 	defer fs.wg.Done()
 	var tick <-chan time.Time
@@ -156,21 +149,20 @@ func (fs *fills) dispatch() {
 		case <-tick:
 		}
 		for fs.ctx.Err() == nil {
-			v, est := fs.next()
-			if v < 0 || fs.tryStart(v, 0, true, est) == nil {
+			v := fs.next()
+			if v < 0 || fs.tryStart(v, 0, true) == nil {
 				break
 			}
 		}
 	}
 }
 
-// next returns the next video to decode whole in the background, and what the budget is
-// charged for it, or -1: FillAll's next video not whole, or under auto, with the decoders idle
-// and the budget allowing, the soonest planned video not whole.
-func (fs *fills) next() (int, time.Duration) {
+// next returns the next video to decode whole in the background, or -1: FillAll's next video
+// not whole, or under auto, with the budget allowing, the soonest planned video not whole.
+func (fs *fills) next() int {
 	f := fs.f
 	if len(fs.slots) == cap(fs.slots) {
-		return -1, 0
+		return -1
 	}
 	fs.mu.Lock()
 	for fs.all >= 0 && fs.all < len(f.lay.Videos) {
@@ -178,27 +170,23 @@ func (fs *fills) next() (int, time.Duration) {
 		fs.all++
 		if fs.tried[v/64]&(1<<(v%64)) == 0 && !f.copy.whole(v) {
 			fs.mu.Unlock()
-			return v, 0
+			return v
 		}
 	}
 	fs.all = -1
 	fs.mu.Unlock()
 	b := f.copy.budget
-	if f.copy.mode != FillAuto || b == nil || f.cache.Stats().Loading > 0 {
-		return -1, 0
+	if b == nil || !b.ready() {
+		return -1
 	}
 	var buf [64]int
 	for _, i := range f.plans.Upcoming(buf[:0], len(buf)) {
 		v := f.lay.Sample(i).Video
-		if fs.isTried(v) || f.copy.whole(v) || !f.current(i) {
-			continue
+		if !fs.isTried(v) && !f.copy.whole(v) && f.current(i) && f.wantedAgain(i) {
+			return v
 		}
-		if est, ok := b.allows(f.fillUnits(v), f.lay.Spec.Frames); ok {
-			return v, est
-		}
-		return -1, 0
 	}
-	return -1, 0
+	return -1
 }
 
 func (fs *fills) isTried(v int) bool {

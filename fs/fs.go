@@ -139,6 +139,7 @@ type FS struct {
 	stopTag           func()        // ends tagTier and waits for it
 	reads             readCounters
 	decodeRate        metrics.Rate // of the same
+	decoded           atomic.Int64 // samples decoded (the pool's clips but the training copy's whole videos' chunks)
 	problems          problemLog
 	emptied           pendingEmpties // plans opened to be replaced and closed with nothing written
 	failed            failures       // what failed samples' reads get; which failed is the cache's
@@ -314,6 +315,7 @@ func (f *FS) decodeSample(ctx context.Context, i int, buf []byte, keep decode.Ke
 		return err
 	}
 	f.decodeRate.Add(1, time.Now())
+	f.decoded.Add(1)
 	return nil
 }
 

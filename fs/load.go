@@ -7,7 +7,6 @@ import (
 	"context"
 	"os"
 	"runtime"
-	"time"
 
 	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
@@ -81,6 +80,7 @@ func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
 	}
 	if b != nil {
 		b.decoded(threadCPU() - began)
+		f.copy.served.set(i, false)
 	}
 	if f.tier != nil && f.current(i) {
 		f.tier.t.Put(f.sampleKey(i), i, buf)
@@ -113,22 +113,16 @@ func (f *FS) fillFor(ctx context.Context, i int) bool {
 	if fl := t.fills.of(v); fl != nil {
 		return fl.waitFor(ctx, first, last, ahead)
 	}
-	var est time.Duration
 	switch t.mode {
 	case FillVideos:
 	case FillAuto:
-		if !f.wantedAgain(i) {
+		if !t.budget.ready() || !f.wantedAgain(i) {
 			return false
 		}
-		e, ok := t.budget.allows(f.fillUnits(v), f.lay.Spec.Frames)
-		if !ok {
-			return false
-		}
-		est = e
 	default:
 		return false
 	}
-	fl := t.fills.tryStart(v, first/step*step, false, est)
+	fl := t.fills.tryStart(v, first/step*step, false)
 	if fl == nil {
 		return false
 	}

@@ -90,6 +90,9 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 		if access && f.tier != nil {
 			f.tier.t.Refresh(p.Sample) // read: due later now, most likely
 		}
+		if access && err == nil && f.copy != nil && f.copy.budget != nil {
+			f.copy.budget.read(f.copy.served.take(p.Sample))
+		}
 		if err != nil && f.cfg.OnError != OnErrorEIO && f.failedLoad(p.Sample, err) {
 			h, err = f.insteadOf(ctx, p.Sample) // logged once, when first served
 		}

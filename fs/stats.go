@@ -82,7 +82,7 @@ func (f *FS) Stats() wire.Stats {
 		Plans: plans,
 		Decode: wire.DecodeStats{
 			Workers: f.cache.Workers(), InFlight: cs.Loading, Queued: cs.Queued,
-			Clips: ds.ClipsCPU + ds.ClipsGPU, Failed: cs.Failed, FailedTransient: cs.Transient, Prefetched: cs.Prefetched, OnDemand: cs.Demand, Cancelled: cs.Cancelled,
+			Clips: f.decoded.Load(), FillClips: max(0, ds.ClipsCPU+ds.ClipsGPU-f.decoded.Load()), Failed: cs.Failed, FailedTransient: cs.Transient, Prefetched: cs.Prefetched, OnDemand: cs.Demand, Cancelled: cs.Cancelled,
 			ClipsPerSecond: f.decodeRate.PerSecond(now),
 			ByDecoder:      wire.DecoderClips{NVDEC: ds.ClipsGPU, CPU: ds.ClipsCPU}, GPUFallbacks: ds.GPUFallbacks,
 			FramesDecoded: ds.Frames, FramesServed: (hits + misses) * int64(f.lay.Spec.Frames),

@@ -188,6 +188,8 @@ type FillBudget struct {
 	Seconds        float64 `json:"seconds"` // what fills may spend now (below 0: owed)
 	GrantedSeconds float64 `json:"granted_seconds"`
 	SpentSeconds   float64 `json:"spent_seconds"`
+	ClipSeconds    float64 `json:"clip_seconds"`  // a clip's decode, as measured lately
+	ChunkSeconds   float64 `json:"chunk_seconds"` // a chunk of a whole decode, expected
 }
 
 // PlanStats is where the readers are in their plans, and how much is ready ahead of them, over
@@ -228,10 +230,12 @@ type PlanEntry struct {
 
 // DecodeStats is the decoders' work. frames_decoded / frames_served is the decode amplification.
 type DecodeStats struct {
-	Workers        int          `json:"workers"`
-	InFlight       int          `json:"in_flight"`
-	Queued         int          `json:"queued"`
-	Clips          int64        `json:"clips"` // samples decoded (not those the disk tier served)
+	Workers  int   `json:"workers"`
+	InFlight int   `json:"in_flight"`
+	Queued   int   `json:"queued"`
+	Clips    int64 `json:"clips"` // samples decoded (not those the disk tier or the copy served)
+	// FillClips counts the chunks of frames whole-video decodes for the training copy took.
+	FillClips      int64        `json:"fill_clips"`
 	Failed         int64        `json:"failed"`
 	Prefetched     int64        `json:"prefetched"` // decodes started ahead of a read
 	OnDemand       int64        `json:"on_demand"`  // decodes started by a read's miss
