@@ -214,3 +214,37 @@ func TestStrictDamage(t *testing.T) {
 	}
 	t.Logf("damage at %d; %d frames decoded in order before the first strict clip failed", firstBad, good)
 }
+
+// TestKeeperSameOutcome: a Keeper does not change what a clip's decode gives, on damaged and
+// truncated videos too: every clip, decoded with a Keeper that wants every frame and without
+// one (each in a pool of its own, in the same order), fails alike or gives the same bytes.
+func TestKeeperSameOutcome(t *testing.T) {
+	for _, name := range []string{"corrupt.mp4", "truncated.mp4"} {
+		t.Run(name, func(t *testing.T) {
+			info := probe(t, name)
+			with, without := newPool(t, decode.PoolOptions{Concurrency: 1}), newPool(t, decode.PoolOptions{Concurrency: 1})
+			defer with.Close()
+			defer without.Close()
+			o := stretchOutput(info)
+			for _, stride := range []int{1, 3} {
+				for s := 0; s+2*stride < info.Frames; s += 2 {
+					c := decode.Clip{Start: s, Frames: 3, Stride: stride}
+					a, b := make([]byte, 3*o.FrameBytes()), make([]byte, 3*o.FrameBytes())
+					errB := without.DecodeClip(context.Background(), info, c, o, b)
+					k := &keeper{want: map[int]bool{}, kept: map[int][]byte{}}
+					for i := range info.Frames {
+						k.want[i] = true
+					}
+					c.Keep = k
+					errA := with.DecodeClip(context.Background(), info, c, o, a)
+					switch {
+					case (errA == nil) != (errB == nil):
+						t.Errorf("clip %d, stride %d: with a keeper %v, without %v", s, stride, errA, errB)
+					case errA == nil && !bytes.Equal(a, b):
+						t.Errorf("clip %d, stride %d: with a keeper other bytes", s, stride)
+					}
+				}
+			}
+		})
+	}
+}

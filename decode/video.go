@@ -28,7 +28,8 @@ type Clip struct {
 	// Strict fails the clip (ErrCorrupt, after the keyframe fallback, as any damage) at the
 	// first frame the decoder flags as damaged, the clip's own or one passed on the way, so
 	// that no frame decoded after damage is taken from it: a whole video decoded in order for a
-	// store of frames, whose frames must each be what a clip's own decode gives.
+	// store of frames, whose frames must each be what a clip's own decode gives. What a Strict
+	// clip meets is not remembered for other clips (keyframes unusable, damage confirmed).
 	Strict bool
 	// Path, when not nil, is set to where the clip's frames were decoded once it is decoded. A
 	// store of frames keeps each video's frames of one path: NVDEC's and the CPU's may differ
@@ -354,6 +355,8 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (c
 	// the file is not trusted: it may come from the start point (a keyframe that is no clean random
 	// access point) rather than the data. So try again from the usable keyframe before, then from
 	// the start of the file; a keyframe that fails where an earlier one succeeds is marked unusable.
+	// A clip with a Keeper that meets damage is first decoded again without it, from the same
+	// place: the frames it decodes only for the Keeper must not change what the clip gives.
 	if o.Fast != v.fast {
 		setFast(v.cc, o.Fast)
 		v.fast = o.Fast
@@ -400,17 +403,30 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (c
 			}
 			if err == nil && len(failed) > 0 {
 				r.work.Fallbacks++
-				v.state.markUnusable(v.info, failed, kf)
+				if !r.strict { // what a Strict clip meets on the way tells nothing of clips
+					v.state.markUnusable(v.info, failed, kf)
+				}
 			}
 			return r.work, err
 		}
 		v.at = nil
 		if r.keep != nil {
+			// A frame decoded for the Keeper alone, which the clip would skip (a non-reference
+			// frame it does not use), may be damaged where none of the clip's are: decode the
+			// clip again without it, from the same place, as it would be decoded alone.
 			r.keep.Drop(0)
+			r.keep = nil
+			if kf >= 0 {
+				starts = append([]int{kf}, starts...)
+			}
+			continue
 		}
 		if kf == 0 || v.state.confirmed(v.info, dmg.frame) {
 			// From the start of the file (or where that was seen to fail the same way): real.
-			v.state.confirm(v.info, dmg.frame)
+			// (A Strict clip's damage may lie in a frame a clip would skip: not remembered.)
+			if !r.strict {
+				v.state.confirm(v.info, dmg.frame)
+			}
 			return r.work, dmg.err
 		}
 		if kf > 0 {

@@ -39,6 +39,9 @@ func (c *Store) Claim(v int, key diskstore.Key, need []uint64) {
 	c.counting[int32(v)] = true // the writer adds no frame to it meanwhile
 	c.mu.Unlock()
 	n, err := c.count(key, need)
+	if c.afterCount != nil {
+		c.afterCount()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.counting, int32(v))

@@ -94,8 +94,9 @@ type Store struct {
 	packers sync.Pool // *packer, for Put
 	// closeWarn is diskstore.CloseWarn, which tests shorten.
 	closeWarn time.Duration
-	// beforeWrite, when set (by tests, before any Put), runs on the writer before each batch.
-	beforeWrite func()
+	// beforeWrite, when set (by tests, before any Put), runs on the writer before each batch;
+	// afterCount (before any Claim), in Claim between reading a file's index and counting it.
+	beforeWrite, afterCount func()
 
 	// mu guards everything below. LOCK ORDERING: taken after any lock of a caller, before the
 	// writer's (w): Options.Due, asked with mu held, takes no lock. Files are read and written

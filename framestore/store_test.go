@@ -528,3 +528,94 @@ func TestCopyCloseStuckWriter(t *testing.T) {
 		t.Errorf("after the stuck Close: videos 0, 1, 2 held: %v %v %v; want the one being written only", get(t, cp, 0, units), get(t, cp, 1, units), get(t, cp, 2, units))
 	}
 }
+
+// TestCopyClaimWhileWriting: frames written to a file while Claim counts it are counted: the
+// writer waits for the count, so that the video reads whole at once, not after a remount.
+func TestCopyClaimWhileWriting(t *testing.T) {
+	dir := t.TempDir()
+	cp := openStore(t, diskstore.None, dir, 1<<30, nil)
+	put(t, cp, 1, []int{0, 2})
+	cp.Close()
+	cp = openStore(t, diskstore.None, dir, 1<<30, nil)
+	closeStore(t, cp)
+	counted, release := make(chan struct{}), make(chan struct{})
+	cp.afterCount = func() { close(counted); <-release }
+	claimed := make(chan struct{})
+	go func() {
+		cp.Claim(1, vkey(1), []uint64{0b1010101}) // frames 0, 2, 4, 6
+		close(claimed)
+	}()
+	<-counted // the index is read: frames 0 and 2
+	units := []int{4, 6}
+	if !cp.Put(context.Background(), 1, vkey(1), 4, 100, units, framesOf(1, units), 0) {
+		t.Fatal("not queued")
+	}
+	time.Sleep(50 * time.Millisecond) // the writer, had it not waited, would have written them now
+	close(release)
+	<-claimed
+	cp.Flush()
+	if s := cp.Stats(); !cp.Whole(1) || s.Frames != 4 {
+		t.Errorf("frames 4 and 6 written while frames 0 and 2 were counted: %+v, whole %v; want 4 frames, whole", s, cp.Whole(1))
+	}
+}
+
+// TestCopyOldFormat: files of an earlier format of the copy are kept, counted apart (not
+// against the bound), and removed only when the disk has no room for what the copy writes,
+// oldest first.
+func TestCopyOldFormat(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "frames", "v0", "ab")
+	if err := os.MkdirAll(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for k := range 2 {
+		p := filepath.Join(old, vkey(100+k).String())
+		if err := os.WriteFile(p, make([]byte, 8192), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		when := time.Now().Add(time.Duration(k-2) * time.Hour) // the first is the oldest
+		os.Chtimes(p, when, when)
+		paths = append(paths, p)
+	}
+	cp := openStore(t, diskstore.None, dir, 1<<30, nil)
+	closeStore(t, cp)
+	if s := cp.Stats(); s.OldFiles != 2 || s.OldBytes != 16384 || s.Bytes != 0 {
+		t.Errorf("opened beside two files of an earlier format: %+v; want them counted apart, none against the bound", s)
+	}
+	// The disk has room for the header's block, not for a frame beside the slack.
+	cp.free = func() (int64, error) { return diskSlack + 4096 + 100, nil }
+	put(t, cp, 1, []int{0})
+	_, err0 := os.Stat(paths[0])
+	_, err1 := os.Stat(paths[1])
+	if !os.IsNotExist(err0) || err1 != nil {
+		t.Errorf("the disk short of room for a frame: the oldest file %v, the newer %v; want the oldest removed, the newer kept", err0, err1)
+	}
+	if s := cp.Stats(); s.OldFiles != 1 || s.OldBytes != 8192 || s.OldRemoved != 1 {
+		t.Errorf("%+v: want one old file left, one removed", s)
+	}
+	if !get(t, cp, 1, []int{0}) {
+		t.Error("the frame written is a miss")
+	}
+}
+
+// TestCopyBacklogFull: frames put with the writer's backlog full are not queued, and counted as
+// such (Stats.Full), apart from those the writer could not write.
+func TestCopyBacklogFull(t *testing.T) {
+	cp, err := Open(Options{Dir: t.TempDir(), MaxBytes: 1 << 30, Codec: diskstore.None, FrameBytes: frameBytes, Width: frameWidth, Videos: 4,
+		Backlog: 3 * (frameBytes + recordSize)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeStore(t, cp)
+	hold := make(chan struct{})
+	cp.beforeWrite = func() { <-hold }
+	for u := range 5 {
+		cp.Put(context.Background(), 1, vkey(1), 5, 10, []int{u}, frameOf(1, u), 0)
+	}
+	if s := cp.Stats(); s.Full != 2 || s.Skipped != 0 {
+		t.Errorf("5 frames put into a backlog of 3: %+v; want 2 not queued for a full backlog", s)
+	}
+	close(hold)
+	cp.Flush()
+}

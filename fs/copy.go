@@ -228,7 +228,8 @@ func (f *FS) videoDue(v int) int {
 // asked before, and its miss counted. Under auto, a sample served counts toward the budget.
 func (f *FS) fetchCopy(i int, buf []byte, again bool) bool {
 	v := f.lay.Sample(i).Video
-	units := f.sampleUnits(i, make([]int, 0, 64))
+	var ub [64]int
+	units := f.sampleUnits(i, ub[:0])
 	get := f.copy.c.Get
 	if again {
 		get = f.copy.c.GetAgain
@@ -268,7 +269,8 @@ func (b bits) take(i int) bool { return b[i/64].And(^uint64(1<<(i%64)))&(1<<(i%6
 func (f *FS) keepFrames(ctx context.Context, i int, p decode.Path, buf []byte, keep *passKeeper) {
 	v := f.lay.Sample(i).Video
 	key, needed, extent := f.videoKey(v, p), keep.needed, f.copyExtent(v)
-	units := f.sampleUnits(i, make([]int, 0, 64))
+	var ub [64]int
+	units := f.sampleUnits(i, ub[:0])
 	f.copy.put(ctx, v, p, key, needed, extent, units, buf, f.copy.wait)
 	if len(keep.units) > 0 {
 		f.copy.put(ctx, v, p, key, needed, extent, keep.units, keep.frames, f.copy.wait)

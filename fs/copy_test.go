@@ -1,10 +1,15 @@
 package fs
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -349,5 +354,190 @@ func TestCopyFillVideos(t *testing.T) {
 	st := m.fs.Stats()
 	if st.Decode.Clips != before.Decode.Clips || st.Copy.Misses != 0 {
 		t.Errorf("the video's other samples: %d decoded, %d copy misses; want none", st.Decode.Clips-before.Decode.Clips, st.Copy.Misses)
+	}
+}
+
+// TestCopyKeptAcrossFlags: a training copy is never thrown away by a changed flag. A remount
+// with the default --cache-keep, a larger --cache-disk and other clips (each sample with frames
+// of its own, all fitting: what auto would keep as samples in an empty directory) keeps frames,
+// every file of the copy in place; a mount asking for samples there fails, naming the flag, and
+// removes nothing.
+func TestCopyKeptAcrossFlags(t *testing.T) {
+	dir := t.TempDir()
+	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv"},
+		spec: layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}, tierDir: dir, tierBytes: 1 << 30, keep: KeepFrames}
+	m := mountVideos(t, setup)
+	fillWhole(t, m)
+	m.close()
+	before, _ := entryFiles(t, filepath.Join(dir, "frames"))
+	if len(before) == 0 {
+		t.Fatal("no copy made")
+	}
+	again := setup
+	again.src = m.src
+	again.keep, again.tierBytes = KeepAuto, 4<<30
+	again.spec = layout.Spec{Frames: 4, Stride: 1, Step: 4, Height: 32, Width: 48}
+	b := mountVideos(t, again)
+	if b.fs.copy == nil {
+		t.Fatal("remounted with the default --cache-keep over a copy: it keeps samples")
+	}
+	readAll(t, b)
+	b.close()
+	after, _ := entryFiles(t, filepath.Join(dir, "frames"))
+	for _, f := range before {
+		if !slices.Contains(after, f) {
+			t.Errorf("%s gone after a remount with other flags", f)
+		}
+	}
+	lay, infos, skipped := probeTree(t, m.src, again.spec)
+	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: Decoders(2), Idle: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	f, err := New(Config{Source: m.src, Layout: lay, Infos: InfoList(infos), Decoder: pool, CacheBytes: 64 << 20, Workers: 2, Skipped: skipped,
+		TierDir: dir, TierBytes: 4 << 30, Keep: KeepSamples})
+	if err == nil {
+		f.Close()
+		t.Fatal("--cache-keep samples over a training copy: mounted")
+	}
+	if !strings.Contains(err.Error(), "--cache-keep") || !strings.Contains(err.Error(), dir) {
+		t.Errorf("the error does not name the flag and the directory: %v", err)
+	}
+	if left, _ := entryFiles(t, filepath.Join(dir, "frames")); len(left) != len(after) {
+		t.Errorf("a refused mount left %d of the copy's %d files", len(left), len(after))
+	}
+}
+
+// pathDecoder is a fakeDecoder whose every other clip comes from NVDEC, as a pool whose GPU
+// decoders are sometimes all busy gives them: those frames differ (the top bit of each byte
+// flipped), as NVDEC's, which deblocks, differ from the CPU's under --decode fast.
+type pathDecoder struct {
+	*fakeDecoder
+	calls atomic.Int64
+}
+
+func (d *pathDecoder) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
+	if err := d.fakeDecoder.DecodeClip(ctx, info, c, o, dst); err != nil {
+		return err
+	}
+	gpu := d.calls.Add(1)%2 == 0
+	if gpu {
+		for i := range dst[:c.Frames*o.FrameBytes()] {
+			dst[i] ^= 0x80
+		}
+	}
+	if c.Path != nil {
+		*c.Path = map[bool]decode.Path{false: decode.PathCPU, true: decode.PathGPU}[gpu]
+	}
+	return nil
+}
+
+// TestCopyOnePath: a video's copy holds the frames of one decode path: frames decoded on the
+// other path are not kept beside them, so that every sample served from the copy is all of one
+// path; and a whole video's decode whose chunks come from both is given up.
+func TestCopyOnePath(t *testing.T) {
+	f, _ := fakeFSWith(t, 64, 2, nil, OnErrorEIO, func(cfg *Config) {
+		// Samples that overlap, so that one sample's frames come from the decodes of others.
+		lay, err := layout.New(layout.Spec{Frames: 4, Stride: 1, Step: 2, Height: 4, Width: 4}, fakeVideos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Layout = lay
+		cfg.Decoder = &pathDecoder{fakeDecoder: cfg.Decoder.(*fakeDecoder)}
+		cfg.TierDir, cfg.TierBytes, cfg.Keep, cfg.Fill = t.TempDir(), 1<<30, KeepFrames, FillClips
+		cfg.Current = func(string) bool { return true }
+	})
+	buf := make([]byte, f.lay.Spec.SampleBytes())
+	for i := range f.lay.Len() {
+		if err := f.loadSample(context.Background(), i, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.FillAll()
+	deadline := time.Now().Add(time.Minute)
+	for c := f.copyStats(); c.Filling > 0 || c.FillQueued > 0; c = f.copyStats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fills did not end: %+v", c)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.copy.c.Flush()
+	hits := 0
+	fb := f.out.FrameBytes()
+	for i := range f.lay.Len() {
+		if !f.fetchCopy(i, buf, false) {
+			continue
+		}
+		hits++
+		w := want(f, i)
+		gpu := buf[0] != w[0]
+		for k := range f.lay.Spec.Frames {
+			if frameGPU := buf[k*fb] != w[k*fb]; frameGPU != gpu {
+				t.Errorf("sample %d from the copy: frame 0 from the %v, frame %d from the other path", i, map[bool]string{false: "CPU", true: "GPU"}[gpu], k)
+			}
+		}
+	}
+	st := f.copyStats()
+	if hits == 0 {
+		t.Fatal("nothing served from the copy: nothing to check")
+	}
+	if st.WholeFillsFailed == 0 {
+		t.Errorf("whole decodes whose chunks came from both paths: %d started, none given up", st.WholeFills)
+	}
+	t.Logf("%d of %d samples from the copy; %d whole decodes, %d given up", hits, f.lay.Len(), st.WholeFills, st.WholeFillsFailed)
+}
+
+// slowFills is a fakeDecoder whose whole videos' chunks (Strict clips) take a while, and which
+// counts the samples' own decodes by start.
+type slowFills struct {
+	*fakeDecoder
+	mu      sync.Mutex
+	samples map[[2]int]int
+}
+
+func (d *slowFills) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
+	if c.Strict {
+		time.Sleep(100 * time.Millisecond)
+	} else {
+		d.mu.Lock()
+		d.samples[[2]int{d.video[info.Path], c.Start}]++
+		d.mu.Unlock()
+	}
+	return d.fakeDecoder.DecodeClip(ctx, info, c, o, dst)
+}
+
+// TestCopyFillWaitBounded: with --copy-fill videos, the first sample of a video read starts its
+// whole decode at that sample and is served from it, without a decode of its own; a sample the
+// whole decode will reach only much later (its second pass) is decoded as it is, while the whole
+// decode goes on: no load waits for a whole video.
+func TestCopyFillWaitBounded(t *testing.T) {
+	var dec *slowFills
+	f, _ := fakeFSWith(t, 64, 2, nil, OnErrorEIO, func(cfg *Config) {
+		dec = &slowFills{fakeDecoder: cfg.Decoder.(*fakeDecoder), samples: map[[2]int]int{}}
+		cfg.Decoder = dec
+		cfg.TierDir, cfg.TierBytes, cfg.Keep, cfg.Fill = t.TempDir(), 1<<30, KeepFrames, FillVideos
+		cfg.Current = func(string) bool { return true }
+	})
+	buf := make([]byte, f.lay.Spec.SampleBytes())
+	first, end := f.lay.VideoSamples(0) // 64 frames: 16 samples, four 16-frame chunks a pass
+	mid := (first + end) / 2
+	if err := f.loadSample(context.Background(), mid, buf); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, want(f, mid)) {
+		t.Fatal("the sample served from the whole decode differs from decoding it")
+	}
+	if n := dec.samples[[2]int{0, f.lay.Sample(mid).Start}]; n != 0 {
+		t.Errorf("the first sample read was decoded %d times of its own; want it served from the whole decode", n)
+	}
+	if err := f.loadSample(context.Background(), first, buf); err != nil {
+		t.Fatal(err)
+	}
+	if f.copy.fills.of(0) == nil {
+		t.Error("the load of a sample the whole decode reaches last waited for it to end")
+	}
+	if n := dec.samples[[2]int{0, 0}]; n != 1 || !bytes.Equal(buf, want(f, first)) {
+		t.Errorf("the sample the whole decode reaches last: decoded %d times of its own; want once, as it is", n)
 	}
 }

@@ -101,7 +101,7 @@ func copyKeep(asked Keep, dir string, h held, samples int, sampleBytes, framesBy
 		return KeepFrames, "the directory holds a training copy an earlier mount made", nil
 	case h.samples:
 		return KeepSamples, "the directory holds samples an earlier mount kept", nil
-	case framesBytes < need:
+	case framesBytes < int64(samples)*sampleBytes:
 		return KeepFrames, fmt.Sprintf("the samples share frames: the frames they use take %d MiB, the samples %d MiB (the bound %d MiB): frames, each kept once, so that fresh clips are served too",
 			framesBytes>>20, need>>20, bound>>20), nil
 	case need > bound:

@@ -113,3 +113,38 @@ func TestStoresKeepEachOther(t *testing.T) {
 		t.Errorf("the copy opened over a sample tier: the directory holds %+v, want both", h)
 	}
 }
+
+// TestCopyKeepChoice: what auto keeps, and what an explicit kind does where the directory holds
+// the other: frames where the samples share frames or do not fit as they are, samples where
+// each has frames of its own and all fit, and whatever the directory holds from earlier mounts;
+// asking for the kind it does not hold fails, naming the flag.
+func TestCopyKeepChoice(t *testing.T) {
+	const S = 1000
+	for _, tc := range []struct {
+		name    string
+		asked   Keep
+		h       held
+		frames  int64 // the frames the samples use, in bytes
+		bound   int64
+		want    Keep
+		wantErr bool
+	}{
+		{"shared frames", KeepAuto, held{}, 400 * S, 1 << 40, KeepFrames, false},
+		{"own frames, all fit", KeepAuto, held{}, 1000 * S, 1 << 40, KeepSamples, false},
+		{"own frames, too many", KeepAuto, held{}, 1000 * S, 100 * S, KeepFrames, false},
+		{"a copy there", KeepAuto, held{frames: true}, 1000 * S, 1 << 40, KeepFrames, false},
+		{"samples there", KeepAuto, held{samples: true}, 400 * S, 1 << 40, KeepSamples, false},
+		{"samples asked, a copy there", KeepSamples, held{frames: true}, 400 * S, 1 << 40, 0, true},
+		{"frames asked, samples there", KeepFrames, held{samples: true}, 1000 * S, 1 << 40, 0, true},
+		{"samples asked, both there", KeepSamples, held{frames: true, samples: true}, 400 * S, 1 << 40, KeepSamples, false},
+		{"frames asked, a copy there", KeepFrames, held{frames: true}, 400 * S, 1 << 40, KeepFrames, false},
+	} {
+		got, why, err := copyKeep(tc.asked, "/data/cache", tc.h, 1000, S, tc.frames, tc.bound)
+		switch {
+		case tc.wantErr && (err == nil || !strings.Contains(err.Error(), "--cache-keep") || !strings.Contains(err.Error(), "/data/cache")):
+			t.Errorf("%s: %v, %v; want an error naming --cache-keep and the directory", tc.name, got, err)
+		case !tc.wantErr && (err != nil || got != tc.want || why == ""):
+			t.Errorf("%s: %v (%q), %v; want %v", tc.name, got, why, err, tc.want)
+		}
+	}
+}

@@ -106,7 +106,8 @@ const fillAhead = 2
 func (f *FS) fillFor(ctx context.Context, i int) bool {
 	t := f.copy
 	v := f.lay.Sample(i).Video
-	units := f.sampleUnits(i, make([]int, 0, 64))
+	var ub [64]int
+	units := f.sampleUnits(i, ub[:0])
 	first, last := units[0], units[len(units)-1]
 	step := fillStride(f.lay.Spec)
 	ahead := fillAhead * max(1, min(fillChunk, fillBytes/f.out.FrameBytes())) * step

@@ -158,10 +158,13 @@ func (f *FS) memory(cs cache.Stats, backlog int64) wire.MemoryStats {
 	}
 	s := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/total:bytes"},
 		{Name: "/memory/classes/heap/released:bytes"}, {Name: "/memory/classes/heap/free:bytes"},
-		{Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+		{Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"},
+		{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/gomemlimit:bytes"},
+		{Name: "/gc/heap/live:bytes"}}
 	rtmetrics.Read(s)
 	v := func(i int) int64 { return int64(s[i].Value.Uint64()) }
 	m.GoHeapObjectsBytes = v(0)
+	m.GCCycles, m.GCSeconds, m.GoMemoryLimitBytes, m.GoHeapLiveBytes = v(6), s[7].Value.Float64(), v(8), v(9)
 	heap := v(0) + v(2) + v(3) + v(4) + v(5) // every byte of the heap's arenas, resident or not
 	// The rest of what the runtime holds lies outside the arenas: its metadata, OS thread stacks.
 	m.GoRuntimeBytes = v(1) - heap

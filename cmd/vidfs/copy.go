@@ -23,7 +23,7 @@ videos done, frames kept, the rate, the time left. Run it on a node waiting for 
 training starts with every clip served from the copy; Ctrl-C stops watching, not the filling,
 which goes on while the mount serves.
 
-The mount fills on low-priority threads (half its --workers) beside what its readers ask for:
+The mount fills on low-priority threads (as many as its --workers) beside what its readers ask for:
 a mount that serves a trainer meanwhile decodes the trainer's samples first, and the copy fills
 in the time left over. A video that cannot be decoded whole is left to its samples, which fail
 as they would. The copy lives under --cache-dir and is kept across mounts of the same videos at
@@ -66,10 +66,10 @@ func runCopy(ctx context.Context, e *env, mnt string, every time.Duration) error
 		line := copyProgress(c, first, time.Since(start))
 		fmt.Fprintln(e.stderr, line)
 		if c.FillQueued == 0 && c.Filling == 0 && c.Backlog == 0 {
-			fmt.Fprintf(e.stdout, "training copy: %d of %d videos whole, %d frames, %s in %s\n", c.Complete, c.LayoutVideos,
-				c.Frames, formatBytes(c.UsedBytes), time.Since(start).Round(time.Second))
-			if c.Complete < c.LayoutVideos {
-				return fmt.Errorf("%d videos are not whole in the copy: too short for a sample, evicted or skipped for lack of room (--cache-disk; stats: copy evicted, skipped), or not decoded whole (the mount's log says why)", c.LayoutVideos-c.Complete)
+			fmt.Fprintf(e.stdout, "training copy: %d of %d videos whole, %d frames, %s in %s%s\n", c.Complete, c.VideosWithSamples,
+				c.Frames, formatBytes(c.UsedBytes), time.Since(start).Round(time.Second), noSamples(c))
+			if c.Complete < c.VideosWithSamples {
+				return fmt.Errorf("%d videos are not whole in the copy: evicted or skipped for lack of room (--cache-disk; stats: copy evicted, skipped), or not decoded whole, damaged (the mount's log says why)", c.VideosWithSamples-c.Complete)
 			}
 			return nil
 		}
@@ -81,14 +81,23 @@ func runCopy(ctx context.Context, e *env, mnt string, every time.Duration) error
 	}
 }
 
+// noSamples says how many videos of the layout yield no sample (too short for one), which the
+// copy does not hold.
+func noSamples(c *wire.CopyStats) string {
+	if n := c.LayoutVideos - c.VideosWithSamples; n > 0 {
+		return fmt.Sprintf(" (%d more too short for a sample)", n)
+	}
+	return ""
+}
+
 // copyProgress is one line of vidfs copy's progress.
 func copyProgress(c *wire.CopyStats, first int, took time.Duration) string {
 	done := c.Complete - first
 	left := "-"
 	if done > 0 {
-		rest := c.LayoutVideos - c.Complete
+		rest := c.VideosWithSamples - c.Complete
 		left = (time.Duration(float64(took) / float64(done) * float64(rest))).Round(time.Second).String()
 	}
 	return fmt.Sprintf("copy: %d/%d videos whole, %d being decoded, %d queued, %d frames, %.0f frames/s, %s on disk, %s left",
-		c.Complete, c.LayoutVideos, c.Filling, c.FillQueued, c.Frames, c.FramesPerSecond, formatBytes(c.UsedBytes), left)
+		c.Complete, c.VideosWithSamples, c.Filling, c.FillQueued, c.Frames, c.FramesPerSecond, formatBytes(c.UsedBytes), left)
 }

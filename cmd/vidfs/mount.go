@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"syscall"
 	"time"
@@ -312,13 +314,6 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 		}
 	}
 
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		// The Go heap holds little that lives (decoded samples are outside it), but frames pass
-		// through it by the megabyte on their way to the disk (the training copy's writer, a
-		// whole video's decode): left to GOGC alone its garbage took 60-130 MiB more in make
-		// bench-soak's first seconds. A soft limit makes the collector keep it near this.
-		debug.SetMemoryLimit(goMemoryLimit)
-	}
 	if o.hwaccel.h == decode.HWCUDA {
 		if err := decode.CheckGPUs(o.gpus.gpus); err != nil { // before minutes of probing
 			return fmt.Errorf("--hwaccel cuda: %w", err)
@@ -401,6 +396,10 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 		if err != nil {
 			return errors.Join(err, m.Unmount())
 		}
+		defer stop()
+	}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		stop := followLiveHeap(log)
 		defer stop()
 	}
 	st := f.Stats()
@@ -524,9 +523,50 @@ the mount point is detached at once and disappears when they are closed.`,
 	}
 }
 
-// goMemoryLimit is the soft limit on the memory the Go runtime holds (runtime/debug
-// SetMemoryLimit; GOMEMLIMIT overrides it): the cache's buffers and FFmpeg's are not counted.
-const goMemoryLimit = 96 << 20
+// heapRoom is the least room a soft memory limit leaves above the live heap: garbage the
+// collector lets build up before it runs (GOGC's own goal, twice the live heap, where that is
+// less). heapEvery is how often the limit follows the live heap.
+const (
+	heapRoom  = 64 << 20
+	heapEvery = 10 * time.Second
+)
+
+// followLiveHeap sets the Go runtime's soft memory limit (runtime/debug.SetMemoryLimit) from the
+// live heap, now and every heapEvery: the live heap plus half of it, at least heapRoom more. The
+// heap holds little that lives (decoded samples are outside it) but what grows with the dataset
+// (plans, the videos' tables), and little garbage passes through it, so the collector seldom
+// meets the limit; a fixed one under the live heap of a large dataset would have it run back to
+// back. GOMEMLIMIT, when set, is left to the runtime. The function it returns stops it.
+func followLiveHeap(log *slog.Logger) (stop func()) {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	set := func() int64 {
+		metrics.Read(sample)
+		live := int64(sample[0].Value.Uint64())
+		limit := live + max(heapRoom, live/2)
+		debug.SetMemoryLimit(limit)
+		return limit
+	}
+	runtime.GC() // a live heap measured after the scan's garbage is gone
+	log.Debug("Go memory limit", "bytes", set())
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(heapEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				set()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
+}
 
 // tierBytes is the disk tier's bound: --cache-disk, or half the free space of --cache-dir's
 // filesystem, at most 100 GiB; 0 without --cache-dir.

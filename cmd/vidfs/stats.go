@@ -140,11 +140,18 @@ func printStats(w io.Writer, mnt string, lay wire.Dataset, st wire.Stats) {
 	}
 	if c := st.Copy; c != nil {
 		fmt.Fprintf(w, "  copy     %s of %s on disk in %s: %d of %d videos whole, %d partial, %d frames, %s a frame (%s: %.1fx smaller); fill %s\n",
-			formatBytes(c.UsedBytes), formatBytes(c.CapacityBytes), c.Dir, c.Complete, c.LayoutVideos, c.Partial, c.Frames,
+			formatBytes(c.UsedBytes), formatBytes(c.CapacityBytes), c.Dir, c.Complete, c.VideosWithSamples, c.Partial, c.Frames,
 			formatBytes(int64(c.BytesPerFrame)), c.Codec, c.Ratio, c.Fill)
-		fmt.Fprintf(w, "           hits %d, misses %d: hit rate %s; %d frames written (%.0f/s), %d videos to decode whole, %d waiting (%s), %d frames skipped, %d videos evicted, %d damaged and written again, %d unreadable (kept)\n",
-			c.Hits, c.Misses, pct(c.Hits, c.Hits+c.Misses), c.WrittenFrames, c.FramesPerSecond, c.FillQueued, c.Backlog, formatBytes(c.BacklogBytes),
-			c.Skipped, c.Evicted, c.Corrupt, c.ReadErrors)
+		fmt.Fprintf(w, "           hits %d, misses %d: hit rate %s; %d frames written (%.0f/s), %d videos decoding whole, %d to decode whole (vidfs copy), %d decoded whole or tried (%d ended early), %d waiting (%s), %d frames skipped, %d not queued (backlog full), %d videos evicted, %d damaged and written again, %d unreadable (kept)\n",
+			c.Hits, c.Misses, pct(c.Hits, c.Hits+c.Misses), c.WrittenFrames, c.FramesPerSecond, c.Filling, c.FillQueued, c.WholeFills, c.WholeFillsFailed,
+			c.Backlog, formatBytes(c.BacklogBytes), c.Skipped, c.BacklogFull, c.Evicted, c.Corrupt, c.ReadErrors)
+		if b := c.FillBudget; b != nil {
+			fmt.Fprintf(w, "           budget for whole decodes %.2f s (granted %.1f s, spent %.1f s; a clip %.0f ms, a chunk %.0f ms)\n",
+				b.Seconds, b.GrantedSeconds, b.SpentSeconds, 1000*b.ClipSeconds, 1000*b.ChunkSeconds)
+		}
+		if c.OldFiles > 0 {
+			fmt.Fprintf(w, "           %d files of an earlier format kept (%s, not counted above)\n", c.OldFiles, formatBytes(c.OldBytes))
+		}
 	}
 	fmt.Fprintf(w, "  reads    %d requests, %s, %d sample accesses; waited %.2f s for decoding\n", r.Requests, formatBytes(r.Bytes), r.Accesses, r.WaitSeconds)
 	if r.Substituted+r.Zeroed > 0 {

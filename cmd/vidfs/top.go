@@ -192,9 +192,9 @@ func (m topModel) View() string {
 			pct(t.Hits, t.Hits+t.Misses), t.Written, t.Backlog, t.Skipped)
 	}
 	if c := m.cur.Copy; c != nil {
-		line("copy", "%s %d / %d videos whole  %s / %s on disk  hit %s  %.0f frames/s kept  %d to decode whole",
-			bar(float64(c.Complete)/float64(max(c.LayoutVideos, 1)), 30), c.Complete, c.LayoutVideos, formatBytes(c.UsedBytes),
-			formatBytes(c.CapacityBytes), pct(c.Hits, c.Hits+c.Misses), c.FramesPerSecond, c.FillQueued)
+		line("copy", "%s %d / %d videos whole  %s / %s on disk  hit %s  %.0f frames/s kept  %d decoding whole, %d to decode",
+			bar(float64(c.Complete)/float64(max(c.VideosWithSamples, 1)), 30), c.Complete, c.VideosWithSamples, formatBytes(c.UsedBytes),
+			formatBytes(c.CapacityBytes), pct(c.Hits, c.Hits+c.Misses), c.FramesPerSecond, c.Filling, c.FillQueued)
 	}
 	if f := m.cur.Fetch; f != nil {
 		var pf wire.FetchStats

@@ -298,6 +298,16 @@ type MemoryStats struct {
 	// runtime counts them (not a part: buffers it handed out whose pages were never touched
 	// count here, not in ResidentBytes).
 	GoHeapObjectsBytes int64 `json:"go_heap_objects_bytes"`
+	// GoHeapLiveBytes is the heap's live objects as the last collection found them, and
+	// GoMemoryLimitBytes the soft limit the collector keeps the heap under (following the live
+	// heap, or GOMEMLIMIT's).
+	GoHeapLiveBytes    int64 `json:"go_heap_live_bytes"`
+	GoMemoryLimitBytes int64 `json:"go_memory_limit_bytes"`
+	// GCCycles counts the Go collector's cycles, and GCSeconds the CPU they took (an estimate
+	// of the runtime's), since the mount started: collections back to back show as many cycles a
+	// second, and a large share of the CPU.
+	GCCycles  int64   `json:"gc_cycles"`
+	GCSeconds float64 `json:"gc_cpu_seconds"`
 }
 
 // ReadStats is what readers asked for and how long they waited.
