@@ -67,11 +67,12 @@ bench-tier: build
 	scripts/setup.sh bench
 	/usr/bin/python3 bench/beyond.py --only-tier
 
-# Random clips each epoch (issue 32) alone, printed: PlanSampler(clips="random") on a dense grid
-# (--step 4) of 24 videos of 10 s or more at 480p and 8 at 1080p (bench/dataset10.sh), epochs 1-6
-# without the training copy, with it (fill clips with each codec, fill videos), and the pre-decoded
-# .npy ceiling (bench/random_clips.py --help). About 10 minutes on 2 cores; the first run also decodes
-# the ceilings (a few minutes more).
+# Random clips each epoch (issues 32, 39) alone, printed: PlanSampler(clips="random") on a dense grid
+# (--step 4) of 24 videos of 10 s or more at 480p, 12 of them with 2 clips a video (issue 39's run),
+# and 8 at 1080p (bench/dataset10.sh), epochs 1-6 without the training copy, with its defaults, with it
+# (fill clips with each codec, fill videos), and the pre-decoded .npy ceiling (bench/random_clips.py
+# --help). About 12 minutes on 2 cores; the first run also decodes the ceilings (a few minutes more).
+# bench/copy_memory.py: a mount keeping a copy at 40 and 240,000 videos, its memory and collections.
 bench-random: build
 	scripts/setup.sh bench
 	/usr/bin/python3 bench/random_clips.py

@@ -7,7 +7,8 @@ For each size N (bench/scale.py's sources: N hard links to one 10 s video, its p
 mount `--frames 16 --stride 2 --size 224x224 --cache-mem 1GiB --cache-dir DIR --cache-disk 64GiB`
 (keep and fill left to their defaults: frames, and auto) of an empty DIR; then a reader (this
 script, a thread per --readers) reads samples in the order of vidfs.PlanSampler(clips="random",
-clips_per_video=1) (an epoch and the next in the plan: 2 N entries) for --seconds, while the mount's
+clips_per_video=1) (an epoch and the next in the plan: 2 N entries; epoch after epoch, the
+readers taking each epoch's samples in turn) for --seconds, while the mount's
 .vidfs/stats is sampled every second. Reports, per size: the mount time, resident memory less the
 cache's buffers after the mount and at its peak while reading (goal: at most 150 MiB), the live Go
 heap and the soft limit, the collector's cycles a second and its share of vidfs's CPU while reading,
@@ -47,19 +48,31 @@ def measure(n, seconds, readers):
             t0 = time.perf_counter()
             sampler = vidfs.PlanSampler(mount, seed=39, clips="random", clips_per_video=1)
             out["plan_s"] = time.perf_counter() - t0
-            order = list(iter(sampler))
             done = threading.Event()
             count = [0] * readers
+            epochs = [list(iter(sampler))]  # epoch 0's order; the next are drawn as the readers get there
+            lock = threading.Lock()
+
+            def order(e):
+                with lock:
+                    while len(epochs) <= e:
+                        sampler.set_epoch(len(epochs))  # writes that epoch's plan (and the next's)
+                        epochs.append(list(iter(sampler)))
+                    return epochs[e]
 
             def read(k):
                 fd = os.open(os.path.join(m.dir, "clips.raw"), os.O_RDONLY)
                 S = mount.sample_bytes
                 try:
-                    for j in range(k, len(order), readers):
-                        if done.is_set():
-                            return
-                        os.pread(fd, S, order[j] * S)
-                        count[k] += 1
+                    e = 0
+                    while not done.is_set():
+                        o = order(e)
+                        for j in range(k, len(o), readers):
+                            if done.is_set():
+                                return
+                            os.pread(fd, S, o[j] * S)
+                            count[k] += 1
+                        e += 1
                 finally:
                     os.close(fd)
 

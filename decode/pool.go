@@ -181,7 +181,7 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 		return err
 	}
 	work, err := p.decode(v, ctx, c, o, dst)
-	if err != nil && v.g != nil && ctx.Err() == nil && gpuMayFail(err) {
+	if err != nil && v.g != nil && ctx.Err() == nil && gpuMayFail(err) && !c.Strict {
 		// NVDEC may have failed on it: decode the clip again on the CPU, with a CPU decoder (not
 		// another GPU decoder of the video, which would fail alike). If the CPU decodes it, NVDEC
 		// was at fault: this video decodes on the CPU from now on. If not, the damage is the

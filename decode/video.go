@@ -25,11 +25,11 @@ type Clip struct {
 	// Keep, when set (and FPS is not), is given the frames the decode passes through on its way
 	// to the clip's own that it wants, converted as the clip's are.
 	Keep Keeper
-	// Strict fails the clip (ErrCorrupt, after the keyframe fallback, as any damage) at the
-	// first frame the decoder flags as damaged, the clip's own or one passed on the way, so
-	// that no frame decoded after damage is taken from it: a whole video decoded in order for a
-	// store of frames, whose frames must each be what a clip's own decode gives. What a Strict
-	// clip meets is not remembered for other clips (keyframes unusable, damage confirmed).
+	// Strict fails the clip (ErrCorrupt) at the first frame the decoder flags as damaged, the
+	// clip's own or one passed on the way, so that no frame decoded after damage is taken from
+	// it: a whole video decoded in order for a store of frames, whose frames must each be what a
+	// clip's own decode gives. It is not decoded again on the CPU when NVDEC fails it, and what
+	// it meets is not remembered for other clips (keyframes unusable, damage confirmed).
 	Strict bool
 	// Path, when not nil, is set to where the clip's frames were decoded once it is decoded. A
 	// store of frames keeps each video's frames of one path: NVDEC's and the CPU's may differ

@@ -29,6 +29,9 @@ func (c *Store) Claim(v int, key diskstore.Key, need []uint64) {
 		needed += bits.OnesCount64(w)
 	}
 	c.mu.Lock()
+	for c.writing[int32(v)] { // its frames are counted as written: wait for the write to end
+		c.counted.Wait()
+	}
 	ok := c.known(v, key)
 	c.setNeeded(v, needed)
 	counted := c.videos[v].frames != uncounted
@@ -170,9 +173,14 @@ func (c *Store) count(key diskstore.Key, need []uint64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	idx := make([]byte, h.units*slotSize)
+	bp := c.bufs.Get(h.units * slotSize)
+	defer c.bufs.Put(bp)
+	idx := *bp
 	n, err := diskstore.PreadFull(fd, idx, slotAt(0))
 	if err != nil {
+		return 0, err
+	}
+	if size, err = fileSize(fd); err != nil { // after the index: see read
 		return 0, err
 	}
 	frames := 0

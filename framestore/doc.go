@@ -51,9 +51,10 @@
 // # Concurrency
 //
 // A Store is safe for concurrent use. Readers (Get) read the files straight, without the store's
-// lock, each frame checked; one goroutine (diskstore.Writer), at a low priority, writes what Put
-// queues, behind a backlog bounded in bytes: Put never waits, and skips frames when the backlog
-// is full. Frames still queued are served from the queue. The store's lock guards its memory of
+// lock, each frame checked; Put compresses frames on its caller's goroutine and queues them, and
+// one goroutine (diskstore.Writer), at a low priority, appends them, behind a backlog bounded in
+// bytes: with the backlog full, Put waits as long as its caller says, and then skips the frames,
+// counted. Frames still queued are served from the queue, beside those in the file. The store's lock guards its memory of
 // the videos (56 bytes each, nothing per frame) and its counts, and is let go for file I/O; it is
 // taken after any lock of the caller's and before the writer's.
 package framestore

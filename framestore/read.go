@@ -35,7 +35,15 @@ func (c *Store) get(v int, key diskstore.Key, units []int, dst []byte, countMiss
 	if v < 0 || v >= len(c.videos) || len(units) == 0 {
 		return false
 	}
-	if c.fromQueue(v, key, units, dst) {
+	// The frames still queued to be written are taken from the queue, the rest from the file:
+	// a sample's frames may lie in both while a whole decode of its video is written.
+	var queuedBuf [64]bool
+	queued := queuedBuf[:0]
+	if len(units) > len(queuedBuf) {
+		queued = make([]bool, 0, len(units))
+	}
+	queued = queued[:len(units)]
+	if c.fromQueue(v, key, units, dst, queued) == len(units) {
 		c.mu.Lock()
 		c.stats.Hits++
 		if !countMiss && c.stats.Misses > 0 {
@@ -54,7 +62,7 @@ func (c *Store) get(v int, key diskstore.Key, units []int, dst []byte, countMiss
 	}
 	c.videos[v].used = c.now()
 	c.mu.Unlock()
-	err := c.read(key, units, dst)
+	err := c.read(key, units, dst, queued)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -83,19 +91,21 @@ func (c *Store) get(v int, key diskstore.Key, units []int, dst []byte, countMiss
 	return false
 }
 
-// fromQueue fills dst with video v's frames units from the frames queued to be written, if
-// they are all there: frames just kept are served before the writer has written them (a
-// sample's decode keeps frames of the next sample a reader asks for). It looks at a few
-// hundred queued samples' frames at most (the backlog's bound), copies those it needs as they
-// are stored while the queue is held, and unpacks them after. Called without mu.
-func (c *Store) fromQueue(v int, key diskstore.Key, units []int, dst []byte) bool {
+// fromQueue fills dst with those of video v's frames units that are queued to be written,
+// setting their places in got, and says how many: frames just kept are served before the
+// writer has written them (a sample's decode keeps frames of the next sample a reader asks for;
+// a whole decode, those of the samples waiting for it). It looks at a few hundred queued
+// samples' frames at most (the backlog's bound), copies those it needs as they are stored while
+// the queue is held, and unpacks them after. Called without mu.
+func (c *Store) fromQueue(v int, key diskstore.Key, units []int, dst []byte, got []bool) int {
 	fb := c.opts.FrameBytes
 	var bp *[]byte
-	found := c.w.Queued(func(queue []diskstore.Job[job]) bool {
+	n := 0
+	c.w.Queued(func(queue []diskstore.Job[job]) bool {
 		if len(queue) == 0 {
 			return false
 		}
-		for _, u := range units {
+		for k, u := range units {
 			var r []byte
 			for _, q := range queue {
 				if j := q.Meta; j.video == v && j.key == key && j.first <= u && u <= j.last {
@@ -105,32 +115,35 @@ func (c *Store) fromQueue(v int, key diskstore.Key, units []int, dst []byte) boo
 				}
 			}
 			if r == nil {
-				return false
+				continue
 			}
 			if bp == nil {
 				bp = c.bufs.Get(len(units) * (recordSize + fb))
 				*bp = (*bp)[:0]
 			}
 			*bp = append(*bp, r...)
+			got[k] = true
+			n++
 		}
 		return true
 	})
 	if bp == nil {
-		return false
+		return 0
 	}
 	defer c.bufs.Put(bp)
-	if !found {
-		return false
-	}
 	rest := *bp
 	for k := range units {
+		if !got[k] {
+			continue
+		}
 		var r record
 		r, rest = nextRecord(rest)
 		if c.unpack(r.codec, r.stored, dst[k*fb:(k+1)*fb]) != nil {
-			return false
+			got[k] = false // read from the file instead
+			n--
 		}
 	}
-	return true
+	return n
 }
 
 // findRecord returns the record of unit u in a job's data (its header and stored bytes), or nil.
@@ -148,8 +161,9 @@ func findRecord(data []byte, u int) []byte {
 	return nil
 }
 
-// read reads frames units of the copy under key into dst, checking each.
-func (c *Store) read(key diskstore.Key, units []int, dst []byte) error {
+// read reads frames units of the copy under key into dst, checking each, but those have says
+// are there already.
+func (c *Store) read(key diskstore.Key, units []int, dst []byte, have []bool) error {
 	fb := c.opts.FrameBytes
 	if len(units) == 0 || len(dst) < len(units)*fb {
 		return fmt.Errorf("training copy: %d frames asked into %d bytes", len(units), len(dst))
@@ -182,8 +196,18 @@ func (c *Store) read(key diskstore.Key, units []int, dst []byte) error {
 	} else if n < span {
 		return errMissing // the index's end was never written (a sparse file's is)
 	}
+	// The file's size as the slots read know it: the writer appends a frame before its slot,
+	// so a slot read now points within the size taken after it (not at open, before the
+	// writer added frames a slot read meanwhile points at).
+	if size, err = fileSize(fd); err != nil {
+		return err
+	}
 	slot := func(j int) frameSlot { return parseSlot(idx[(units[j]-first)*slotSize:]) }
 	for j := 0; j < len(units); {
+		if have[j] {
+			j++
+			continue
+		}
 		s := slot(j)
 		if !s.present() {
 			return errMissing
@@ -202,7 +226,7 @@ func (c *Store) read(key diskstore.Key, units []int, dst []byte) error {
 		k := j + 1
 		for ; k < len(units); k++ {
 			n := slot(k)
-			if !n.present() || n.codec != diskstore.None || n.off != s.off+int64((k-j)*fb) || n.check(units[k], size, h.units, fb) != nil {
+			if have[k] || !n.present() || n.codec != diskstore.None || n.off != s.off+int64((k-j)*fb) || n.check(units[k], size, h.units, fb) != nil {
 				break
 			}
 		}
@@ -276,6 +300,15 @@ func (c *Store) unpack(codec diskstore.Codec, stored, out []byte) error {
 		return diskstore.Damaged("unknown codec %d", codec)
 	}
 	return nil
+}
+
+// fileSize is the size of the open file fd.
+func fileSize(fd int) (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, err
+	}
+	return st.Size, nil
 }
 
 // open opens the copy under key, relative to the store's directory, and says its size.

@@ -3,8 +3,6 @@ package framestore
 // The Store: its options and stats, opening and closing it, and where its files live.
 
 import (
-	"cmp"
-	"context"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -95,8 +93,9 @@ type Store struct {
 	// closeWarn is diskstore.CloseWarn, which tests shorten.
 	closeWarn time.Duration
 	// beforeWrite, when set (by tests, before any Put), runs on the writer before each batch;
-	// afterCount (before any Claim), in Claim between reading a file's index and counting it.
-	beforeWrite, afterCount func()
+	// beforeCounted, after a batch's frames are written and before they are counted; afterCount
+	// (before any Claim), in Claim between reading a file's index and counting it.
+	beforeWrite, beforeCounted, afterCount func()
 
 	// mu guards everything below. LOCK ORDERING: taken after any lock of a caller, before the
 	// writer's (w): Options.Due, asked with mu held, takes no lock. Files are read and written
@@ -111,13 +110,15 @@ type Store struct {
 	// left pointing past a file cut short point at other frames once it grows again).
 	damaged map[int32]bool
 	// counting holds the videos whose files Claim is counting: the writer waits (counted, on mu)
-	// before adding frames to them, which the count might or might not see.
-	counting map[int32]bool
-	counted  *sync.Cond
-	// old lists the files of earlier formats (other versions than this one's directory), oldest
-	// first: not counted against MaxBytes, and removed, oldest first, only when the disk has no
-	// room for what the copy writes (makeDiskRoom).
-	old      []oldFile
+	// before adding frames to them, which the count might or might not see; writing, the video
+	// the writer is writing, which Claim waits for before it counts (else the frames written
+	// would be counted twice, read from the index and added as written).
+	counting, writing map[int32]bool
+	counted           *sync.Cond
+	// oldFiles and oldBytes count the files of earlier formats (key-named files in other
+	// versions' directories than this one's): not counted against MaxBytes, and removed, oldest
+	// first, only when the disk has no room for what the copy writes (makeDiskRoom).
+	oldFiles int
 	oldBytes int64
 	// free says how many bytes the copy's filesystem has free (statfs; tests replace it).
 	free     func() (int64, error)
@@ -150,6 +151,46 @@ type foundCopy struct {
 type oldFile struct {
 	path      string
 	size, mod int64
+}
+
+// oldVersions calls found for each file of an earlier format under frames (the copy's root
+// directory): a file named by a key under a folder "v<N>" other than this format's. Nothing
+// else there is the copy's.
+func oldVersions(frames string, found func(oldFile)) {
+	names, err := os.ReadDir(frames)
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		if !n.IsDir() || n.Name() == version || !isVersion(n.Name()) {
+			continue
+		}
+		filepath.WalkDir(filepath.Join(frames, n.Name()), func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return nil
+			}
+			if _, ok := diskstore.ParseKey(d.Name()); !ok {
+				return nil // not the copy's
+			}
+			if info, err := d.Info(); err == nil {
+				found(oldFile{path: p, size: info.Size(), mod: info.ModTime().UnixNano()})
+			}
+			return nil
+		})
+	}
+}
+
+// isVersion tells whether name names a format's directory: "v" and digits.
+func isVersion(name string) bool {
+	if len(name) < 2 || name[0] != 'v' {
+		return false
+	}
+	for _, r := range name[1:] {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Open opens (or makes) the copy in opts.Dir, taking stock of the files there.
@@ -201,7 +242,7 @@ func Open(opts Options) (_ *Store, err error) {
 	closers = append(closers, func() error { return unix.Close(dirFD) })
 	c := &Store{opts: opts, dir: dir, dirFD: dirFD, lock: lock, log: opts.Log, start: time.Now(), dec: dec, enc: enc,
 		videos: make([]videoEntry, opts.Videos), untagged: map[diskstore.Key]foundCopy{}, damaged: map[int32]bool{},
-		counting: map[int32]bool{}, closeWarn: diskstore.CloseWarn}
+		counting: map[int32]bool{}, writing: map[int32]bool{}, closeWarn: diskstore.CloseWarn}
 	c.counted = sync.NewCond(&c.mu)
 	c.free = func() (int64, error) {
 		var st unix.Statfs_t
@@ -244,32 +285,16 @@ func (c *Store) scan() error {
 	return nil
 }
 
-// scanOld takes stock of the files of earlier formats: every directory under frames but this
-// format's. They are kept, and counted (Stats.OldFiles, Stats.OldBytes), not against MaxBytes.
+// scanOld counts the files of earlier formats (oldVersions). They are kept, and counted
+// (Stats.OldFiles, Stats.OldBytes), not against MaxBytes; nothing of them is held in memory.
 func (c *Store) scanOld(frames string) {
-	names, err := os.ReadDir(frames)
-	if err != nil {
-		return
-	}
-	for _, n := range names {
-		if !n.IsDir() || n.Name() == version {
-			continue
-		}
-		filepath.WalkDir(filepath.Join(frames, n.Name()), func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return nil
-			}
-			if info, err := d.Info(); err == nil {
-				c.old = append(c.old, oldFile{path: p, size: info.Size(), mod: info.ModTime().UnixNano()})
-				c.oldBytes += info.Size()
-			}
-			return nil
-		})
-	}
-	slices.SortFunc(c.old, func(a, b oldFile) int { return cmp.Compare(a.mod, b.mod) })
-	if len(c.old) > 0 {
+	oldVersions(frames, func(f oldFile) {
+		c.oldFiles++
+		c.oldBytes += f.size
+	})
+	if c.oldFiles > 0 {
 		c.log.Info("training copy: files of an earlier format kept (not counted against --cache-disk; removed, oldest first, only when the disk is full)",
-			"dir", frames, "files", len(c.old), "bytes", c.oldBytes)
+			"dir", frames, "files", c.oldFiles, "bytes", c.oldBytes)
 	}
 }
 
@@ -305,19 +330,13 @@ func (c *Store) warnNow(last *time.Time) bool {
 // Flush waits until every queued frame is written (or skipped).
 func (c *Store) Flush() { c.w.Flush() }
 
-// FlushVideo waits until every frame of video v queued is written (or skipped), or until ctx is
-// done, and then returns ctx's error.
-func (c *Store) FlushVideo(ctx context.Context, v int) error {
-	return c.w.Wait(ctx, func(j job) bool { return j.video == v })
-}
-
 // Stats returns a snapshot of the copy.
 func (c *Store) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
 	s.Bytes, s.Videos, s.Complete, s.Frames = c.bytes, len(c.present)+len(c.untagged), c.complete, c.frames
-	s.OldFiles, s.OldBytes = len(c.old), c.oldBytes
+	s.OldFiles, s.OldBytes = c.oldFiles, c.oldBytes
 	w := c.w.Stats()
 	s.Backlog, s.BacklogBytes, s.Skipped, s.Full = w.Jobs, w.Bytes, w.Skipped, w.Full
 	return s

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -578,6 +579,16 @@ func TestCopyOldFormat(t *testing.T) {
 		os.Chtimes(p, when, when)
 		paths = append(paths, p)
 	}
+	// Files that are not the copy's, under its directory: never counted, never removed.
+	mine := []string{filepath.Join(dir, "frames", "clip1", "000001.jpg"), filepath.Join(dir, "frames", "v0", "notes.txt")}
+	for _, p := range mine {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, make([]byte, 100), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-24 * time.Hour)
+		os.Chtimes(p, old, old)
+	}
 	cp := openStore(t, diskstore.None, dir, 1<<30, nil)
 	closeStore(t, cp)
 	if s := cp.Stats(); s.OldFiles != 2 || s.OldBytes != 16384 || s.Bytes != 0 {
@@ -593,6 +604,11 @@ func TestCopyOldFormat(t *testing.T) {
 	}
 	if s := cp.Stats(); s.OldFiles != 1 || s.OldBytes != 8192 || s.OldRemoved != 1 {
 		t.Errorf("%+v: want one old file left, one removed", s)
+	}
+	for _, p := range mine {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("a file not the copy's, %s: %v", p, err)
+		}
 	}
 	if !get(t, cp, 1, []int{0}) {
 		t.Error("the frame written is a miss")
@@ -618,4 +634,83 @@ func TestCopyBacklogFull(t *testing.T) {
 	}
 	close(hold)
 	cp.Flush()
+}
+
+// TestCopyGetRacesWrite: reads of a file the writer is appending to never take sound frames for
+// damaged (a slot read points at bytes written before it, whatever the size was at open).
+func TestCopyGetRacesWrite(t *testing.T) {
+	cp := openStore(t, diskstore.None, t.TempDir(), 1<<30, nil)
+	closeStore(t, cp)
+	var next atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for u := range 2000 {
+			next.Store(int64(u))
+			cp.Put(context.Background(), 1, vkey(1), 2000, 2000, []int{u}, frameOf(1, u), 0)
+			if u%50 == 0 {
+				cp.Flush()
+			}
+		}
+		cp.Flush()
+	}()
+	dst := make([]byte, frameBytes)
+	for {
+		select {
+		case <-done:
+			if s := cp.Stats(); s.Corrupt > 0 || s.Hits == 0 {
+				t.Errorf("reads racing the writer: %+v; want none damaged, some hits", s)
+			}
+			return
+		default:
+		}
+		u := int(next.Load())
+		cp.Get(1, vkey(1), []int{u + 1}, dst)
+		cp.Get(1, vkey(1), []int{u}, dst)
+	}
+}
+
+// TestCopySplitQueueFile: a span of frames some of which are written and the rest still queued
+// is served, from both.
+func TestCopySplitQueueFile(t *testing.T) {
+	cp := openStore(t, diskstore.None, t.TempDir(), 1<<30, nil)
+	closeStore(t, cp)
+	put(t, cp, 1, []int{0, 1}) // written
+	hold := make(chan struct{})
+	cp.beforeWrite = func() { <-hold }
+	units := []int{2, 3}
+	cp.Put(context.Background(), 1, vkey(1), 4, 100, units, framesOf(1, units), 0) // queued
+	if !get(t, cp, 1, []int{0, 1, 2, 3}) {
+		t.Error("frames 0-1 written and 2-3 queued: 0-3 a miss")
+	}
+	close(hold)
+}
+
+// TestCopyClaimAfterWrite: a file Claim counts while a write of it is under way (its frames on
+// disk, not yet counted) has them counted once: Claim waits for the write.
+func TestCopyClaimAfterWrite(t *testing.T) {
+	dir := t.TempDir()
+	cp := openStore(t, diskstore.None, dir, 1<<30, nil)
+	put(t, cp, 1, []int{0, 2})
+	cp.Close()
+	cp = openStore(t, diskstore.None, dir, 1<<30, nil)
+	closeStore(t, cp)
+	cp.Adopt(1, vkey(1))
+	written, release := make(chan struct{}), make(chan struct{})
+	cp.beforeCounted = func() { close(written); <-release }
+	units := []int{4, 6}
+	cp.Put(context.Background(), 1, vkey(1), 4, 100, units, framesOf(1, units), 0)
+	<-written // frames 4 and 6 are on disk, not yet counted
+	claimed := make(chan struct{})
+	go func() {
+		cp.Claim(1, vkey(1), []uint64{0b1010101})
+		close(claimed)
+	}()
+	time.Sleep(50 * time.Millisecond) // Claim, had it not waited, would have counted them now
+	close(release)
+	<-claimed
+	cp.Flush()
+	if s := cp.Stats(); s.Frames != 4 || !cp.Whole(1) {
+		t.Errorf("4 frames on disk: %+v, whole %v; want 4 counted, whole", s, cp.Whole(1))
+	}
 }

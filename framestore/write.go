@@ -5,6 +5,7 @@ package framestore
 // file lacks, making room for them.
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -114,6 +115,13 @@ func (c *Store) write(j job, frames []byte) (held int, err error) {
 	for c.counting[int32(j.video)] { // Claim is counting its file's frames: added after
 		c.counted.Wait()
 	}
+	c.writing[int32(j.video)] = true // and Claim waits for this write: its frames counted once
+	defer func() {                   // last, once the frames written are counted
+		c.mu.Lock()
+		delete(c.writing, int32(j.video))
+		c.counted.Broadcast()
+		c.mu.Unlock()
+	}()
 	cv := &c.videos[j.video]
 	fresh := cv.at >= 0 && cv.key != j.key // another version of the video was stored: replaced
 	c.setNeeded(j.video, j.needed)
@@ -127,6 +135,7 @@ func (c *Store) write(j job, frames []byte) (held int, err error) {
 	if !wasKnown {
 		os.Remove(c.path(j.key)) // a file of this key no one counted (or of another run): start anew
 	}
+	c.makeDiskRoom(int64(len(frames)) + framesStart(j.extent))
 	if err := os.MkdirAll(filepath.Dir(c.path(j.key)), 0o755); err != nil {
 		return 0, err
 	}
@@ -203,6 +212,9 @@ func (c *Store) write(j job, frames []byte) (held int, err error) {
 	}
 	added := 0
 	defer func() {
+		if c.beforeCounted != nil {
+			c.beforeCounted()
+		}
 		c.mu.Lock()
 		c.addFrames(j.video, added)
 		c.mu.Unlock()
@@ -283,10 +295,8 @@ func (c *Store) pack(p *packer, frame []byte) (diskstore.Codec, []byte) {
 }
 
 // reserve makes room for n more bytes of video v, evicting others, and counts them as taken
-// (the caller adds them to v once written, or gives them back with unreserve). Files of earlier
-// formats, if the disk has no room for them beside the copy, go first (makeDiskRoom).
+// (the caller adds them to v once written, or gives them back with unreserve).
 func (c *Store) reserve(v int, n int64) bool {
-	c.makeDiskRoom(n)
 	c.mu.Lock()
 	gone, ok := c.makeRoom(n, v)
 	c.mu.Unlock()
@@ -299,26 +309,36 @@ const diskSlack = 64 << 20
 
 // makeDiskRoom removes files of earlier formats, oldest first, while the disk has less than n
 // bytes and diskSlack free: they are kept while there is room, and are the first to go when
-// there is not.
+// there is not. Only the writer calls it (once a batch), without mu; it looks for them on disk
+// then, which is rare: the disk full, with files of an earlier format there.
 func (c *Store) makeDiskRoom(n int64) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.old) == 0 {
+	none := c.oldFiles == 0
+	c.mu.Unlock()
+	if none {
 		return
 	}
 	free, err := c.free()
-	if err != nil {
+	if err != nil || free >= n+diskSlack {
 		return
 	}
-	for len(c.old) > 0 && free < n+diskSlack {
-		f := c.old[0]
-		c.old = c.old[1:]
-		c.oldBytes -= f.size
-		if err := os.Remove(f.path); err == nil {
-			free += f.size
-			c.stats.OldRemoved++
-			c.log.Info("training copy: removed a file of an earlier format, the disk being full", "file", f.path, "bytes", f.size)
+	var old []oldFile
+	oldVersions(filepath.Join(c.opts.Dir, diskstore.FramesDir), func(f oldFile) { old = append(old, f) })
+	slices.SortFunc(old, func(a, b oldFile) int { return cmp.Compare(a.mod, b.mod) })
+	for _, f := range old {
+		if free >= n+diskSlack {
+			break
 		}
+		if err := os.Remove(f.path); err != nil {
+			continue
+		}
+		free += f.size
+		c.log.Info("training copy: removed a file of an earlier format, the disk being full", "file", f.path, "bytes", f.size)
+		c.mu.Lock()
+		c.oldFiles--
+		c.oldBytes -= f.size
+		c.stats.OldRemoved++
+		c.mu.Unlock()
 	}
 }
 

@@ -16,32 +16,39 @@ import (
 
 // budgetShare is the share of a clip's decode that each sample read lets whole videos' decodes
 // spend beyond what the copy saves: reading costs at most about this much more CPU than decoding
-// the clips would (docs/design.md aims at 0.3; the rest is margin for what the estimates miss:
-// keeping frames, the writer, reading from the copy).
+// its clips would. The bound is 0.3; the rest is margin for what the budget does not see
+// (keeping each decoded sample's frames is paid from it; the writer's appending is not).
 const budgetShare = 0.25
+
+// budgetKeep is how long tokens last: what is not spent fades (by e, every budgetKeep), so that
+// a batch of reads, whose grants come at once, is spent over the chunks that follow, and what one
+// stretch of reading granted is not spent on another much later.
+const budgetKeep = 2 * time.Second
 
 // budget is what whole-video decodes under --copy-fill auto may spend, in CPU time. Each sample a
 // reader reads grants budgetShare of a clip's decode, and each one the copy served the decode it
 // saved; reading from the copy, and keeping frames in it, are paid for as they happen. Grants
 // follow the readers, not the loads ahead of them, so that they come at the pace of the reading.
-// A whole decode goes a chunk at a time, each once the tokens cover what a chunk is expected to
-// take, and pays what it took; it waits (paused) meanwhile. What is not spent fades
-// (budgetKeep), so that no stretch of reading pays much for another's.
+// A whole decode goes a chunk at a time: one chunk of all the whole decodes at once, when the
+// tokens are above zero, paying what it took afterwards (the tokens may go below zero, and the
+// next chunk waits until grants bring them back); a whole decode waiting for it is paused, and
+// loads do not wait on it. No estimate of a chunk's cost gates it, so no costly chunk can stall
+// the fills: each stretch of reading pays for at most one chunk more than it granted.
 type budget struct {
-	chunk int // units a chunk of a whole decode converts
 	// mu guards everything below. LOCK ORDERING: taken alone.
 	mu      sync.Mutex
 	clip    time.Duration // a clip's decode, moving average; 0: none decoded yet
-	perUnit time.Duration // a whole decode's CPU per unit, moving average; 0: none yet
+	chunk   time.Duration // a chunk of a whole decode, moving average (for the stats)
 	tokens  time.Duration // what whole decodes may spend now (below 0: owed)
+	busy    bool          // a budgeted chunk is being decoded
 	open    bool          // no bound any more: vidfs copy asked for every video
-	changed chan struct{} // closed, and replaced, when the tokens grow or the bound is lifted
+	changed chan struct{} // closed, and replaced, when the tokens grow, a chunk ends or the bound is lifted
 	faded   time.Time     // when the tokens last faded
 	granted time.Duration // in all, for the stats
 	spent   time.Duration
 }
 
-func newBudget(chunk int) *budget { return &budget{chunk: chunk, changed: make(chan struct{})} }
+func newBudget() *budget { return &budget{changed: make(chan struct{})} }
 
 // decoded counts a clip decoded for a reader, which took cpu: what a clip's decode costs.
 func (b *budget) decoded(cpu time.Duration) {
@@ -62,15 +69,15 @@ func (b *budget) read(fromCopy bool) {
 	if fromCopy {
 		share++
 	}
-	b.grant(time.Duration(share * float64(b.clip)))
+	d := time.Duration(share * float64(b.clip))
+	b.fade()
+	b.granted += d
+	b.tokens += d
+	b.signal()
 }
 
-// budgetKeep is how long tokens last: what is not spent fades (by e, every budgetKeep), so that
-// a batch of reads, whose grants come at once, is spent over the chunks that follow, and what one
-// stretch of reading granted is not spent on another much later.
-const budgetKeep = 2 * time.Second
-
-// fade lets the tokens fade for the time since they last did. Called with mu held.
+// fade lets the tokens above zero fade for the time since they last did (debts do not). Called
+// with mu held.
 func (b *budget) fade() {
 	now := time.Now()
 	if b.tokens > 0 && !b.faded.IsZero() {
@@ -79,11 +86,8 @@ func (b *budget) fade() {
 	b.faded = now
 }
 
-// grant adds d to the tokens. Called with mu held.
-func (b *budget) grant(d time.Duration) {
-	b.fade()
-	b.granted += d
-	b.tokens += d
+// signal wakes what waits for the budget. Called with mu held.
+func (b *budget) signal() {
 	close(b.changed)
 	b.changed = make(chan struct{})
 }
@@ -97,26 +101,19 @@ func (b *budget) spend(d time.Duration) {
 	b.spent += d
 }
 
-// chunkCost is what a chunk of a whole decode is expected to take: as chunks took so far, or
-// before any has, what converting as many frames of a clip did. Called with mu held.
-func (b *budget) chunkCost() time.Duration {
-	if b.perUnit > 0 {
-		return b.perUnit * time.Duration(b.chunk)
-	}
-	return b.clip
-}
-
-// ready tells whether the tokens cover a chunk of a whole decode now (or the bound is lifted).
+// ready tells whether a chunk of a whole decode could start now: the tokens are above zero (or
+// the bound is lifted).
 func (b *budget) ready() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.fade()
-	return b.open || b.clip > 0 && b.tokens >= b.chunkCost()
+	return b.open || b.clip > 0 && b.tokens > 0
 }
 
-// await waits until the tokens cover a chunk, or ctx is done; paused is told when it starts
-// waiting and when it stops.
-func (b *budget) await(ctx context.Context, paused func(bool)) error {
+// take waits until a chunk may start (the tokens above zero, no other budgeted chunk under way),
+// or ctx is done, and marks one started; the caller pays for it with paid. paused is told when it
+// starts waiting and when it stops. With the bound lifted it returns at once, marking nothing.
+func (b *budget) take(ctx context.Context, paused func(bool)) (budgeted bool, err error) {
 	waited := false
 	defer func() {
 		if waited {
@@ -126,9 +123,14 @@ func (b *budget) await(ctx context.Context, paused func(bool)) error {
 	for {
 		b.mu.Lock()
 		b.fade()
-		if b.open || b.clip > 0 && b.tokens >= b.chunkCost() {
+		if b.open {
 			b.mu.Unlock()
-			return nil
+			return false, nil
+		}
+		if b.clip > 0 && b.tokens > 0 && !b.busy {
+			b.busy = true
+			b.mu.Unlock()
+			return true, nil
 		}
 		changed := b.changed
 		b.mu.Unlock()
@@ -139,24 +141,25 @@ func (b *budget) await(ctx context.Context, paused func(bool)) error {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 }
 
-// paid counts a chunk of a whole decode that took cpu for units.
-func (b *budget) paid(cpu time.Duration, units int) {
+// paid pays for a chunk of a whole decode that took cpu (budgeted: take marked it started).
+func (b *budget) paid(cpu time.Duration, budgeted bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tokens -= cpu
 	b.spent += cpu
-	if units > 0 {
-		u := cpu / time.Duration(units)
-		if b.perUnit == 0 {
-			b.perUnit = u
-		} else {
-			b.perUnit += (u - b.perUnit) * 3 / 10
-		}
+	if b.chunk == 0 {
+		b.chunk = cpu
+	} else {
+		b.chunk += (cpu - b.chunk) / 10
+	}
+	if budgeted {
+		b.busy = false
+		b.signal()
 	}
 }
 
@@ -166,8 +169,7 @@ func (b *budget) lift() {
 	defer b.mu.Unlock()
 	if !b.open {
 		b.open = true
-		close(b.changed)
-		b.changed = make(chan struct{})
+		b.signal()
 	}
 }
 
@@ -176,7 +178,7 @@ func (b *budget) state() wire.FillBudget {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return wire.FillBudget{Seconds: b.tokens.Seconds(), GrantedSeconds: b.granted.Seconds(), SpentSeconds: b.spent.Seconds(),
-		ClipSeconds: b.clip.Seconds(), ChunkSeconds: b.chunkCost().Seconds()}
+		ClipSeconds: b.clip.Seconds(), ChunkSeconds: b.chunk.Seconds()}
 }
 
 // threadCPU is the CPU time the calling thread has used (the caller is locked to its thread).

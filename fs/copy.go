@@ -35,8 +35,13 @@ type trainingCopy struct {
 	fills             *fills
 	budget            *budget // --copy-fill auto's; nil in the other modes
 	// served holds, under auto, a bit per sample: its last load was served from the copy, for
-	// the budget's grant when a reader reads it.
-	served bits
+	// the budget's grant when a reader reads it; seen, a bit per video: a sample of it was
+	// loaded this mount (a video loaded again is read across epochs: wantedAgain).
+	served, seen bits
+	// neededMu guards needed: how many frames the samples of a video of each length use.
+	// LOCK ORDERING: taken alone.
+	neededMu sync.Mutex
+	needed   map[int]int
 	// wait is how long a load waits for the writer when its backlog is full before the frames
 	// it keeps are dropped (counted: Stats.Full); they are kept by a later decode then.
 	wait time.Duration
@@ -110,6 +115,20 @@ func (t *trainingCopy) otherPath(v int, p decode.Path, k diskstore.Key) bool {
 	return k == t.f.videoKey(v, other)
 }
 
+// neededOf is how many frames video v's samples use: counted once a video length (a video's
+// samples follow from its length alone), not on every load.
+func (t *trainingCopy) neededOf(f *FS, v int) int {
+	n := f.lay.Videos[v].Frames
+	t.neededMu.Lock()
+	defer t.neededMu.Unlock()
+	if c, ok := t.needed[n]; ok {
+		return c
+	}
+	_, c := f.needBits(v, nil)
+	t.needed[n] = c
+	return c
+}
+
 // whole tells whether the copy holds every frame video v's samples use, as counted.
 func (t *trainingCopy) whole(v int) bool { return t.c.Whole(v) }
 
@@ -168,8 +187,8 @@ func (f *FS) openCopy(cfg Config, workers int) error {
 	}
 	t := &trainingCopy{c: c, f: f, prefix: keyPrefix(f.out), mode: cfg.Fill, wait: keepWait}
 	if cfg.Fill == FillAuto {
-		t.budget = newBudget(max(1, min(fillChunk, fillBytes/f.out.FrameBytes())))
-		t.served = newBits(f.lay.Len())
+		t.budget = newBudget()
+		t.served, t.seen, t.needed = newBits(f.lay.Len()), newBits(len(f.lay.Videos)), map[int]int{}
 	}
 	f.copy = t
 	t.fills = newFills(f, fillSlots(workers))
@@ -260,6 +279,9 @@ func (b bits) set(i int, on bool) {
 		b[i/64].And(^uint64(1 << (i % 64)))
 	}
 }
+
+// has says whether bit i is set.
+func (b bits) has(i int) bool { return b[i/64].Load()&(1<<(i%64)) != 0 }
 
 // take clears bit i and says whether it was set.
 func (b bits) take(i int) bool { return b[i/64].And(^uint64(1<<(i%64)))&(1<<(i%64)) != 0 }

@@ -81,6 +81,12 @@ func TestCopyServesDecodedBytes(t *testing.T) {
 			s.spec.FPS = layout.Rate{Num: 15, Den: 1}
 		}, nil},
 		{"short videos padded", func(s *mountSetup) { s.spec.Frames, s.spec.Stride, s.spec.PadShort = 16, 3, true }, nil},
+		// At 15 fps a 30 fps video's last unit shows its last frame but one: a padded unit shows
+		// its last frame, as a padded sample's decode repeats it.
+		{"padded at a rate", func(s *mountSetup) {
+			s.files = map[string]string{"a/tick30.mp4": "tick30.mp4", "a/cfr30.mp4": "cfr30.mp4", "b/vfr.mkv": "vfr.mkv"}
+			s.spec.Frames, s.spec.Stride, s.spec.PadShort, s.spec.FPS = 8, 3, true, layout.Rate{Num: 15, Den: 1}
+		}, nil},
 		{"clips per video", func(s *mountSetup) { s.spec.ClipsPerVideo = 3 }, nil},
 	} {
 		codecs := tc.codecs
@@ -278,7 +284,8 @@ func TestCopyDamageAndChange(t *testing.T) {
 func TestCopyKeepsFramesPassed(t *testing.T) {
 	// Starts every 2 frames, frames 2 apart: the even frames. gop16.mp4 has a keyframe every 16.
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 2, Height: 32, Width: 48}
-	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames}
+	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30,
+		keep: KeepFrames, fill: FillClips}
 	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
 	// Sample 4 holds frames 8-14; its decode starts at frame 0 and passes 0, 2, 4 and 6.
@@ -300,7 +307,8 @@ func TestCopyKeepsFramesPassed(t *testing.T) {
 // when it comes to one, not decoded; frames kept a moment ago and not yet written are served too.
 func TestCopyAskedAgainAtLoad(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 2, Height: 32, Width: 48}
-	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames}
+	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30,
+		keep: KeepFrames, fill: FillClips}
 	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
 	// Sample 46 holds frames 92-98; its decode starts at the keyframe at 80 and keeps 80-86,

@@ -77,7 +77,9 @@ func (fl *wholeFill) pause(on bool) {
 func (fl *wholeFill) waitFor(ctx context.Context, first, last, ahead int) bool {
 	for {
 		fl.mu.Lock()
-		if fl.start <= first && last < fl.hi || last < fl.lo {
+		// Covered: [first, last] within [start, hi) of the first pass and [0, lo) of the second,
+		// which ends where the first began.
+		if last < fl.lo || last < fl.hi && (first >= fl.start || fl.lo >= fl.start) {
 			fl.mu.Unlock()
 			return true
 		}
@@ -123,6 +125,9 @@ func (f *FS) fillVideo(ctx context.Context, fl *wholeFill) error {
 	r := &filler{f: f, fl: fl, v: v, info: info, spec: f.lay.Spec, extent: f.copyExtent(v), step: fillStride(f.lay.Spec),
 		fb: f.out.FrameBytes(), window: info.RefWindow(), path: -1, b: b}
 	b.need, r.needed = f.needBits(v, b.need)
+	if f.copy.c.Claim(v, f.heldKey(v), b.need); f.copy.c.Whole(v) {
+		return nil // whole from an earlier mount (counted now, if it was not yet)
+	}
 	r.n = min(r.extent, f.lay.Videos[v].Frames)
 	r.chunk = max(1, min(fillChunk, fillBytes/r.fb))
 	b.chunk = grow(b.chunk, r.chunk*r.fb)
@@ -254,8 +259,10 @@ func (r *filler) decode(ctx context.Context, a, b int) error {
 // (auto), charges its CPU to the budget, and checks it came from the fill's decode path.
 func (r *filler) decodeClip(ctx context.Context, c decode.Clip, k int) error {
 	b := r.f.copy.budget
+	budgeted := false
 	if b != nil {
-		if err := b.await(ctx, r.fl.pause); err != nil {
+		var err error
+		if budgeted, err = b.take(ctx, r.fl.pause); err != nil {
 			return err
 		}
 	}
@@ -264,7 +271,7 @@ func (r *filler) decodeClip(ctx context.Context, c decode.Clip, k int) error {
 	began := threadCPU()
 	err := r.f.cfg.Decoder.DecodeClip(ctx, r.info, c, r.f.out, r.b.chunk[:k*r.fb])
 	if b != nil {
-		b.paid(threadCPU()-began, k)
+		b.paid(threadCPU()-began, budgeted)
 	}
 	if err != nil {
 		return err
@@ -336,12 +343,21 @@ func (r *filler) tail(ctx context.Context) error {
 }
 
 // put puts frames of units in the copy, waiting for the writer while it is behind rather than
-// decode what would not be written.
+// decode what would not be written; the fill is paused meanwhile, so that no load waits on it.
 func (r *filler) put(ctx context.Context, units []int, frames []byte) error {
 	if len(units) == 0 {
 		return nil
 	}
-	if !r.f.copy.put(ctx, r.v, r.path, r.key, r.needed, r.extent, units, frames, time.Hour) {
+	t := r.f.copy
+	if t.put(ctx, r.v, r.path, r.key, r.needed, r.extent, units, frames, 0) {
+		return nil
+	}
+	if k, ok := t.c.Key(r.v); ok && k != r.key && t.otherPath(r.v, r.path, k) {
+		return errOtherPath
+	}
+	r.fl.pause(true)
+	defer r.fl.pause(false)
+	if !t.put(ctx, r.v, r.path, r.key, r.needed, r.extent, units, frames, time.Hour) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -26,7 +26,8 @@ type fills struct {
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
 	wake  chan struct{} // a fill ended, or FillAll asked for more
-	// mu guards everything below. LOCK ORDERING: taken alone, or before a fill's own mu.
+	// mu guards everything below. LOCK ORDERING: taken before the training copy's store's
+	// (framestore.Store.Whole) and a fill's own; nothing else is called with it held.
 	mu      sync.Mutex
 	running map[int]*wholeFill
 	tried   []uint64 // a bit per video: decoded whole this mount (or tried): not again
@@ -195,16 +196,13 @@ func (fs *fills) isTried(v int) bool {
 	return fs.tried[v/64]&(1<<(v%64)) != 0
 }
 
-// queued is how many videos FillAll has still to start, and running how many fills run.
+// counts says how many videos FillAll has still to go through (some of which may turn out whole
+// or tried already), how many fills run, and how many started and ended early.
 func (fs *fills) counts() (queued, running int, started, failed int64) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.all >= 0 {
-		for v := fs.all; v < len(fs.f.lay.Videos); v++ {
-			if fs.tried[v/64]&(1<<(v%64)) == 0 {
-				queued++
-			}
-		}
+		queued = len(fs.f.lay.Videos) - fs.all
 	}
 	return queued, len(fs.running), fs.started, fs.failed
 }

@@ -12,8 +12,10 @@
 // Load do for a sample), keep.go (what the disk keeps, samples or frames, and with which codec),
 // tier.go (the disk tier's keys, tagging and stats), copy.go (the training copy's keys, reads,
 // writes and stats), keeper.go (frames a decode passes through, kept for the copy), fill.go
-// (decoding whole videos into the copy: --copy-fill videos, .vidfs/fill), interfaces.go (what
-// each node answers, checked by the compiler) and mount.go (mounting and unmounting).
+// (decoding one video whole into the copy), fills.go (which videos are decoded whole and when:
+// --copy-fill, vidfs copy's .vidfs/fill), budget.go (what --copy-fill auto may spend on them),
+// interfaces.go (what each node answers, checked by the compiler) and mount.go (mounting and
+// unmounting).
 package fs
 
 import (

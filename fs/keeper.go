@@ -27,13 +27,15 @@ func (t *trainingCopy) keeper(f *FS, v int) *passKeeper {
 	if !ok {
 		k = &passKeeper{}
 	}
-	k.need, k.needed = f.needBits(v, k.need)
 	k.max, k.fb = f.lay.Spec.Frames, f.out.FrameBytes()
 	if t.mode == FillAuto {
 		// Under auto the copy takes each sample's own frames, and whole videos within the
 		// budget: converting the frames a decode passes would cost each clip's decode more than
-		// the budget reckons it at, and the whole videos come to hold them anyway.
-		k.max = 0
+		// the budget reckons it at, and the whole videos come to hold them anyway. So no frame
+		// is wanted, and what the copy needs of the video is counted once a video length.
+		k.max, k.need, k.needed = 0, k.need[:0], t.neededOf(f, v)
+	} else {
+		k.need, k.needed = f.needBits(v, k.need)
 	}
 	k.units, k.frames = k.units[:0], slices.Grow(k.frames[:0], k.max*k.fb) // grown once, not by doubling
 	k.own = !f.lay.Spec.FPS.Set()

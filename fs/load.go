@@ -51,6 +51,9 @@ func (f *FS) fetchSample(ctx context.Context, i int, buf []byte) cache.Fetched {
 func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
 	var keep *passKeeper
 	if f.copy != nil && f.current(i) {
+		if f.copy.seen != nil {
+			defer f.copy.seen.set(f.lay.Sample(i).Video, true) // after wantedAgain asked
+		}
 		// Asked again: the cache asked the copy when the sample was queued, and its frames may
 		// have come since (kept by the decodes of other samples, or a whole video's), while it
 		// waited for a decoder, as samples planned an epoch ahead do.
@@ -130,12 +133,21 @@ func (f *FS) fillFor(ctx context.Context, i int) bool {
 	return fl.waitFor(ctx, first, last, ahead)
 }
 
-// wantedAgain tells whether the plans read sample i's video again after it: another of its
-// samples is due (a plan holding the next epoch's clips, or every clip), so that decoding the
-// video whole pays.
+// wantedScan bounds the samples of a video wantedAgain asks the plans about.
+const wantedScan = 256
+
+// wantedAgain tells whether sample i's video is read again after it, so that decoding it whole
+// pays: a sample of it was loaded before in this mount, or another of its samples is due in the
+// plans (a plan holding the next epoch's clips, or every clip; of a video with many samples,
+// wantedScan of them, spread over it, are asked).
 func (f *FS) wantedAgain(i int) bool {
-	first, end := f.lay.VideoSamples(f.lay.Sample(i).Video)
-	for j := first; j < end; j++ {
+	v := f.lay.Sample(i).Video
+	if t := f.copy; t.seen != nil && t.seen.has(v) {
+		return true
+	}
+	first, end := f.lay.VideoSamples(v)
+	every := max(1, (end-first+wantedScan-1)/wantedScan)
+	for j := first; j < end; j += every {
 		if j != i && f.plans.Due(j) >= 0 {
 			return true
 		}

@@ -27,11 +27,11 @@ const (
 func LockDir(dir string) (*os.File, error) {
 	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("disk tier: %w", err)
+		return nil, fmt.Errorf("--cache-dir %s: %w", dir, err)
 	}
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("disk tier %s is in use by another vidfs mount (give each mount a directory of its own): %w", dir, err)
+		return nil, fmt.Errorf("--cache-dir %s is in use by another vidfs mount (give each mount a directory of its own): %w", dir, err)
 	}
 	return lock, nil
 }

@@ -51,7 +51,8 @@ type WriterOptions[M any] struct {
 }
 
 // Writer writes a store's jobs in the order they were put, on a goroutine of its own at a low
-// priority, so that Put never waits. It is safe for concurrent use.
+// priority, so that its callers need not wait for the disk: Put never waits, PutBuffer as long as
+// it is told. It is safe for concurrent use.
 type Writer[M any] struct {
 	opts WriterOptions[M]
 	bufs *Buffers
