@@ -65,7 +65,7 @@ def tier_rounds(source, index, rounds, codecs):
             rows["none_later_vidfs_cpu"].append(vcpu)
         for c in codecs if r % 2 == 0 else codecs[::-1]:
             tdir = tempfile.mkdtemp(prefix="vidfs-tier-", dir=run.CACHE)
-            flags = ["--cache-dir", tdir, "--cache-disk", "8GiB", "--cache-disk-codec", c]
+            flags = ["--cache-dir", tdir, "--cache-disk", "8GiB", "--cache-keep", "samples", "--cache-disk-codec", c]
             try:
                 with run.Mounted(source, flags) as m:
                     res = trainer("vidfs-plan", m.dir, source, 3, pid=m.proc.pid)

@@ -102,7 +102,7 @@ def fill_tier(source, tdir, codec, order, size):
     after reading again until the tier holds every sample."""
     extra = ["--cache-mem", "64MiB"]
     if codec:
-        extra += ["--cache-dir", tdir, "--cache-disk", "8GiB", "--cache-disk-codec", codec]
+        extra += ["--cache-dir", tdir, "--cache-disk", "8GiB", "--cache-keep", "samples", "--cache-disk-codec", codec]
     with run.Mounted(source, extra, name="mnt-hits") as m:
         write_plan(m.dir, order)
         r = read(os.path.join(m.dir, "clips.raw"), order, size, m.proc.pid)
@@ -171,7 +171,7 @@ def measure(source, rounds, codecs, max_pages=None):
                 else:
                     c = k.split()[1]
                     with run.Mounted(source, ["--cache-mem", "64MiB", "--cache-dir", tiers[c], "--cache-disk", "8GiB",
-                                              "--cache-disk-codec", c], name="mnt-hits") as m:
+                                              "--cache-keep", "samples", "--cache-disk-codec", c], name="mnt-hits") as m:
                         write_plan(m.dir, order)
                         res = read(os.path.join(m.dir, "clips.raw"), order, size, m.proc.pid)
                         st = stats(m.dir)

@@ -80,7 +80,7 @@ func frameIndices(t *testing.T, sample []byte, dispW, dispH int) []int {
 // mount at another rate does not read the tier's entries.
 func TestFPSMount(t *testing.T) {
 	src, tierDir := linkSources(t, fpsSources), t.TempDir()
-	mountFlags := append([]string{"--cache-mem", "16MiB", "--workers", "2", "--cache-dir", tierDir, "--cache-disk", "256MiB"}, fpsLayout...)
+	mountFlags := append([]string{"--cache-mem", "16MiB", "--workers", "2", "--cache-dir", tierDir, "--cache-disk", "256MiB", "--cache-keep", "samples"}, fpsLayout...)
 	mp := startMount(t, src, mountFlags...)
 	if log := mp.log(); !strings.Contains(log, `msg="video timed by its average frame rate" file=cut/old.avi`) || strings.Count(log, "timed by its average") != 1 {
 		t.Errorf("the AVI's timing is not said once in the log:\n%s", log)

@@ -171,9 +171,12 @@ func TestMountMemoryBound(t *testing.T) {
 	for _, codec := range tier.Codecs {
 		t.Run("disk tier "+codec.String(), func(t *testing.T) {
 			// Two epochs to warm up: the first decodes and writes the tier, the second reads it back.
-			memoryBound(t, 2, "--cache-dir", t.TempDir(), "--cache-disk", "1GiB", "--cache-disk-codec", codec.String())
+			memoryBound(t, 2, "--cache-dir", t.TempDir(), "--cache-disk", "1GiB", "--cache-keep", "samples", "--cache-disk-codec", codec.String())
 		})
 	}
+	// The training copy, with its defaults (these samples share frames: auto keeps frames, and
+	// fills whole videos read again within its budget).
+	t.Run("training copy", func(t *testing.T) { memoryBound(t, 2, "--cache-dir", t.TempDir(), "--cache-disk", "1GiB") })
 }
 
 // memoryBound reads a mount for warm epochs, which fill the cache and run every part (each
@@ -1000,7 +1003,7 @@ func TestMountMemoryPartsTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	mp := startMount(t, makeSource(t), "--cache-mem", "24MiB", "--workers", "2", "--frames", "8", "--stride", "2", "--step", "8",
-		"--size", "128x128", "--probe-cache", "", "--cache-dir", link, "--cache-disk", "1GiB", "--cache-disk-codec", "none")
+		"--size", "128x128", "--probe-cache", "", "--cache-dir", link, "--cache-disk", "1GiB", "--cache-keep", "samples", "--cache-disk-codec", "none")
 	readEvery(t, mp.dir, 2) // the second epoch from the tier
 	st := mountStats(t, mp.dir)
 	mapped := tierRss(t, mp.cmd.Process.Pid, real)

@@ -126,8 +126,8 @@ func TestS3MountMatchesLocal(t *testing.T) {
 	}{
 		{"no plan", false, nil},
 		{"plan", true, nil},
-		{"disk tier", true, []string{"--cache-dir", tierDir}},
-		{"disk tier again", false, []string{"--cache-dir", tierDir}},
+		{"disk tier", true, []string{"--cache-dir", tierDir, "--cache-keep", "samples"}},
+		{"disk tier again", false, []string{"--cache-dir", tierDir, "--cache-keep", "samples"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := startMount(t, "s3://train/ds", bucketArgs(p, c.args...)...)
