@@ -26,21 +26,25 @@ const budgetShare = 0.25
 const budgetKeep = 2 * time.Second
 
 // budget is what whole-video decodes under --copy-fill auto may spend, in CPU time. Each sample a
-// reader reads grants budgetShare of a clip's decode, and each one the copy served the decode it
-// saved; reading from the copy, and keeping frames in it, are paid for as they happen. Grants
-// follow the readers, not the loads ahead of them, so that they come at the pace of the reading.
-// A whole decode goes a chunk at a time: one chunk of all the whole decodes at once, when the
-// tokens are above zero, paying what it took afterwards (the tokens may go below zero, and the
-// next chunk waits until grants bring them back); a whole decode waiting for it is paused, and
-// loads do not wait on it. No estimate of a chunk's cost gates it, so no costly chunk can stall
-// the fills: each stretch of reading pays for at most one chunk more than it granted.
+// reader reads grants budgetShare of a clip's decode (its moving average), and each one the copy
+// served the decode it saved too; reading from the copy, and keeping frames in it, are paid for
+// as they happen. Grants follow the readers, not the loads ahead of them (a plan's prefetch of an
+// epoch from the copy comes in one burst, and decodes run ahead into the next epoch), so that
+// they come at the pace of the reading.
+// A whole decode goes a chunk at a time: a chunk starts when the tokens are above what the
+// chunks under way are expected to take (their running average), and pays what it took
+// afterwards (the tokens may go below zero, and the next chunk waits until grants bring them
+// back); a whole decode waiting for it is paused, and loads do not wait on it. The estimate only
+// spreads the tokens over the whole decodes under way: the first chunk of all always starts on
+// tokens above zero, so that no costly chunk can stall the fills, and each stretch of reading
+// pays for at most a chunk more than it granted for each whole decode under way.
 type budget struct {
 	// mu guards everything below. LOCK ORDERING: taken alone.
 	mu      sync.Mutex
 	clip    time.Duration // a clip's decode, moving average; 0: none decoded yet
 	chunk   time.Duration // a chunk of a whole decode, moving average (for the stats)
 	tokens  time.Duration // what whole decodes may spend now (below 0: owed)
-	busy    bool          // a budgeted chunk is being decoded
+	busy    int           // budgeted chunks being decoded
 	open    bool          // no bound any more: vidfs copy asked for every video
 	changed chan struct{} // closed, and replaced, when the tokens grow, a chunk ends or the bound is lifted
 	faded   time.Time     // when the tokens last faded
@@ -61,7 +65,8 @@ func (b *budget) decoded(cpu time.Duration) {
 	}
 }
 
-// read counts a sample a reader read; fromCopy says the copy served it (no decode).
+// read counts a sample a reader read: it grants budgetShare of a clip's decode, and if the copy
+// served it (fromCopy), the decode it saved too.
 func (b *budget) read(fromCopy bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -69,7 +74,11 @@ func (b *budget) read(fromCopy bool) {
 	if fromCopy {
 		share++
 	}
-	d := time.Duration(share * float64(b.clip))
+	b.grant(time.Duration(share * float64(b.clip)))
+}
+
+// grant adds d to the tokens and wakes what waits for them. Called with mu held.
+func (b *budget) grant(d time.Duration) {
 	b.fade()
 	b.granted += d
 	b.tokens += d
@@ -110,7 +119,7 @@ func (b *budget) ready() bool {
 	return b.open || b.clip > 0 && b.tokens > 0
 }
 
-// take waits until a chunk may start (the tokens above zero, no other budgeted chunk under way),
+// take waits until a chunk may start (the tokens above what the chunks under way will take),
 // or ctx is done, and marks one started; the caller pays for it with paid. paused is told when it
 // starts waiting and when it stops. With the bound lifted it returns at once, marking nothing.
 func (b *budget) take(ctx context.Context, paused func(bool)) (budgeted bool, err error) {
@@ -127,8 +136,8 @@ func (b *budget) take(ctx context.Context, paused func(bool)) (budgeted bool, er
 			b.mu.Unlock()
 			return false, nil
 		}
-		if b.clip > 0 && b.tokens > 0 && !b.busy {
-			b.busy = true
+		if b.clip > 0 && b.tokens > time.Duration(b.busy)*b.chunkCost() {
+			b.busy++
 			b.mu.Unlock()
 			return true, nil
 		}
@@ -158,9 +167,18 @@ func (b *budget) paid(cpu time.Duration, budgeted bool) {
 		b.chunk += (cpu - b.chunk) / 10
 	}
 	if budgeted {
-		b.busy = false
+		b.busy--
 		b.signal()
 	}
+}
+
+// chunkCost is what a chunk of a whole decode is expected to take: as chunks took lately, or
+// before any has, a clip's decode. Called with mu held.
+func (b *budget) chunkCost() time.Duration {
+	if b.chunk > 0 {
+		return b.chunk
+	}
+	return b.clip
 }
 
 // lift lifts the bound: vidfs copy asked for every video whole, whatever it costs.

@@ -131,9 +131,9 @@ func (f *FS) FillAll() bool {
 	return true
 }
 
-// dispatch starts the background fills: the videos FillAll asked for, in order, and under auto
-// the plans' next videos the budget allows, each at a low priority (nice 10), so that readers'
-// decodes come first.
+// dispatch starts the background fills: the videos FillAll asked for, in order, at a low
+// priority (nice 10), so that readers' decodes come first, and under auto the plans' next videos
+// the budget allows.
 func (fs *fills) dispatch() {
 	defer fs.wg.Done()
 	var tick <-chan time.Time
@@ -150,20 +150,23 @@ func (fs *fills) dispatch() {
 		case <-tick:
 		}
 		for fs.ctx.Err() == nil {
-			v := fs.next()
-			if v < 0 || fs.tryStart(v, 0, true) == nil {
+			v, nice := fs.next()
+			if v < 0 || fs.tryStart(v, 0, nice) == nil {
 				break
 			}
 		}
 	}
 }
 
-// next returns the next video to decode whole in the background, or -1: FillAll's next video
-// not whole, or under auto, with the budget allowing, the soonest planned video not whole.
-func (fs *fills) next() int {
+// next returns the next video to decode whole in the background, or -1, and whether to decode
+// it at a low priority: FillAll's next video not whole (at nice 10: vidfs copy fills in the time
+// the readers leave), or under auto, with the budget allowing, the soonest planned video not
+// whole (at the readers' priority: the budget bounds what it takes, and at nice 10 beside
+// readers that keep every core busy it would hold its slot for ever).
+func (fs *fills) next() (int, bool) {
 	f := fs.f
 	if len(fs.slots) == cap(fs.slots) {
-		return -1
+		return -1, false
 	}
 	fs.mu.Lock()
 	for fs.all >= 0 && fs.all < len(f.lay.Videos) {
@@ -171,23 +174,23 @@ func (fs *fills) next() int {
 		fs.all++
 		if fs.tried[v/64]&(1<<(v%64)) == 0 && !f.copy.whole(v) {
 			fs.mu.Unlock()
-			return v
+			return v, true
 		}
 	}
 	fs.all = -1
 	fs.mu.Unlock()
 	b := f.copy.budget
 	if b == nil || !b.ready() {
-		return -1
+		return -1, false
 	}
 	var buf [64]int
 	for _, i := range f.plans.Upcoming(buf[:0], len(buf)) {
 		v := f.lay.Sample(i).Video
 		if !fs.isTried(v) && !f.copy.whole(v) && f.current(i) && f.wantedAgain(i) {
-			return v
+			return v, false
 		}
 	}
-	return -1
+	return -1, false
 }
 
 func (fs *fills) isTried(v int) bool {

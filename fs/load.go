@@ -88,7 +88,9 @@ func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
 	if f.tier != nil && f.current(i) {
 		f.tier.t.Put(f.sampleKey(i), i, buf)
 	}
-	if keep != nil && f.current(i) {
+	// Under auto, keeping the sample's frames is paid from the budget too (compressing them may
+	// cost as much as the decode did): done only while it has tokens.
+	if keep != nil && f.current(i) && (b == nil || b.ready()) {
 		began = threadCPU()
 		f.keepFrames(ctx, i, path, buf, keep)
 		if b != nil {
