@@ -38,6 +38,7 @@ def measure(n, seconds, readers):
     copydir = tempfile.mkdtemp(prefix="vidfs-copymem-", dir=scale.CACHE)
     try:
         with scale.Mounted(src, probe, ["--cache-dir", copydir, "--cache-disk", "64GiB"], name="copymem") as m:
+            time.sleep(2)  # the soft memory limit is set from the live heap once the mount serves
             st = m.stats()
             mem0 = st["memory"]
             out = {"videos": n, "samples": st["samples"], "ready_s": m.ready_s,

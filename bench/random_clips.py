@@ -380,7 +380,7 @@ def first_rate(run, ceil_rate):
 
 
 def section(sets, began, minutes, rounds, load):
-    L = ["<!-- random:begin -->", "## Random clips each epoch: the training copy (issue 32)", ""]
+    L = ["<!-- random:begin -->", "## Random clips each epoch: the training copy (issues 32 and 39)", ""]
     mach = machine()
     L += ["Measured %s on %s, by `make bench-random` (`bench/random_clips.py --rounds %d`, %.0f minutes; load average %s at the"
           " start, %s at the end). Median over rounds where there are several, taken in turns (the order reversed"
