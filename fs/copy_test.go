@@ -138,7 +138,7 @@ func TestCopyRandomClips(t *testing.T) {
 	// A start every frame, frames 2 apart: sample k uses frames k, k+2, k+4, k+6.
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 1, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/vp9.webm": "vp9.webm"}, spec: spec,
-		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames}
+		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames, fill: FillClips}
 	want := decoded(t, &setup)
 
 	a := mountVideos(t, setup)

@@ -89,8 +89,8 @@ func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
 		f.tier.t.Put(f.sampleKey(i), i, buf)
 	}
 	// Under auto, keeping the sample's frames is paid from the budget too (compressing them may
-	// cost as much as the decode did): done only while it has tokens.
-	if keep != nil && f.current(i) && (b == nil || b.ready()) {
+	// cost as much as the decode did), and leaves less for whole videos.
+	if keep != nil && f.current(i) {
 		began = threadCPU()
 		f.keepFrames(ctx, i, path, buf, keep)
 		if b != nil {
