@@ -321,6 +321,7 @@ func (f *FS) copyStats() *wire.CopyStats {
 	var started, failed int64
 	w.FillQueued, w.Filling, started, failed = f.copy.fills.counts()
 	w.WholeFills, w.WholeFillsFailed = started, failed
+	w.Share = f.copy.fills.shareStats()
 	if b := f.copy.budget; b != nil {
 		s := b.state()
 		w.FillBudget = &s

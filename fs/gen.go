@@ -18,6 +18,7 @@ import (
 
 	"github.com/vidfs/vidfs/internal/npy"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/placement"
 )
 
 // genFile is a read-only file whose bytes are made from the layout as they are read, only those
@@ -412,4 +413,46 @@ func videosNpy(lay *layout.Layout) *npyTable {
 				dst = dst[24:]
 			}
 		}}
+}
+
+// videosTxt is .vidfs/videos.txt: a line per video, in index.csv's order (the rows of
+// .vidfs/videos.npy), of its path relative to SRC as the placement rule hashes it
+// (placement.Name: a backslash, newline or carriage return escaped). As index.csv, the offset
+// where each line ends is kept, 8 bytes a video, and a read makes only the lines it covers.
+type videosTxt struct {
+	lay  *layout.Layout
+	once sync.Once // sets ends
+	ends []int64   // ends[v]: the offset just past video v's line
+}
+
+func (x *videosTxt) measure() {
+	x.ends = make([]int64, len(x.lay.Videos))
+	var pos int64
+	for v := range x.lay.Videos {
+		pos += int64(len(placement.Name(x.lay.Videos[v].Path))) + 1
+		x.ends[v] = pos
+	}
+}
+
+func (x *videosTxt) size() int64 {
+	x.once.Do(x.measure)
+	if len(x.ends) == 0 {
+		return 0
+	}
+	return x.ends[len(x.ends)-1]
+}
+
+func (x *videosTxt) readAt(dst []byte, off int64) error {
+	x.once.Do(x.measure)
+	v := sort.Search(len(x.ends), func(v int) bool { return x.ends[v] > off })
+	var pos int64
+	if v > 0 {
+		pos = x.ends[v-1]
+	}
+	for n := 0; n < len(dst) && v < len(x.ends); v++ {
+		line := placement.Name(x.lay.Videos[v].Path) + "\n"
+		n += copy(dst[n:], line[off+int64(n)-pos:])
+		pos = x.ends[v]
+	}
+	return nil
 }

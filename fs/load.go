@@ -130,6 +130,9 @@ func (f *FS) fillFor(ctx context.Context, i int) bool {
 	}
 	fl := t.fills.tryStart(v, first/step*step, false)
 	if fl == nil {
+		if t.mode == FillVideos {
+			t.fills.wait(v) // every slot taken: decoded whole when one frees
+		}
 		return false
 	}
 	return fl.waitFor(ctx, first, last, ahead)

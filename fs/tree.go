@@ -113,6 +113,7 @@ func (r *root) OnAdd(ctx context.Context) {
 	add(ctl, "layout.json", &genFile{f: f, name: ".vidfs/layout.json", gen: fixedBytes(jsonBytes(f.dataset()))}, syscall.S_IFREG, 11)
 	add(ctl, "labels.npy", &genFile{f: f, name: ".vidfs/labels.npy", gen: labelsNpy(lay)}, syscall.S_IFREG, 20)
 	add(ctl, "videos.npy", &genFile{f: f, name: ".vidfs/videos.npy", gen: videosNpy(lay)}, syscall.S_IFREG, 21)
+	add(ctl, "videos.txt", &genFile{f: f, name: ".vidfs/videos.txt", gen: &videosTxt{lay: lay}}, syscall.S_IFREG, 23)
 	if f.copy != nil {
 		add(ctl, "fill", &fillFile{node{f: f, mode: syscall.S_IFREG | 0o200}}, syscall.S_IFREG, 22)
 	}

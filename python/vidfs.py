@@ -15,6 +15,7 @@ exact shuffle). The classes work with torch.utils.data.DataLoader without subcla
 """
 import csv
 import errno
+import hashlib
 import io
 import json
 import math
@@ -23,7 +24,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["Mount", "Dataset", "PlanSampler"]
+__all__ = ["Mount", "Dataset", "PlanSampler", "placement"]
 
 # The version of vidfs, Python package and binary alike: the one place it is set (the binary
 # embeds this file to read it; pyproject.toml reads it too).
@@ -51,6 +52,7 @@ class Mount:
         self._index = None
         self._labels = None
         self._ranges = None
+        self._names = None
 
     def __len__(self):
         return self.layout["samples"]
@@ -127,6 +129,26 @@ class Mount:
                 count = np.diff(np.append(first, len(videos)))
             self._ranges = (first, count)
         return self._ranges
+
+    def video_names(self):
+        """Each video's path relative to the source, in clips.npy order (a row of
+        .vidfs/videos.npy each, videos without samples too), as .vidfs/videos.txt gives it: a
+        list of bytes, with a backslash as \\\\, a newline as \\n and a carriage return as \\r.
+        What placement() hashes."""
+        if self._names is None:
+            with open(os.path.join(self.path, ".vidfs", "videos.txt"), "rb") as f:
+                lines = f.read().split(b"\n")
+            if lines and lines[-1] == b"":
+                lines.pop()
+            self._names = lines
+        return self._names
+
+    def _video_table(self):
+        """.vidfs/videos.npy: a row per video of its first sample, samples and label."""
+        table = self._control("videos.npy")
+        if table is None:
+            raise OSError(errno.ENOENT, "%s/.vidfs/videos.npy: a vidfs older than this package" % self.path)
+        return table
 
     def videos(self):
         """The samples of each video, in clips.npy order: a list of lists of sample indices
@@ -231,6 +253,92 @@ def _dist_env():
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
+_PLACEMENT = b"vidfs-placement-v1"
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def _mix(z):
+    """SplitMix64's finaliser over a uint64 array (wrapping multiplication)."""
+    z = np.asarray(z, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * _M1
+        z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+def placement(names, weights, seed, nodes):
+    """The node (0 .. nodes - 1) of each video, or -1 for a video of weight 0: vidfs's placement
+    rule, version 1 (docs/usage.md, "Many nodes"; the Go twin is placement.Assign, which vidfs
+    copy --nodes uses). names are the videos' lines of .vidfs/videos.txt (bytes:
+    Mount.video_names()), weights what each weighs (its samples, or 1 a video). A pure function
+    of its arguments: rendezvous hashing with bounded loads, so that nodes hold within 1/64 of
+    an even share where there are enough videos, and a node added or lost moves about its share.
+    An int64 NumPy array."""
+    if nodes < 1:
+        raise ValueError("placement over %d nodes: want at least 1" % nodes)
+    w = np.asarray(weights, dtype=np.int64)
+    if len(w) != len(names):
+        raise ValueError("placement: %d names for %d weights" % (len(names), len(w)))
+    node = np.full(len(w), -1, dtype=np.int64)
+    vids = np.nonzero(w > 0)[0]
+    if len(vids) == 0:
+        return node
+    head = _PLACEMENT + b"\0" + str(int(seed)).encode() + b"\0"
+    keys = np.array([int.from_bytes(hashlib.sha256(head + names[v]).digest()[:8], "big") for v in vids.tolist()],
+                    dtype=np.uint64)
+    order = np.argsort(keys, kind="stable")  # positions in vids, in order of key
+    score = _mix(keys[:, None] ^ _mix(np.arange(1, nodes + 1, dtype=np.uint64))[None, :])
+    pref = np.argsort(~score, axis=1, kind="stable")  # highest score first, ties: the lower node
+    limit = -(-int(w[vids].sum()) * 65 // (64 * nodes))
+    load = np.zeros(nodes, dtype=np.int64)
+    got = np.full(len(vids), -1, dtype=np.int64)
+    wv = w[vids]
+    for r in range(nodes):
+        left = order[got[order] < 0]  # not placed yet, in order of key
+        if len(left) == 0:
+            break
+        prop = pref[left, r]
+        by = np.argsort(prop, kind="stable")  # grouped by node, in order of key within each
+        left, prop = left[by], prop[by]
+        cs = np.cumsum(wv[left])
+        starts = np.searchsorted(prop, np.arange(nodes))
+        before = np.concatenate([[0], cs])[starts]  # the weight before each node's group
+        cs = cs - before[prop] + load[prop]
+        take = cs <= limit  # a prefix of each node's proposers
+        got[left[take]] = prop[take]
+        load += np.bincount(prop[take], weights=wv[left[take]], minlength=nodes).astype(np.int64)
+    for i in order[got[order] < 0].tolist():
+        n = int(np.argmin(load))
+        got[i] = n
+        load[n] += wv[i]
+    node[vids] = got
+    return node
+
+
+def _node_env(world_size, nodes):
+    """The number of nodes: nodes if given, else torchrun's (WORLD_SIZE / LOCAL_WORLD_SIZE) or
+    Slurm's (SLURM_NNODES); and the node that the environment says this process is on (torchrun's
+    GROUP_RANK, Slurm's SLURM_NODEID), or None."""
+    env = os.environ
+    said = None
+    if "GROUP_RANK" in env:
+        said = int(env["GROUP_RANK"])
+    elif "SLURM_NODEID" in env:
+        said = int(env["SLURM_NODEID"])
+    if nodes is None:
+        if "LOCAL_WORLD_SIZE" in env:
+            local = int(env["LOCAL_WORLD_SIZE"])
+            if local < 1 or world_size % local:
+                raise ValueError("placement='node': LOCAL_WORLD_SIZE=%d does not divide the world of %d" % (local, world_size))
+            nodes = world_size // local
+        elif "SLURM_NNODES" in env:
+            nodes = int(env["SLURM_NNODES"])
+        else:
+            raise ValueError("placement='node' needs the number of nodes: give nodes=, or run under torchrun "
+                             "(LOCAL_WORLD_SIZE) or Slurm (SLURM_NNODES)")
+    return nodes, said
+
+
 def _plan_array(order):
     """A plan's sample indices as a 1-D integer NumPy array, from any iterable of them."""
     arr = np.asarray(order)
@@ -290,12 +398,25 @@ class PlanSampler:
     samples of each video, for evaluation. skip_failed leaves out the samples .vidfs/failed lists
     (then the split no longer matches DistributedSampler's, and ranks that read .vidfs/failed at
     different moments may disagree on the epoch's samples and lengths). epochs, if given, keeps the last
-    epoch from planning one after it."""
+    epoch from planning one after it.
+
+    placement="node", for a job over several nodes each with its own mount: each video is read
+    on one node for the whole run (placement(), balanced by what an epoch reads: a video's
+    samples with clips="all", the same for every video otherwise), so that each node's training
+    copy holds only its share. Each epoch the node's ranks split its samples anew; each rank
+    gets the same number (padded with the node's first ones again, or cut short with drop_last,
+    as DistributedSampler does). nodes is taken from torchrun (WORLD_SIZE / LOCAL_WORLD_SIZE) or
+    Slurm (SLURM_NNODES) unless given; ranks are numbered node by node (rank // (world_size /
+    nodes) is the node), as torchrun and Slurm number them. Each global batch then holds a part
+    from each node's share: docs/usage.md says when that matters."""
 
     def __init__(self, mount, rank=None, world_size=None, seed=0, shuffle=True, drop_last=False,
-                 clips="all", clips_per_video=1, epochs=None, name=None, skip_failed=False):
+                 clips="all", clips_per_video=1, epochs=None, name=None, skip_failed=False,
+                 placement=None, nodes=None):
         if clips not in ("all", "random", "uniform"):
             raise ValueError("clips %r: want 'all', 'random' or 'uniform'" % (clips,))
+        if placement not in (None, "node"):
+            raise ValueError("placement %r: want None or 'node'" % (placement,))
         self.mount = mount if isinstance(mount, Mount) else Mount(mount)
         env_rank, env_world = _dist_env()
         self.rank = env_rank if rank is None else rank
@@ -308,19 +429,61 @@ class PlanSampler:
         if name is None:
             name = "default" if self.world_size == 1 else "rank%d" % self.rank
         self.name = name
+        self.placement, self.nodes, self.node, self._video_node = placement, 1, 0, None
+        if placement == "node":
+            self._place(nodes)
         self.epoch = 0
         self._orders = {}  # epoch -> this rank's order, an array, for this epoch and the next
         self._written = None  # the epoch whose plan vidfs has
         self._write()  # vidfs starts decoding while the trainer sets up
 
+    def _place(self, nodes):
+        """placement="node": the node count, this rank's node, and each video's node."""
+        nodes, said = _node_env(self.world_size, nodes)
+        if nodes < 1 or self.world_size % nodes:
+            raise ValueError("placement='node': %d nodes do not divide the world of %d ranks" % (nodes, self.world_size))
+        local = self.world_size // nodes
+        self.nodes, self.node = nodes, self.rank // local
+        if said is not None and said != self.node:
+            raise ValueError("placement='node': rank %d of %d, %d a node, is on node %d, but the environment says node %d "
+                             "(GROUP_RANK or SLURM_NODEID): vidfs wants ranks numbered node by node"
+                             % (self.rank, self.world_size, local, self.node, said))
+        table = self.mount._video_table()
+        names = self.mount.video_names()
+        if len(names) != len(table):
+            raise OSError(errno.EIO, "%s: .vidfs/videos.txt has %d videos, .vidfs/videos.npy %d" % (self.mount.path, len(names), len(table)))
+        weights = table[:, 1] if self.clips == "all" else (table[:, 1] > 0).astype(np.int64)
+        self._video_node = placement(names, weights, self.seed, nodes)
+        self._agree(hashlib.sha256(b"\n".join(names)).hexdigest())
+
+    def _agree(self, digest):
+        """Under torch.distributed, that every rank places the same videos on the same nodes:
+        a ValueError naming the ranks that do not (a collective: every rank builds its sampler)."""
+        try:
+            import torch.distributed as dist
+        except ImportError:
+            return
+        if not (dist.is_available() and dist.is_initialized()):
+            return
+        mine = (self.nodes, self.world_size // self.nodes, self.seed, self.clips, digest)
+        every = [None] * self.world_size
+        dist.all_gather_object(every, mine)
+        odd = [r for r, theirs in enumerate(every) if theirs != every[0]]
+        if odd:
+            raise ValueError("placement='node': ranks %s place videos otherwise than rank 0 (nodes, ranks a node, seed, "
+                             "clips, videos): %r against %r" % (odd, every[odd[0]], every[0]))
+
     def _every(self):
         """Whether an epoch's samples are every sample in order: 0, 1, ... len(mount) - 1."""
-        return self.clips == "all" and not self.skip_failed
+        return self.clips == "all" and not self.skip_failed and self._video_node is None
 
-    def _samples(self, epoch):
-        """epoch_samples, as an int64 NumPy array."""
+    def _samples(self, epoch, node=None):
+        """epoch_samples, as an int64 NumPy array; with node, the video's node of each too."""
         if self.clips == "all":
             samples = np.arange(len(self.mount), dtype=np.int64)
+            if node:
+                table = self.mount._video_table()
+                where = np.repeat(self._video_node, table[:, 1])
         else:
             first, count = self.mount.video_ranges()
             k = self.clips_per_video
@@ -330,10 +493,15 @@ class PlanSampler:
                 j, c = np.arange(k), count[:, None]
                 pick = np.minimum(c - 1, (j * c) // k + c // (2 * k))
             samples = (first[:, None] + pick).ravel()
+            if node:
+                table = self.mount._video_table()
+                where = np.repeat(self._video_node[table[:, 1] > 0], k)
         if self.skip_failed:
-            failed = np.array([int(row["sample"]) for row in self.mount.failed()], dtype=np.int64)
-            samples = samples[~np.isin(samples, failed)]
-        return samples
+            keep = ~np.isin(samples, np.array([int(row["sample"]) for row in self.mount.failed()], dtype=np.int64))
+            samples = samples[keep]
+            if node:
+                where = where[keep]
+        return (samples, where) if node else samples
 
     def epoch_samples(self, epoch=None):
         """The samples of an epoch, for all the ranks together, before shuffling: a list."""
@@ -352,6 +520,33 @@ class PlanSampler:
         current epoch and the next (a plan holds both)."""
         if epoch in self._orders:
             return self._orders[epoch]
+        if self._video_node is not None:
+            order = self._node_order(epoch)
+        else:
+            order = self._split(epoch)
+        self._orders = {e: o for e, o in self._orders.items() if e in (self.epoch, self.epoch + 1)}
+        self._orders[epoch] = order
+        return order
+
+    def _node_order(self, epoch):
+        """placement="node": this rank's share of its node's samples for an epoch, shuffled
+        with the seed, the epoch and the node; every rank of every node gets as many."""
+        samples, where = self._samples(epoch, node=True)
+        local = self.world_size // self.nodes
+        per_node = np.bincount(where, minlength=self.nodes)
+        if self.drop_last:
+            per = int(per_node.min()) // local
+        else:
+            per = -(-int(per_node.max()) // local)
+        mine = samples[where == self.node]
+        if len(mine) == 0 or per == 0:
+            return mine[:0]
+        idx = np.random.default_rng([self.seed, epoch, self.node]).permutation(len(mine)) if self.shuffle else np.arange(len(mine))
+        idx = np.resize(idx, per * local)  # the first again, round and round, or cut short
+        return mine[idx[self.rank % local::local]]
+
+    def _split(self, epoch):
+        """This rank's samples for an epoch, as DistributedSampler splits them."""
         samples = self._samples(epoch)
         n = len(samples)
         if n == 0:
@@ -365,8 +560,6 @@ class PlanSampler:
             pick = idx[self.rank:total:self.world_size]
             # With every sample, samples[i] is i: no gather of millions to make a copy of pick.
             order = pick if self._every() else samples[pick]
-        self._orders = {e: o for e, o in self._orders.items() if e in (self.epoch, self.epoch + 1)}
-        self._orders[epoch] = order
         return order
 
     def order(self, epoch=None):

@@ -14,9 +14,10 @@ import (
 
 func copyCommand() *command {
 	var every time.Duration
+	var sh shareFlags
 	return &command{
 		summary: "make a mount's training copy now, every video decoded whole",
-		usage:   "MNT [--every DURATION]",
+		usage:   "MNT [--every DURATION] [--nodes N --node I --weigh samples|videos [--seed S]]",
 		help: `Asks the mount at MNT (mounted with --cache-dir and --cache-keep frames) to decode every
 video whole, once, into its training copy, and shows the progress until the copy holds them all:
 videos done, frames kept, the rate, the time left. Run it on a node waiting for its job, so that
@@ -27,9 +28,19 @@ The mount fills on low-priority threads (as many as its --workers) beside what i
 a mount that serves a trainer meanwhile decodes the trainer's samples first, and the copy fills
 in the time left over. A video that cannot be decoded whole is left to its samples, which fail
 as they would. The copy lives under --cache-dir and is kept across mounts of the same videos at
-the same --size, --resize, --decode and --fps (the clips may differ).`,
+the same --size, --resize, --decode and --fps (the clips may differ).
+
+On a job of several nodes, each with its own mount, that trains with
+PlanSampler(placement="node"), each node reads only its share of the videos; --nodes N --node I
+fills only node I's share, as the sampler places them: give the sampler's seed (--seed) and what
+balances the nodes (--weigh: samples for clips="all", videos for clips="random" or "uniform").
+The rule is in docs/usage.md ("Many nodes").`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.DurationVar(&every, "every", 2*time.Second, "how often to print the progress")
+			fs.IntVar(&sh.nodes, "nodes", 0, "fill only one node's share of the videos, of this many nodes (PlanSampler(placement=\"node\"))")
+			fs.IntVar(&sh.node, "node", -1, "with --nodes: this node's number, 0 to N-1 (torchrun's GROUP_RANK, Slurm's SLURM_NODEID)")
+			fs.Uint64Var(&sh.seed, "seed", 0, "with --nodes: the sampler's seed")
+			fs.StringVar(&sh.weigh, "weigh", "", "with --nodes: what balances the nodes, as the sampler's clips: samples (clips=\"all\") or videos (\"random\", \"uniform\")")
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			if len(args) != 1 {
@@ -38,12 +49,42 @@ the same --size, --resize, --decode and --fps (the clips may differ).`,
 			if every <= 0 {
 				return usageError{"--every wants a positive duration, e.g. 2s"}
 			}
-			return runCopy(ctx, e, args[0], every)
+			req, err := sh.request()
+			if err != nil {
+				return err
+			}
+			return runCopy(ctx, e, args[0], every, req)
 		},
 	}
 }
 
-func runCopy(ctx context.Context, e *env, mnt string, every time.Duration) error {
+// shareFlags are vidfs copy's --nodes, --node, --seed and --weigh.
+type shareFlags struct {
+	nodes, node int
+	seed        uint64
+	weigh       string
+}
+
+// request is what vidfs copy writes to .vidfs/fill: "all", or a node's share.
+func (sh shareFlags) request() (string, error) {
+	if sh.nodes == 0 {
+		if sh.node >= 0 || sh.weigh != "" {
+			return "", usageError{"--node and --weigh go with --nodes N (the job's number of nodes)"}
+		}
+		return "all", nil
+	}
+	switch {
+	case sh.nodes < 0:
+		return "", usageError{fmt.Sprintf("--nodes %d: want the job's number of nodes, 1 or more", sh.nodes)}
+	case sh.node < 0 || sh.node >= sh.nodes:
+		return "", usageError{fmt.Sprintf("--nodes %d wants --node I, this node's number, 0 to %d", sh.nodes, sh.nodes-1)}
+	case sh.weigh != "samples" && sh.weigh != "videos":
+		return "", usageError{fmt.Sprintf("--nodes wants --weigh samples (PlanSampler clips=\"all\") or videos (clips=\"random\" or \"uniform\"), not %q", sh.weigh)}
+	}
+	return fmt.Sprintf("share %d %d %d %s", sh.node, sh.nodes, sh.seed, sh.weigh), nil
+}
+
+func runCopy(ctx context.Context, e *env, mnt string, every time.Duration, req string) error {
 	st, err := readStats(mnt)
 	if err != nil {
 		return err
@@ -51,10 +92,13 @@ func runCopy(ctx context.Context, e *env, mnt string, every time.Duration) error
 	if st.Copy == nil {
 		return fmt.Errorf("%s keeps no training copy: mount it with --cache-dir DIR --cache-keep frames", mnt)
 	}
-	if err := os.WriteFile(filepath.Join(mnt, ".vidfs", "fill"), []byte("all\n"), 0o200); err != nil {
+	if err := os.WriteFile(filepath.Join(mnt, ".vidfs", "fill"), []byte(req+"\n"), 0o200); err != nil {
 		return fmt.Errorf("asking %s to fill its copy: %w", mnt, err)
 	}
 	start, first := time.Now(), st.Copy.Complete
+	if st, err = readStats(mnt); err == nil && st.Copy.Share != nil {
+		first = st.Copy.Share.Whole
+	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -63,13 +107,17 @@ func runCopy(ctx context.Context, e *env, mnt string, every time.Duration) error
 			return err
 		}
 		c := st.Copy
-		line := copyProgress(c, first, time.Since(start))
+		whole, want, of := c.Complete, c.VideosWithSamples, ""
+		if sh := c.Share; sh != nil {
+			whole, want, of = sh.Whole, sh.Videos, fmt.Sprintf(" of node %d's share (%d nodes)", sh.Node, sh.Nodes)
+		}
+		line := copyProgress(c, whole, want, first, time.Since(start))
 		fmt.Fprintln(e.stderr, line)
 		if c.FillQueued == 0 && c.Filling == 0 && c.Backlog == 0 {
-			fmt.Fprintf(e.stdout, "training copy: %d of %d videos whole, %d frames, %s in %s%s\n", c.Complete, c.VideosWithSamples,
+			fmt.Fprintf(e.stdout, "training copy: %d of %d videos%s whole, %d frames, %s in %s%s\n", whole, want, of,
 				c.Frames, formatBytes(c.UsedBytes), time.Since(start).Round(time.Second), noSamples(c))
-			if c.Complete < c.VideosWithSamples {
-				return fmt.Errorf("%d videos are not whole in the copy: evicted or skipped for lack of room (--cache-disk; stats: copy evicted, skipped), or not decoded whole, damaged (the mount's log says why)", c.VideosWithSamples-c.Complete)
+			if whole < want {
+				return fmt.Errorf("%d videos%s are not whole in the copy: evicted or skipped for lack of room (--cache-disk; stats: copy evicted, skipped), or not decoded whole, damaged (the mount's log says why)", want-whole, of)
 			}
 			return nil
 		}
@@ -90,14 +138,15 @@ func noSamples(c *wire.CopyStats) string {
 	return ""
 }
 
-// copyProgress is one line of vidfs copy's progress.
-func copyProgress(c *wire.CopyStats, first int, took time.Duration) string {
-	done := c.Complete - first
+// copyProgress is one line of vidfs copy's progress: whole of want videos, first of them whole
+// when it began.
+func copyProgress(c *wire.CopyStats, whole, want, first int, took time.Duration) string {
+	done := whole - first
 	left := "-"
 	if done > 0 {
-		rest := c.VideosWithSamples - c.Complete
+		rest := want - whole
 		left = (time.Duration(float64(took) / float64(done) * float64(rest))).Round(time.Second).String()
 	}
 	return fmt.Sprintf("copy: %d/%d videos whole, %d being decoded, %d queued, %d frames, %.0f frames/s, %s on disk, %s left",
-		c.Complete, c.VideosWithSamples, c.Filling, c.FillQueued, c.Frames, c.FramesPerSecond, formatBytes(c.UsedBytes), left)
+		whole, want, c.Filling, c.FillQueued, c.Frames, c.FramesPerSecond, formatBytes(c.UsedBytes), left)
 }

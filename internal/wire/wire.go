@@ -170,16 +170,29 @@ type CopyStats struct {
 	// to the samples' own decodes), no room, or another decode path's frames held.
 	WholeFillsFailed int64 `json:"whole_fills_failed"`
 	// FillBudget is --copy-fill auto's budget for whole decodes; absent in the other modes.
-	FillBudget   *FillBudget `json:"fill_budget,omitempty"`
-	Skipped      int64       `json:"skipped"`      // frames not written: no room within the bound, or the disk refused
-	BacklogFull  int64       `json:"backlog_full"` // frames not queued: the writer's backlog full (kept by a later decode)
-	OldFiles     int         `json:"old_files"`    // files of an earlier format, kept (removed oldest first when the disk is full)
-	OldBytes     int64       `json:"old_bytes"`    // their bytes, not counted in used_bytes
-	Corrupt      int64       `json:"corrupt"`      // damaged frames or files found, decoded and written again
-	ReadErrors   int64       `json:"read_errors"`  // reads the disk refused (EMFILE, EIO ...): kept, the sample decoded
-	Evicted      int64       `json:"evicted"`      // videos
-	Backlog      int         `json:"backlog"`      // samples' frames waiting to be written
-	BacklogBytes int64       `json:"backlog_bytes"`
+	FillBudget *FillBudget `json:"fill_budget,omitempty"`
+	// Share is the node's share vidfs copy --nodes asked to fill; absent when none was.
+	Share        *CopyShare `json:"share,omitempty"`
+	Skipped      int64      `json:"skipped"`      // frames not written: no room within the bound, or the disk refused
+	BacklogFull  int64      `json:"backlog_full"` // frames not queued: the writer's backlog full (kept by a later decode)
+	OldFiles     int        `json:"old_files"`    // files of an earlier format, kept (removed oldest first when the disk is full)
+	OldBytes     int64      `json:"old_bytes"`    // their bytes, not counted in used_bytes
+	Corrupt      int64      `json:"corrupt"`      // damaged frames or files found, decoded and written again
+	ReadErrors   int64      `json:"read_errors"`  // reads the disk refused (EMFILE, EIO ...): kept, the sample decoded
+	Evicted      int64      `json:"evicted"`      // videos
+	Backlog      int        `json:"backlog"`      // samples' frames waiting to be written
+	BacklogBytes int64      `json:"backlog_bytes"`
+}
+
+// CopyShare is a node's share of the videos (the placement rule, vidfs copy --nodes): the videos
+// placed on it, and how many of them the copy holds whole.
+type CopyShare struct {
+	Node   int    `json:"node"`
+	Nodes  int    `json:"nodes"`
+	Seed   uint64 `json:"seed"`
+	Weigh  string `json:"weigh"` // what balances the nodes: samples or videos
+	Videos int    `json:"videos"`
+	Whole  int    `json:"whole"`
 }
 
 // FillBudget is the CPU time --copy-fill auto lets whole-video decodes take: each sample served

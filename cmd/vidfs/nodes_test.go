@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vidfs/vidfs/internal/testvideo"
+)
+
+// nodesSource is 48 videos of 60 frames, 16 of each of three codecs, in 4 classes.
+func nodesSource(t *testing.T) string {
+	src := t.TempDir()
+	for i := range 48 {
+		name := []string{"hevc.mkv", "vp9.webm", "mpeg4.avi"}[i%3]
+		p := filepath.Join(src, fmt.Sprintf("c%d", i%4), fmt.Sprintf("v%02d%s", i, filepath.Ext(name)))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.Symlink(testvideo.Path(name), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return src
+}
+
+// nodesRun is what testdata/nodes.py prints.
+type nodesRun struct {
+	Epochs []struct {
+		Epoch   int   `json:"epoch"`
+		Read    []int `json:"read"`
+		Decoded []int `json:"decoded"`
+	} `json:"epochs"`
+	Videos []int   `json:"videos"`
+	Moved  float64 `json:"moved_2_to_3"`
+	Node0  []int   `json:"node0"`
+	// Node0Samples are the samples of node 0's videos.
+	Node0Samples []int `json:"node0_samples"`
+}
+
+func runNodes(t *testing.T, a, b string, first, epochs int) nodesRun {
+	t.Helper()
+	out := runPython(t, "nodes.py", a, b, fmt.Sprint(first), fmt.Sprint(epochs))
+	var r nodesRun
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("nodes.py: %v\n%s", err, out)
+	}
+	return r
+}
+
+// TestNodePlacement: two nodes, each a mount with its own training copy (--copy-fill videos),
+// two ranks each, PlanSampler(placement="node") with random clips for 4 epochs. Each node's copy
+// holds at most 0.55 of the frames of one node's copy of everything; epochs 2-4 decode at most
+// 5 % of their clips on each node; the ranks read every video's clips (nodes.py checks the
+// split); the job restarted decodes nothing; 2 to 3 nodes moves at most 40 % of the videos; and
+// vidfs copy --nodes fills exactly the videos the sampler places on the node.
+func TestNodePlacement(t *testing.T) {
+	src := nodesSource(t)
+	flags := []string{"--frames", "4", "--stride", "2", "--step", "4", "--size", "32x32", "--workers", "2", "--probe-cache", filepath.Join(t.TempDir(), "probe")}
+	withCopy := func(dir string, more ...string) []string {
+		return append(append(append([]string{}, flags...), "--cache-dir", dir, "--cache-keep", "frames", "--cache-disk", "1GiB"), more...)
+	}
+
+	// One node's copy of everything, for the frames it holds.
+	one := startMount(t, src, withCopy(t.TempDir())...)
+	if code, _, stderr := vidfs(t, "copy", one.dir, "--every", "100ms"); code != 0 {
+		t.Fatalf("vidfs copy: %s", stderr)
+	}
+	all := mountStats(t, one.dir).Copy.Frames
+	one.stop(t)
+
+	dirs := []string{t.TempDir(), t.TempDir()}
+	a, b := startMount(t, src, withCopy(dirs[0], "--copy-fill", "videos")...), startMount(t, src, withCopy(dirs[1], "--copy-fill", "videos")...)
+	r := runNodes(t, a.dir, b.dir, 0, 4)
+	for _, ep := range r.Epochs[1:] {
+		for n := range 2 {
+			if ep.Decoded[n]*20 > ep.Read[n] {
+				t.Errorf("epoch %d, node %d: %d of %d clips decoded, want at most 5 %%", ep.Epoch+1, n, ep.Decoded[n], ep.Read[n])
+			}
+		}
+	}
+	for n, mp := range []*mountProc{a, b} {
+		got := mountStats(t, mp.dir).Copy.Frames
+		t.Logf("node %d: %d videos, %d frames in its copy, of %d in one node's copy", n, r.Videos[n], got, all)
+		if float64(got) > 0.55*float64(all) {
+			t.Errorf("node %d's copy holds %d frames, over 0.55 of one node's %d", n, got, all)
+		}
+	}
+	if r.Moved > 0.40 {
+		t.Errorf("2 to 3 nodes moves %.2f of the videos, want at most 0.40", r.Moved)
+	}
+	t.Logf("epochs: %+v; 2 to 3 nodes moves %.2f of the videos", r.Epochs, r.Moved)
+	a.stop(t)
+	b.stop(t)
+
+	// The job restarted on the same nodes: every clip from the copy, none decoded.
+	a, b = startMount(t, src, withCopy(dirs[0], "--copy-fill", "videos")...), startMount(t, src, withCopy(dirs[1], "--copy-fill", "videos")...)
+	again := runNodes(t, a.dir, b.dir, 4, 1)
+	if d := again.Epochs[0].Decoded; d[0]+d[1] != 0 {
+		t.Errorf("the job restarted: %v clips decoded, want none", d)
+	}
+	a.stop(t)
+	b.stop(t)
+
+	// vidfs copy --nodes fills node 0's share as the sampler places it, and nothing else.
+	c := startMount(t, src, withCopy(t.TempDir())...)
+	code, stdout, stderr := vidfs(t, "copy", c.dir, "--every", "100ms", "--nodes", "2", "--node", "0", "--seed", "5", "--weigh", "videos")
+	want := fmt.Sprintf("%d of %d videos of node 0's share (2 nodes) whole", len(r.Node0), len(r.Node0))
+	if code != 0 || !strings.Contains(stdout, want) {
+		t.Fatalf("vidfs copy --nodes 2 --node 0: exit %d, stdout %q (want %q), stderr %s", code, stdout, want, stderr)
+	}
+	st := mountStats(t, c.dir)
+	if st.Copy.Complete != len(r.Node0) || st.Copy.Share == nil || st.Copy.Share.Videos != len(r.Node0) {
+		t.Errorf("after vidfs copy --nodes 2 --node 0: %d videos whole, share %+v; the sampler places %d there", st.Copy.Complete, st.Copy.Share, len(r.Node0))
+	}
+	lay, err := readDataset(c.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	S := lay.SampleBytes
+	f, err := os.Open(filepath.Join(c.dir, "clips.raw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, S)
+	for _, s := range r.Node0Samples {
+		if _, err := f.ReadAt(buf, int64(s)*S); err != nil {
+			t.Fatalf("sample %d: %v", s, err)
+		}
+	}
+	if st := mountStats(t, c.dir); st.Decode.Clips != 0 || st.Copy.Misses != 0 {
+		t.Errorf("node 0's videos read after vidfs copy --nodes: %d clips decoded, %d copy misses; want none", st.Decode.Clips, st.Copy.Misses)
+	}
+
+	// Refused: a node out of range, no --weigh.
+	for _, args := range [][]string{{"--nodes", "2", "--node", "2", "--weigh", "videos"}, {"--nodes", "2", "--node", "0"}, {"--node", "1"}} {
+		if code, _, stderr := vidfs(t, append([]string{"copy", c.dir}, args...)...); code != 2 || !strings.Contains(stderr, "--") {
+			t.Errorf("vidfs copy %v: exit %d, %q; want a usage error", args, code, stderr)
+		}
+	}
+}

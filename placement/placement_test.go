@@ -1,0 +1,130 @@
+package placement
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// names makes n video names like a Kinetics tree, and weights of 10-24 samples (a few 0).
+func dataset(n int, seed uint64) ([]string, []int) {
+	r := rand.New(rand.NewPCG(seed, 1))
+	names, w := make([]string, n), make([]int, n)
+	for v := range names {
+		names[v] = fmt.Sprintf("train/class%03d/v%07d.mp4", v%400, v)
+		w[v] = 10 + r.IntN(15)
+		if v%97 == 5 {
+			w[v] = 0 // too short for a sample
+		}
+	}
+	return names, w
+}
+
+func loads(t *testing.T, at []int, w []int, nodes int) []int {
+	t.Helper()
+	l := make([]int, nodes)
+	for v, n := range at {
+		switch {
+		case w[v] == 0 && n != -1:
+			t.Fatalf("video %d has no samples but is on node %d", v, n)
+		case w[v] > 0 && (n < 0 || n >= nodes):
+			t.Fatalf("video %d on node %d of %d", v, n, nodes)
+		case n >= 0:
+			l[n] += w[v]
+		}
+	}
+	return l
+}
+
+// TestAssignBalanced: every video with samples on one node, the nodes within 1/64 (plus a video)
+// of an even share.
+func TestAssignBalanced(t *testing.T) {
+	names, w := dataset(5000, 1)
+	for _, nodes := range []int{1, 2, 3, 8, 64} {
+		at, err := Assign(names, w, 7, nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := loads(t, at, w, nodes)
+		total := 0
+		for _, x := range l {
+			total += x
+		}
+		limit := (total*65+64*nodes-1)/(64*nodes) + 24
+		for n, x := range l {
+			if x > limit {
+				t.Errorf("%d nodes: node %d holds %d samples, over %d (total %d)", nodes, n, x, limit, total)
+			}
+		}
+	}
+}
+
+// TestAssignMoves: a node added or lost moves about the share it gains or had.
+func TestAssignMoves(t *testing.T) {
+	names, w := dataset(5000, 2)
+	for _, c := range []struct {
+		from, to int
+		most     float64
+	}{{2, 3, 0.40}, {8, 9, 0.15}, {8, 7, 0.16}, {1, 2, 0.55}} {
+		for seed := uint64(0); seed < 4; seed++ {
+			a, _ := Assign(names, w, seed, c.from)
+			b, _ := Assign(names, w, seed, c.to)
+			moved, placed := 0, 0
+			for v := range a {
+				if a[v] >= 0 {
+					placed++
+					if a[v] != b[v] {
+						moved++
+					}
+				}
+			}
+			if f := float64(moved) / float64(placed); f > c.most {
+				t.Errorf("seed %d, %d to %d nodes: %.3f of the videos moved, want at most %.2f", seed, c.from, c.to, f, c.most)
+			}
+		}
+	}
+}
+
+// TestAssignPure: the same videos listed in another order, each on the same node; another seed
+// places them otherwise.
+func TestAssignPure(t *testing.T) {
+	names, w := dataset(3000, 3)
+	at, _ := Assign(names, w, 1, 4)
+	perm := rand.New(rand.NewPCG(9, 9)).Perm(len(names))
+	pn, pw := make([]string, len(names)), make([]int, len(names))
+	for i, v := range perm {
+		pn[i], pw[i] = names[v], w[v]
+	}
+	pat, _ := Assign(pn, pw, 1, 4)
+	for i, v := range perm {
+		if pat[i] != at[v] {
+			t.Fatalf("%s: node %d listed first, %d listed in another order", names[v], at[v], pat[i])
+		}
+	}
+	other, _ := Assign(names, w, 2, 4)
+	same := 0
+	for v := range at {
+		if at[v] == other[v] {
+			same++
+		}
+	}
+	if same > len(at)/2 {
+		t.Errorf("seeds 1 and 2 place %d of %d videos alike: the seed is not used", same, len(at))
+	}
+}
+
+// TestRuleValues pins the rule's parts, for other tools' implementations (docs/usage.md).
+func TestRuleValues(t *testing.T) {
+	if got := Key(0, "a/b.mp4"); got != 0xd27fc485a5a7d709 {
+		t.Errorf("Key(0, a/b.mp4) = %#x", got)
+	}
+	if got := Mix(1); got != 0x5692161d100b05e5 {
+		t.Errorf("Mix(1) = %#x", got)
+	}
+	if got := Name("a\\b\nc\rd"); got != `a\\b\nc\rd` {
+		t.Errorf("Name = %q", got)
+	}
+	if _, err := Assign([]string{"a"}, []int{1}, 0, 0); err == nil {
+		t.Error("0 nodes: no error")
+	}
+}
