@@ -22,9 +22,9 @@ import (
 )
 
 // genFile is a read-only file whose bytes are made from the layout as they are read, only those
-// a read asks for, never the whole file: index.csv, .vidfs/labels.npy and .vidfs/videos.npy (or
-// fixed bytes: classes.txt, .vidfs/layout.json). Its size is known without making it. The kernel
-// keeps what was read in its page cache.
+// a read asks for, never the whole file: index.csv, .vidfs/labels.npy, .vidfs/videos.npy and
+// .vidfs/videos.txt (or fixed bytes: classes.txt, .vidfs/layout.json). Its size is known without
+// making it. The kernel keeps what was read in its page cache.
 type genFile struct {
 	frozen
 	f    *FS

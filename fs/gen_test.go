@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"slices"
+	"strings"
 	"strconv"
 	"sync"
 	"testing"
@@ -255,6 +256,33 @@ func TestSumDigits(t *testing.T) {
 				}
 				if got := sumDigits(a, step, c); got != want {
 					t.Fatalf("sumDigits(%d, %d, %d) = %d, want %d", a, step, c, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestVideosTxt: .vidfs/videos.txt holds a line per video, its path with backslashes, newlines
+// and carriage returns escaped (so that each path is one line, and unescapes to itself), read
+// whole or in pieces at any offset.
+func TestVideosTxt(t *testing.T) {
+	unescape := strings.NewReplacer(`\\`, `\`, `\n`, "\n", `\r`, "\r")
+	for name, lay := range genLayouts(t) {
+		g := &videosTxt{lay: lay}
+		whole := readGen(t, g, 0, int(g.size()))
+		lines := strings.Split(strings.TrimSuffix(string(whole), "\n"), "\n")
+		if len(lines) != len(lay.Videos) || !strings.HasSuffix(string(whole), "\n") {
+			t.Fatalf("%s: %d lines for %d videos: %q", name, len(lines), len(lay.Videos), whole)
+		}
+		for v, line := range lines {
+			if got := unescape.Replace(line); got != lay.Videos[v].Path || strings.ContainsRune(line, '\r') {
+				t.Errorf("%s: line %d is %q, unescaped %q, want %q", name, v, line, got, lay.Videos[v].Path)
+			}
+		}
+		for _, n := range []int{1, 3, 29, 4096} {
+			for o := 0; o < len(whole); o += max(1, n/2) {
+				if got, w := readGen(t, g, int64(o), n), whole[o:min(len(whole), o+n)]; !bytes.Equal(got, w) {
+					t.Fatalf("%s: %d bytes at %d: %q, want %q", name, n, o, got, w)
 				}
 			}
 		}

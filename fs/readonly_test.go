@@ -62,7 +62,7 @@ func listing(t *testing.T, dir string) string {
 func TestReadOnly(t *testing.T) {
 	f, _ := fakeFS(t, 40, 1, nil)
 	mnt := mountFake(t, f)
-	files := []string{"clips.npy", "clips.raw", "index.csv", "classes.txt", ".vidfs/stats", ".vidfs/failed", ".vidfs/layout.json", ".vidfs/labels.npy", ".vidfs/videos.npy",
+	files := []string{"clips.npy", "clips.raw", "index.csv", "classes.txt", ".vidfs/stats", ".vidfs/failed", ".vidfs/layout.json", ".vidfs/labels.npy", ".vidfs/videos.npy", ".vidfs/videos.txt",
 		"samples/a/one.mp4/0.npy", "samples/b/three.mp4/2.raw"}
 	dirs := []string{".", "samples", "samples/a", "samples/b/three.mp4", ".vidfs", ".vidfs/plans"}
 	plans := []string{".vidfs/order", ".vidfs/order.npy"}
@@ -71,7 +71,7 @@ func TestReadOnly(t *testing.T) {
 		t.Fatalf("unexpected tree:\n%s", before)
 	}
 	for d, want := range map[string]string{".": ".vidfs classes.txt clips.npy clips.raw index.csv samples",
-		".vidfs": "failed labels.npy layout.json order order.npy plans stats videos.npy", "samples": "a b"} {
+		".vidfs": "failed labels.npy layout.json order order.npy plans stats videos.npy videos.txt", "samples": "a b"} {
 		entries, err := os.ReadDir(filepath.Join(mnt, d))
 		var names []string
 		for _, e := range entries {

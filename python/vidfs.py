@@ -7,6 +7,7 @@ exact shuffle). The classes work with torch.utils.data.DataLoader without subcla
     from vidfs import Mount, Dataset, PlanSampler
     mnt = Mount("/mnt/videos")
     sampler = PlanSampler(mnt, seed=0)      # under torchrun: this rank's share, plan "rank<N>"
+                                            # (placement="node" on many nodes: each video on one)
     loader = torch.utils.data.DataLoader(Dataset(mnt), batch_size=8, num_workers=4, sampler=sampler)
     for epoch in range(10):
         sampler.set_epoch(epoch)
