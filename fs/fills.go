@@ -43,8 +43,8 @@ type fills struct {
 	// taken, oldest first, each once (inWaiting): filled as slots free.
 	waiting   []int
 	inWaiting []uint64
-	started int64    // fills started, and those that ended early (damage, no room)
-	failed  int64
+	started   int64 // fills started, and those that ended early (damage, no room)
+	failed    int64
 }
 
 // fillIdleEvery is how often an auto mount looks for a video to fill the budget allows.

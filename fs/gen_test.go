@@ -6,8 +6,8 @@ import (
 	"encoding/csv"
 	"fmt"
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
