@@ -46,10 +46,19 @@ func Name(path string) string {
 
 // Key is a video's key under seed: the first 8 bytes of SHA-256(Version, seed, name).
 func Key(seed uint64, name string) uint64 {
-	h := sha256.New()
-	h.Write([]byte(Version + "\x00" + strconv.FormatUint(seed, 10) + "\x00"))
-	h.Write([]byte(name))
-	return binary.BigEndian.Uint64(h.Sum(nil)[:8])
+	return key(keyPrefix(seed), name)
+}
+
+// keyPrefix is what a key hashes before the name.
+func keyPrefix(seed uint64) []byte {
+	return strconv.AppendUint([]byte(Version+"\x00"), seed, 10)
+}
+
+// key hashes prefix, a zero byte and name, in buf's room (prefix is left as it is).
+func key(prefix []byte, name string) uint64 {
+	buf := append(append(prefix, 0), name...)
+	sum := sha256.Sum256(buf)
+	return binary.BigEndian.Uint64(sum[:8])
 }
 
 // Mix is SplitMix64's finaliser, the rule's score mixer.
@@ -73,12 +82,14 @@ func Assign(names []string, samples []int, seed uint64, nodes int) ([]int, error
 	keys := make([]uint64, len(names))
 	var order []int // the videos with samples, in order of key
 	var total int64
+	prefix := keyPrefix(seed)
+	prefix = slices.Grow(prefix, 256) // the names hashed after it, without an allocation each
 	for v, name := range names {
 		node[v] = -1
 		if samples[v] <= 0 {
 			continue
 		}
-		keys[v] = Key(seed, name)
+		keys[v] = key(prefix, name)
 		order = append(order, v)
 		total += int64(samples[v])
 	}

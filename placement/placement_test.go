@@ -128,3 +128,15 @@ func TestRuleValues(t *testing.T) {
 		t.Error("0 nodes: no error")
 	}
 }
+
+// BenchmarkAssign places a million videos on 8 nodes (vidfs copy --nodes at Kinetics-and-more
+// scale): go test -bench Assign -benchmem ./placement/
+func BenchmarkAssign(b *testing.B) {
+	names, w := dataset(1_000_000, 4)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := Assign(names, w, 0, 8); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
