@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,6 +92,7 @@ func (fs *fills) wait(v int) {
 	}
 	fs.inWaiting[v/64] |= 1 << (v % 64)
 	fs.waiting = append(fs.waiting, v)
+	fs.poke() // a slot may have freed since the load found none
 }
 
 // tryStart starts decoding video v whole from unit start (a multiple of the fill stride) if no
@@ -133,6 +135,10 @@ func (fs *fills) run(fl *wholeFill, nice bool) {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fs.failed++
 	}
+	if err == nil && fs.share != nil && fs.share.has(fl.v) {
+		// Its last frames may still be on their way to the disk: counted when they are there.
+		fs.share.pending = append(fs.share.pending, fl.v)
+	}
 	fs.mu.Unlock()
 	<-fs.slots
 	fs.poke()
@@ -142,15 +148,17 @@ func (fs *fills) run(fl *wholeFill, nice bool) {
 // background (vidfs copy); it says false when the mount keeps no copy.
 func (f *FS) FillAll() bool { return f.fill(nil) }
 
-// FillShare asks, as FillAll, for the videos that the placement rule gives to node of nodes
-// under seed (vidfs copy --nodes): placement.Assign over .vidfs/videos.txt, each video weighing
-// its samples, or 1 with byVideo. It says false when the mount keeps no copy.
-func (f *FS) FillShare(node, nodes int, seed uint64, byVideo bool) (bool, error) {
+// FillShare asks, as FillAll, for the videos that the placement rule gives to the node named
+// node among nodes (their numbers, or host names) under seed (vidfs copy --nodes or --hosts):
+// placement.Assign over .vidfs/videos.txt, each video weighing its samples, or 1 with byVideo.
+// It says false when the mount keeps no copy.
+func (f *FS) FillShare(node string, nodes []string, seed uint64, byVideo bool) (bool, error) {
 	if f.copy == nil {
 		return false, nil
 	}
-	if node < 0 || node >= nodes {
-		return true, fmt.Errorf("node %d of %d: want 0 <= node < nodes", node, nodes)
+	me := slices.Index(nodes, node)
+	if me < 0 {
+		return true, fmt.Errorf("node %q is not one of the nodes %q", node, nodes)
 	}
 	names := make([]string, len(f.lay.Videos))
 	weights := make([]int, len(f.lay.Videos))
@@ -166,13 +174,15 @@ func (f *FS) FillShare(node, nodes int, seed uint64, byVideo bool) (bool, error)
 	if err != nil {
 		return true, err
 	}
-	sh := &share{node: node, nodes: nodes, seed: seed, byVideo: byVideo, in: make([]uint64, (len(at)+63)/64)}
+	words := (len(at) + 63) / 64
+	sh := &share{node: node, nodes: len(nodes), seed: seed, byVideo: byVideo, in: make([]uint64, words), whole: make([]uint64, words)}
 	for v, n := range at {
-		if n == node {
+		if n == me {
 			sh.in[v/64] |= 1 << (v % 64)
 			sh.videos++
 		}
 	}
+	sh.left = sh.videos
 	return f.fill(sh), nil
 }
 
@@ -194,12 +204,13 @@ func (f *FS) fill(sh *share) bool {
 }
 
 // dispatch starts the background fills: the videos FillAll asked for, in order, at a low
-// priority (nice 10), so that readers' decodes come first, and under auto the plans' next videos
-// the budget allows.
+// priority (nice 10), so that readers' decodes come first; those loads found every slot taken
+// for (--copy-fill videos); and the plans' next videos, under videos whenever a slot is free,
+// under auto as the budget allows.
 func (fs *fills) dispatch() {
 	defer fs.wg.Done()
 	var tick <-chan time.Time
-	if fs.f.copy.mode == FillAuto {
+	if m := fs.f.copy.mode; m == FillAuto || m == FillVideos {
 		t := time.NewTicker(fillIdleEvery)
 		defer t.Stop()
 		tick = t.C
@@ -213,7 +224,11 @@ func (fs *fills) dispatch() {
 		}
 		for fs.ctx.Err() == nil {
 			v, nice := fs.next()
-			if v < 0 || fs.tryStart(v, 0, nice) == nil {
+			if v < 0 {
+				break
+			}
+			if fs.tryStart(v, 0, nice) == nil {
+				fs.wait(v) // a load took the last slot meanwhile: v's turn comes when one frees
 				break
 			}
 		}
@@ -222,9 +237,11 @@ func (fs *fills) dispatch() {
 
 // next returns the next video to decode whole in the background, or -1, and whether to decode
 // it at a low priority: FillAll's next video not whole (at nice 10: vidfs copy fills in the time
-// the readers leave), or under auto, with the budget allowing, the soonest planned video not
-// whole (at the readers' priority: the budget bounds what it takes, and at nice 10 beside
-// readers that keep every core busy it would hold its slot for ever).
+// the readers leave), a video a load wanted whole when every slot was taken (videos), or the
+// soonest planned video not whole: under videos, any; under auto, one read again, with the
+// budget allowing. These at the readers' priority: they are the readers' next videos (and
+// auto's budget bounds what they take; at nice 10 beside readers that keep every core busy
+// they would hold their slots for ever).
 func (fs *fills) next() (int, bool) {
 	f := fs.f
 	if len(fs.slots) == cap(fs.slots) {
@@ -234,7 +251,17 @@ func (fs *fills) next() (int, bool) {
 	for fs.all >= 0 && fs.all < len(f.lay.Videos) {
 		v := fs.all
 		fs.all++
-		if fs.share.has(v) && fs.tried[v/64]&(1<<(v%64)) == 0 && !f.copy.whole(v) {
+		if !fs.share.has(v) {
+			continue
+		}
+		if fs.share != nil {
+			fs.share.left--
+		}
+		if f.copy.whole(v) {
+			fs.share.found(v)
+			continue
+		}
+		if fs.tried[v/64]&(1<<(v%64)) == 0 {
 			fs.mu.Unlock()
 			return v, true
 		}
@@ -251,49 +278,76 @@ func (fs *fills) next() (int, bool) {
 	}
 	fs.waiting = nil // lets the array go
 	fs.mu.Unlock()
-	b := f.copy.budget
-	if b == nil || !b.ready() {
+	videos := f.copy.mode == FillVideos
+	if b := f.copy.budget; !videos && (b == nil || !b.ready()) {
 		return -1, false
 	}
 	var buf [64]int
 	for _, i := range f.plans.Upcoming(buf[:0], len(buf)) {
 		v := f.lay.Sample(i).Video
-		if !fs.isTried(v) && !f.copy.whole(v) && f.current(i) && f.wantedAgain(i) {
+		if !fs.isTried(v) && !f.copy.whole(v) && f.current(i) && (videos || f.wantedAgain(i)) {
 			return v, false
 		}
 	}
 	return -1, false
 }
 
-// share is a node's share of the videos, as vidfs copy --nodes asks for it.
+// share is a node's share of the videos, as vidfs copy --nodes or --hosts asks for it; fills.mu
+// guards its counts.
 type share struct {
-	node, nodes int
-	seed        uint64
-	byVideo     bool
-	in          []uint64 // a bit per video of the share
-	videos      int      // how many
+	node    string
+	nodes   int
+	seed    uint64
+	byVideo bool
+	in      []uint64 // a bit per video of the share
+	videos  int      // how many
+	left    int      // of them, those FillAll's cursor has not passed yet
+	// whole has a bit per video of the share found whole as the cursor passed it, or decoded
+	// whole by a fill that ended since (a video evicted after is still counted); wholes counts
+	// them.
+	whole  []uint64
+	wholes int
+	// pending are videos of the share decoded whole whose frames were not all on disk yet when
+	// their fill ended: looked at again when the stats are read (as many as fills ended lately).
+	pending []int
 }
 
 // has says whether video v is in the share; a nil share holds every video.
 func (sh *share) has(v int) bool { return sh == nil || sh.in[v/64]&(1<<(v%64)) != 0 }
 
-// shareStats is the share vidfs copy --nodes asked for, with how many of its videos are whole
-// now (a look at each: .vidfs/stats is read every few seconds, not per sample); nil when none.
+// found counts video v of the share as whole, once.
+func (sh *share) found(v int) {
+	if sh != nil && sh.has(v) && sh.whole[v/64]&(1<<(v%64)) == 0 {
+		sh.whole[v/64] |= 1 << (v % 64)
+		sh.wholes++
+	}
+}
+
+// shareStats is the share vidfs copy --nodes or --hosts asked for, with how many of its videos
+// are whole; nil when none was asked for.
 func (fs *fills) shareStats() *wire.CopyShare {
 	fs.mu.Lock()
+	defer fs.mu.Unlock()
 	sh := fs.share
-	fs.mu.Unlock()
 	if sh == nil {
 		return nil
 	}
-	w := &wire.CopyShare{Node: sh.node, Nodes: sh.nodes, Seed: sh.seed, Weigh: "samples", Videos: sh.videos}
+	if len(sh.pending) > 0 {
+		written := fs.f.copy.c.Stats().Backlog == 0 // nothing more on its way to the disk
+		left := sh.pending[:0]
+		for _, v := range sh.pending {
+			switch {
+			case fs.f.copy.whole(v):
+				sh.found(v)
+			case !written:
+				left = append(left, v)
+			} // else not whole with all written: evicted, or no room; not counted
+		}
+		sh.pending = left
+	}
+	w := &wire.CopyShare{Node: sh.node, Nodes: sh.nodes, Seed: sh.seed, Weigh: "samples", Videos: sh.videos, Whole: sh.wholes}
 	if sh.byVideo {
 		w.Weigh = "videos"
-	}
-	for v := range len(fs.f.lay.Videos) {
-		if sh.has(v) && fs.f.copy.whole(v) {
-			w.Whole++
-		}
 	}
 	return w
 }
@@ -311,13 +365,8 @@ func (fs *fills) counts() (queued, running int, started, failed int64) {
 	defer fs.mu.Unlock()
 	if fs.all >= 0 {
 		queued = len(fs.f.lay.Videos) - fs.all
-		if fs.share != nil { // the share's videos still to come
-			queued = 0
-			for v := fs.all; v < len(fs.f.lay.Videos); v++ {
-				if fs.share.has(v) {
-					queued++
-				}
-			}
+		if fs.share != nil {
+			queued = fs.share.left
 		}
 	}
 	return queued, len(fs.running), fs.started, fs.failed
@@ -347,19 +396,17 @@ func (h *fillHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	return fuse.ReadResultData(nil), 0
 }
 
-// Write takes "all" (FillAll) or "share NODE NODES SEED samples|videos" (FillShare), and refuses
-// anything else.
+// Write takes "all" (FillAll) or "share SEED samples|videos NODE NODE1 NODE2 ..." (FillShare:
+// this node's name, then every node's), and refuses anything else.
 func (h *fillHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	req := strings.TrimSpace(string(data))
-	if w := strings.Fields(req); len(w) == 5 && w[0] == "share" {
-		node, err1 := strconv.Atoi(w[1])
-		nodes, err2 := strconv.Atoi(w[2])
-		seed, err3 := strconv.ParseUint(w[3], 10, 64)
-		if err := errors.Join(err1, err2, err3); err != nil || (w[4] != "samples" && w[4] != "videos") {
-			h.f.log.Warn("fill: want \"share NODE NODES SEED samples|videos\"", "got", req, "reason", err)
+	if w := strings.Fields(req); len(w) >= 4 && w[0] == "share" {
+		seed, err := strconv.ParseUint(w[1], 10, 64)
+		if err != nil || (w[2] != "samples" && w[2] != "videos") {
+			h.f.log.Warn("fill: want \"share SEED samples|videos NODE NODES...\"", "got", req, "reason", err)
 			return 0, syscall.EINVAL
 		}
-		ok, err := h.f.FillShare(node, nodes, seed, w[4] == "videos")
+		ok, err := h.f.FillShare(w[3], w[4:], seed, w[2] == "videos")
 		if !ok {
 			h.f.log.Warn("fill asked of a mount that keeps no training copy (--cache-dir, --cache-keep frames)")
 			return 0, syscall.EINVAL
@@ -368,7 +415,7 @@ func (h *fillHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 			h.f.log.Warn("fill: refused", "got", req, "reason", err)
 			return 0, syscall.EINVAL
 		}
-		h.f.log.Info("training copy: this node's share of the videos queued to be decoded whole", "node", node, "nodes", nodes, "seed", seed, "weigh", w[4])
+		h.f.log.Info("training copy: this node's share of the videos queued to be decoded whole", "node", w[3], "nodes", len(w)-4, "seed", seed, "weigh", w[2])
 		return uint32(len(data)), 0
 	}
 	switch req {
@@ -380,6 +427,6 @@ func (h *fillHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 		h.f.log.Info("training copy: every video queued to be decoded whole", "videos", len(h.f.lay.Videos))
 		return uint32(len(data)), 0
 	}
-	h.f.log.Warn("fill: want \"all\" or \"share NODE NODES SEED samples|videos\"", "got", string(data))
+	h.f.log.Warn("fill: want \"all\" or \"share SEED samples|videos NODE NODES...\"", "got", string(data))
 	return 0, syscall.EINVAL
 }

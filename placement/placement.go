@@ -1,26 +1,31 @@
 // Package placement gives each video of a dataset to one node of a multi-node job, for the
-// whole run: balanced by samples, a pure function of the seed, the list of videos and the node
-// count, and moving few videos when the node count changes. vidfs copy fills a node's share by
-// it, and python/vidfs.py's PlanSampler(placement="node") splits each epoch by it; the two
+// whole run: balanced by samples, a pure function of the seed, the list of videos and the
+// nodes, and moving few videos when nodes come or go. vidfs copy fills a node's share by it, and
+// python/vidfs.py's PlanSampler(placement="node" or "host") splits each epoch by it; the two
 // implement the same rule, written out in docs/usage.md ("Many nodes") for other tools.
 //
-// The rule (version 1), for N nodes:
+// The rule (version 1), for N nodes, each with a name (its number in decimal, "0" to "N-1", or
+// its host name), taken in order of name (bytewise):
 //
 //  1. Each video's key is the first 8 bytes, big-endian, of SHA-256("vidfs-placement-v1" 0x00
 //     SEED 0x00 NAME), where SEED is the seed in decimal and NAME the video's line in
-//     .vidfs/videos.txt (Name).
-//  2. Its score on node n (0 <= n < N) is mix(key XOR mix(n+1)), mix being SplitMix64's
-//     finaliser (Mix); it prefers nodes by score, highest first (ties: the lower node).
-//  3. Each node may take up to ceil(W * 65 / (64 N)) samples, W being the samples of all videos.
+//     .vidfs/videos.txt (Name); each node's key the same of ("vidfs-placement-v1" 0x00 "node"
+//     0x00 NODENAME).
+//  2. A video's score on a node is mix(video key XOR node key), mix being SplitMix64's
+//     finaliser (Mix); it prefers nodes by score, highest first (ties: the earlier node).
+//  3. Each video weighs its samples, or 1 (vidfs copy --weigh videos); each node may take up to
+//     ceil(W * 65 / (64 N)), W being the weight of all videos.
 //  4. In rounds r = 0 .. N-1, each video not placed yet proposes to its r-th preferred node, and
-//     each node takes its proposers in order of key (ties: the earlier video) for as long as
-//     their samples fit.
-//  5. Videos left after the rounds go, in order of key, each to the node with the fewest
-//     samples at that point (ties: the lower node).
+//     each node takes its proposers in order of key (ties: the earlier video) until the first
+//     that does not fit.
+//  5. Videos left after the rounds go, in order of key, each to the node holding the least
+//     weight at that point (ties: the earlier node).
 //
-// Videos without samples are placed on no node (-1). Steps 1-2 are rendezvous hashing, so a
-// node added or lost moves about the share it gains or had; step 3 (bounded loads) keeps the
-// nodes within 1/64 of each other where there are enough videos.
+// Videos without samples are placed on no node (-1). Steps 1-2 are rendezvous hashing: a node
+// added moves about the share it gains, a node lost about the share it had, whatever its place
+// in the list, as long as the others keep their names. Step 3 (bounded loads) keeps the
+// largest node within 1/64 of an even share where there are enough videos; the smallest is left
+// to chance.
 package placement
 
 import (
@@ -44,9 +49,26 @@ func Name(path string) string {
 	return strings.NewReplacer(`\`, `\\`, "\n", `\n`, "\r", `\r`).Replace(path)
 }
 
+// MaxNodes bounds the nodes of a placement: its tables hold a row of nodes a video.
+const MaxNodes = 65536
+
 // Key is a video's key under seed: the first 8 bytes of SHA-256(Version, seed, name).
 func Key(seed uint64, name string) uint64 {
 	return key(keyPrefix(seed), name)
+}
+
+// NodeKey is a node's key: the first 8 bytes of SHA-256(Version, "node", name).
+func NodeKey(name string) uint64 {
+	return key([]byte(Version+"\x00node"), name)
+}
+
+// Numbered names n nodes by their numbers: "0" to "n-1".
+func Numbered(n int) []string {
+	names := make([]string, max(0, n))
+	for i := range names {
+		names[i] = strconv.Itoa(i)
+	}
+	return names
 }
 
 // keyPrefix is what a key hashes before the name.
@@ -68,15 +90,27 @@ func Mix(z uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-// Assign places each video (names[v], with samples[v] samples) on a node of nodes under seed:
-// the node of each video, or -1 for a video without samples. It costs O(videos x nodes) time
-// and memory.
-func Assign(names []string, samples []int, seed uint64, nodes int) ([]int, error) {
-	if nodes < 1 {
-		return nil, fmt.Errorf("placement: %d nodes: want at least 1", nodes)
+// Assign places each video (names[v], weighing weights[v]: its samples, or 1) on one of the
+// nodes (their names: Numbered, or host names) under seed: the index in nodes of each video's
+// node, or -1 for a video of weight 0. It costs O(videos x nodes) time and memory.
+func Assign(names []string, weights []int, seed uint64, nodeNames []string) ([]int, error) {
+	nodes := len(nodeNames)
+	if nodes < 1 || nodes > MaxNodes {
+		return nil, fmt.Errorf("placement: %d nodes: want 1 to %d", nodes, MaxNodes)
 	}
-	if len(names) != len(samples) {
-		return nil, fmt.Errorf("placement: %d names for %d videos", len(names), len(samples))
+	if len(names) != len(weights) {
+		return nil, fmt.Errorf("placement: %d names for %d videos", len(names), len(weights))
+	}
+	// The rule takes the nodes in order of name, whatever order they are given in.
+	byName := make([]int, nodes) // byName[i]: the node given whose name is the i-th in order
+	for i := range byName {
+		byName[i] = i
+	}
+	slices.SortFunc(byName, func(a, b int) int { return strings.Compare(nodeNames[a], nodeNames[b]) })
+	for i := 1; i < nodes; i++ {
+		if nodeNames[byName[i]] == nodeNames[byName[i-1]] {
+			return nil, fmt.Errorf("placement: node %q listed twice", nodeNames[byName[i]])
+		}
 	}
 	node := make([]int, len(names))
 	keys := make([]uint64, len(names))
@@ -86,12 +120,12 @@ func Assign(names []string, samples []int, seed uint64, nodes int) ([]int, error
 	prefix = slices.Grow(prefix, 256) // the names hashed after it, without an allocation each
 	for v, name := range names {
 		node[v] = -1
-		if samples[v] <= 0 {
+		if weights[v] <= 0 {
 			continue
 		}
 		keys[v] = key(prefix, name)
 		order = append(order, v)
-		total += int64(samples[v])
+		total += int64(weights[v])
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
 		switch {
@@ -103,8 +137,8 @@ func Assign(names []string, samples []int, seed uint64, nodes int) ([]int, error
 		return 0
 	})
 	nodeMix := make([]uint64, nodes)
-	for n := range nodeMix {
-		nodeMix[n] = Mix(uint64(n) + 1)
+	for n, given := range byName {
+		nodeMix[n] = NodeKey(nodeNames[given])
 	}
 	// pref[i*nodes+r] is the r-th preferred node of order[i].
 	pref := make([]int32, len(order)*nodes)
@@ -138,12 +172,12 @@ func Assign(names []string, samples []int, seed uint64, nodes int) ([]int, error
 			if full[n] {
 				continue
 			}
-			if load[n]+int64(samples[v]) > limit {
+			if load[n]+int64(weights[v]) > limit {
 				full[n] = true
 				continue
 			}
 			node[v] = int(n)
-			load[n] += int64(samples[v])
+			load[n] += int64(weights[v])
 		}
 	}
 	for _, v := range order {
@@ -157,7 +191,12 @@ func Assign(names []string, samples []int, seed uint64, nodes int) ([]int, error
 			}
 		}
 		node[v] = n
-		load[n] += int64(samples[v])
+		load[n] += int64(weights[v])
+	}
+	for v, n := range node {
+		if n >= 0 {
+			node[v] = byName[n]
+		}
 	}
 	return node, nil
 }

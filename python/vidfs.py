@@ -21,6 +21,7 @@ import io
 import json
 import math
 import os
+import socket
 import warnings
 
 import numpy as np
@@ -255,6 +256,7 @@ def _dist_env():
 
 
 _PLACEMENT = b"vidfs-placement-v1"
+_MAX_NODES = 65536
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
@@ -267,16 +269,32 @@ def _mix(z):
     return z ^ (z >> np.uint64(31))
 
 
+def _key(head, name):
+    return int.from_bytes(hashlib.sha256(head + name).digest()[:8], "big")
+
+
 def placement(names, weights, seed, nodes):
-    """The node (0 .. nodes - 1) of each video, or -1 for a video of weight 0: vidfs's placement
-    rule, version 1 (docs/usage.md, "Many nodes"; the Go twin is placement.Assign, which vidfs
-    copy --nodes uses). names are the videos' lines of .vidfs/videos.txt (bytes:
-    Mount.video_names()), weights what each weighs (its samples, or 1 a video). A pure function
-    of its arguments: rendezvous hashing with bounded loads, so that nodes hold within 1/64 of
-    an even share where there are enough videos, and a node added or lost moves about its share.
-    An int64 NumPy array."""
-    if nodes < 1:
-        raise ValueError("placement over %d nodes: want at least 1" % nodes)
+    """The node of each video, as an index into nodes, or -1 for a video of weight 0: vidfs's
+    placement rule, version 1 (docs/usage.md, "Many nodes"; the Go twin is placement.Assign,
+    which vidfs copy --nodes and --hosts use). names are the videos' lines of .vidfs/videos.txt
+    (Mount.video_names(); bytes, or str, encoded as UTF-8), weights what each weighs (its
+    samples, or 1 a video), nodes the nodes' names (host names), or their number N (then named
+    "0" to "N-1"). A pure function of its arguments: rendezvous hashing with bounded loads, so
+    that the largest node holds within 1/64 of an even share where there are enough videos, and
+    a node added or lost moves about its share. An int64 NumPy array."""
+    if isinstance(nodes, int):
+        nodes = [str(n) for n in range(nodes)]
+    nodes = [n.encode("utf-8", "surrogateescape") if isinstance(n, str) else bytes(n) for n in nodes]
+    N = len(nodes)
+    if not 1 <= N <= _MAX_NODES:
+        raise ValueError("placement over %d nodes: want 1 to %d" % (N, _MAX_NODES))
+    if len(set(nodes)) != N:
+        raise ValueError("placement: a node is listed twice in %r" % (nodes,))
+    by_name = sorted(range(N), key=lambda n: nodes[n])  # the rule takes the nodes in order of name
+    nodes = [nodes[n] for n in by_name]
+    seed = int(seed)
+    if not 0 <= seed < 2**64:
+        raise ValueError("placement: seed %d: want 0 to 2**64 - 1" % seed)
     w = np.asarray(weights, dtype=np.int64)
     if len(w) != len(names):
         raise ValueError("placement: %d names for %d weights" % (len(names), len(w)))
@@ -284,59 +302,72 @@ def placement(names, weights, seed, nodes):
     vids = np.nonzero(w > 0)[0]
     if len(vids) == 0:
         return node
-    head = _PLACEMENT + b"\0" + str(int(seed)).encode() + b"\0"
-    keys = np.array([int.from_bytes(hashlib.sha256(head + names[v]).digest()[:8], "big") for v in vids.tolist()],
-                    dtype=np.uint64)
+    head = _PLACEMENT + b"\0" + str(seed).encode() + b"\0"
+    keys = np.array([_key(head, n.encode("utf-8", "surrogateescape") if isinstance(n, str) else n)
+                     for n in (names[v] for v in vids.tolist())], dtype=np.uint64)
+    node_keys = np.array([_key(_PLACEMENT + b"\0node\0", n) for n in nodes], dtype=np.uint64)
     order = np.argsort(keys, kind="stable")  # positions in vids, in order of key
-    score = _mix(keys[:, None] ^ _mix(np.arange(1, nodes + 1, dtype=np.uint64))[None, :])
-    pref = np.argsort(~score, axis=1, kind="stable")  # highest score first, ties: the lower node
-    limit = -(-int(w[vids].sum()) * 65 // (64 * nodes))
-    load = np.zeros(nodes, dtype=np.int64)
-    got = np.full(len(vids), -1, dtype=np.int64)
+    # Each video's nodes, highest score first (ties: the earlier node), in rows of a few
+    # thousand videos at a time, so that the scores are never held for every video at once.
+    pref = np.empty((len(vids), N), dtype=np.int32 if N > 32767 else np.int16)
+    rows = max(1, (1 << 22) // N)
+    for a in range(0, len(vids), rows):
+        score = _mix(keys[a:a + rows, None] ^ node_keys[None, :])
+        pref[a:a + rows] = np.argsort(~score, axis=1, kind="stable")
     wv = w[vids]
-    for r in range(nodes):
+    limit = -(-int(wv.sum()) * 65 // (64 * N))
+    load = np.zeros(N, dtype=np.int64)
+    got = np.full(len(vids), -1, dtype=np.int64)
+    for r in range(N):
         left = order[got[order] < 0]  # not placed yet, in order of key
         if len(left) == 0:
             break
-        prop = pref[left, r]
+        prop = pref[left, r].astype(np.int64)
         by = np.argsort(prop, kind="stable")  # grouped by node, in order of key within each
         left, prop = left[by], prop[by]
         cs = np.cumsum(wv[left])
-        starts = np.searchsorted(prop, np.arange(nodes))
+        starts = np.searchsorted(prop, np.arange(N))
         before = np.concatenate([[0], cs])[starts]  # the weight before each node's group
         cs = cs - before[prop] + load[prop]
         take = cs <= limit  # a prefix of each node's proposers
         got[left[take]] = prop[take]
-        load += np.bincount(prop[take], weights=wv[left[take]], minlength=nodes).astype(np.int64)
+        np.add.at(load, prop[take], wv[left[take]])
     for i in order[got[order] < 0].tolist():
         n = int(np.argmin(load))
         got[i] = n
         load[n] += wv[i]
-    node[vids] = got
+    node[vids] = np.asarray(by_name, dtype=np.int64)[got]
     return node
 
 
-def _node_env(world_size, nodes):
-    """The number of nodes: nodes if given, else torchrun's (WORLD_SIZE / LOCAL_WORLD_SIZE) or
-    Slurm's (SLURM_NNODES); and the node that the environment says this process is on (torchrun's
-    GROUP_RANK, Slurm's SLURM_NODEID), or None."""
+def _node_env(world_size, nodes, how):
+    """The number of nodes (nodes, or its length if a list of names, else torchrun's WORLD_SIZE /
+    LOCAL_WORLD_SIZE or Slurm's SLURM_NNODES), and the node the environment says this process
+    is on (torchrun's GROUP_RANK, Slurm's SLURM_NODEID), or None. A ValueError where they do
+    not add up."""
     env = os.environ
-    said = None
-    if "GROUP_RANK" in env:
-        said = int(env["GROUP_RANK"])
-    elif "SLURM_NODEID" in env:
-        said = int(env["SLURM_NODEID"])
-    if nodes is None:
+    if "GROUP_RANK" in env and "SLURM_NODEID" in env and env["GROUP_RANK"] != env["SLURM_NODEID"]:
+        raise ValueError("placement=%r: torchrun's GROUP_RANK=%s is not SLURM_NODEID=%s: torchrun's c10d rendezvous "
+                         "numbers nodes by host name, not as Slurm does; start torchrun with --node-rank "
+                         "\"$SLURM_NODEID\" (a static rendezvous), or use placement='host'"
+                         % (how, env["GROUP_RANK"], env["SLURM_NODEID"]))
+    said = env.get("GROUP_RANK", env.get("SLURM_NODEID"))
+    said = None if said is None else int(said)
+    if isinstance(nodes, (list, tuple)):
+        nodes = len(nodes)
+    elif nodes is None:
         if "LOCAL_WORLD_SIZE" in env:
             local = int(env["LOCAL_WORLD_SIZE"])
             if local < 1 or world_size % local:
-                raise ValueError("placement='node': LOCAL_WORLD_SIZE=%d does not divide the world of %d" % (local, world_size))
+                raise ValueError("placement=%r: LOCAL_WORLD_SIZE=%d does not divide the world of %d" % (how, local, world_size))
             nodes = world_size // local
         elif "SLURM_NNODES" in env:
             nodes = int(env["SLURM_NNODES"])
         else:
-            raise ValueError("placement='node' needs the number of nodes: give nodes=, or run under torchrun "
-                             "(LOCAL_WORLD_SIZE) or Slurm (SLURM_NNODES)")
+            raise ValueError("placement=%r needs the number of nodes: give nodes=, or run under torchrun "
+                             "(LOCAL_WORLD_SIZE) or Slurm (SLURM_NNODES)" % (how,))
+    if not 1 <= nodes <= _MAX_NODES or world_size % nodes:
+        raise ValueError("placement=%r: %d nodes do not divide the world of %d ranks" % (how, nodes, world_size))
     return nodes, said
 
 
@@ -401,23 +432,29 @@ class PlanSampler:
     different moments may disagree on the epoch's samples and lengths). epochs, if given, keeps the last
     epoch from planning one after it.
 
-    placement="node", for a job over several nodes each with its own mount: each video is read
-    on one node for the whole run (placement(), balanced by what an epoch reads: a video's
-    samples with clips="all", the same for every video otherwise), so that each node's training
-    copy holds only its share. Each epoch the node's ranks split its samples anew; each rank
-    gets the same number (padded with the node's first ones again, or cut short with drop_last,
-    as DistributedSampler does). nodes is taken from torchrun (WORLD_SIZE / LOCAL_WORLD_SIZE) or
-    Slurm (SLURM_NNODES) unless given; ranks are numbered node by node (rank // (world_size /
-    nodes) is the node), as torchrun and Slurm number them. Each global batch then holds a part
-    from each node's share: docs/usage.md says when that matters."""
+    placement="node" or "host", for a job over several nodes each with its own mount: each
+    video is read on one node for the whole run (placement(), balanced by what an epoch reads: a
+    video's samples with clips="all", the same for every video otherwise), so that each node's
+    training copy holds only its share. "node" knows the nodes by their numbers (stable where the
+    job starts each node with a fixed number: torchrun --node-rank, a Kubernetes Indexed Job);
+    "host" by their host names (gathered under torch.distributed, or nodes=[names in node
+    order]), so that a node lost or renumbered (torchrun's c10d rendezvous) moves only its own
+    videos. Each epoch the node's ranks split its samples anew; each rank gets the same number
+    (padded with the node's first ones again, or cut short with drop_last, as DistributedSampler
+    does). The node count is nodes (or its length), else torchrun's (WORLD_SIZE /
+    LOCAL_WORLD_SIZE) or Slurm's (SLURM_NNODES); ranks are numbered node by node (rank //
+    (world_size / nodes) is the node), as torchrun and Slurm number them. Each global batch then
+    holds a part from each node's share: docs/usage.md ("Many nodes") says when that matters."""
 
     def __init__(self, mount, rank=None, world_size=None, seed=0, shuffle=True, drop_last=False,
                  clips="all", clips_per_video=1, epochs=None, name=None, skip_failed=False,
                  placement=None, nodes=None):
         if clips not in ("all", "random", "uniform"):
             raise ValueError("clips %r: want 'all', 'random' or 'uniform'" % (clips,))
-        if placement not in (None, "node"):
-            raise ValueError("placement %r: want None or 'node'" % (placement,))
+        if placement not in (None, "node", "host"):
+            raise ValueError("placement %r: want None, 'node' or 'host'" % (placement,))
+        if not 0 <= int(seed) < 2**64:
+            raise ValueError("seed %d: want 0 to 2**64 - 1" % seed)
         self.mount = mount if isinstance(mount, Mount) else Mount(mount)
         env_rank, env_world = _dist_env()
         self.rank = env_rank if rank is None else rank
@@ -431,7 +468,7 @@ class PlanSampler:
             name = "default" if self.world_size == 1 else "rank%d" % self.rank
         self.name = name
         self.placement, self.nodes, self.node, self._video_node = placement, 1, 0, None
-        if placement == "node":
+        if placement is not None:
             self._place(nodes)
         self.epoch = 0
         self._orders = {}  # epoch -> this rank's order, an array, for this epoch and the next
@@ -439,70 +476,116 @@ class PlanSampler:
         self._write()  # vidfs starts decoding while the trainer sets up
 
     def _place(self, nodes):
-        """placement="node": the node count, this rank's node, and each video's node."""
-        nodes, said = _node_env(self.world_size, nodes)
-        if nodes < 1 or self.world_size % nodes:
-            raise ValueError("placement='node': %d nodes do not divide the world of %d ranks" % (nodes, self.world_size))
-        local = self.world_size // nodes
-        self.nodes, self.node = nodes, self.rank // local
-        if said is not None and said != self.node:
-            raise ValueError("placement='node': rank %d of %d, %d a node, is on node %d, but the environment says node %d "
-                             "(GROUP_RANK or SLURM_NODEID): vidfs wants ranks numbered node by node"
-                             % (self.rank, self.world_size, local, self.node, said))
-        table = self.mount._video_table()
-        names = self.mount.video_names()
-        if len(names) != len(table):
-            raise OSError(errno.EIO, "%s: .vidfs/videos.txt has %d videos, .vidfs/videos.npy %d" % (self.mount.path, len(names), len(table)))
-        weights = table[:, 1] if self.clips == "all" else (table[:, 1] > 0).astype(np.int64)
-        self._video_node = placement(names, weights, self.seed, nodes)
-        self._agree(hashlib.sha256(b"\n".join(names)).hexdigest())
+        """placement="node" or "host": the node count, this rank's node, its name, and each
+        video's node (an index into the nodes, in rank order). Under torch.distributed every
+        rank checks that every other places alike, and raises if any rank cannot (a collective:
+        every rank builds its sampler, after torch.cuda.set_device under NCCL)."""
+        how, err, names, weights = self.placement, None, None, None
+        try:
+            count, said = _node_env(self.world_size, nodes, how)
+            local = self.world_size // count
+            self.nodes, self.node = count, self.rank // local
+            if said is not None and said != self.node:
+                raise ValueError("placement=%r: rank %d of %d, %d a node, is on node %d, but the environment says node %d "
+                                 "(GROUP_RANK or SLURM_NODEID): vidfs wants ranks numbered node by node"
+                                 % (how, self.rank, self.world_size, local, self.node, said))
+            table = self.mount._video_table()
+            names = self.mount.video_names()
+            if len(names) != len(table):
+                raise ValueError("%s: .vidfs/videos.txt has %d videos, .vidfs/videos.npy %d" % (self.mount.path, len(names), len(table)))
+            weights = table[:, 1] if self.clips == "all" else (table[:, 1] > 0).astype(np.int64)
+        except (ValueError, OSError) as e:
+            err = e
+        digest = None
+        if err is None:
+            h = hashlib.sha256(b"\n".join(names))
+            h.update(np.ascontiguousarray(weights, dtype="<i8").tobytes())
+            digest = h.hexdigest()
+        host = socket.gethostname()
+        every = self._agree((self.nodes, self.world_size, self.seed, self.clips, self.clips_per_video, self.drop_last,
+                             self.shuffle, self.skip_failed, digest), host, err)
+        if how == "node":
+            node_names = [str(n) for n in range(self.nodes)]
+        elif isinstance(nodes, (list, tuple)):
+            node_names = [str(n) for n in nodes]
+        elif every is not None:
+            local = self.world_size // self.nodes
+            node_names = []
+            for n in range(self.nodes):
+                hosts = {every[r][1] for r in range(n * local, (n + 1) * local)}
+                if len(hosts) != 1:
+                    raise ValueError("placement='host': the ranks of node %d run on %s: vidfs wants ranks numbered node "
+                                     "by node" % (n, sorted(hosts)))
+                node_names.append(hosts.pop())
+            if len(set(node_names)) != self.nodes:
+                raise ValueError("placement='host': two nodes on one host: %s" % node_names)
+        else:
+            raise ValueError("placement='host' needs the nodes' host names: run under torch.distributed (initialised "
+                             "before the sampler), or give nodes=[host names, in node order]")
+        self.node_names = node_names
+        self._video_node = placement(names, weights, self.seed, node_names)
 
-    def _agree(self, digest):
-        """Under torch.distributed, that every rank places the same videos on the same nodes:
-        a ValueError naming the ranks that do not (a collective: every rank builds its sampler)."""
+    def _agree(self, mine, host, err):
+        """Under torch.distributed: gathers every rank's (mine, host, error); raises every
+        rank's first error on every rank, or a ValueError naming the ranks whose mine differs
+        from rank 0's; returns the gathered list. Without, raises err if any; returns None."""
+        dist = None
         try:
             import torch.distributed as dist
+            if not (dist.is_available() and dist.is_initialized()):
+                dist = None
         except ImportError:
-            return
-        if not (dist.is_available() and dist.is_initialized()):
-            return
-        mine = (self.nodes, self.world_size // self.nodes, self.seed, self.clips, digest)
-        every = [None] * self.world_size
-        dist.all_gather_object(every, mine)
-        odd = [r for r, theirs in enumerate(every) if theirs != every[0]]
+            pass
+        if dist is None:
+            if err is not None:
+                raise err
+            return None
+        if dist.get_world_size() != self.world_size:
+            err = err or ValueError("placement: world_size=%d, but torch.distributed's world holds %d ranks"
+                                    % (self.world_size, dist.get_world_size()))
+        every = [None] * dist.get_world_size()
+        dist.all_gather_object(every, (mine, host, None if err is None else "%s: %s" % (type(err).__name__, err)))
+        failed = [(r, e[2]) for r, e in enumerate(every) if e[2] is not None]
+        if failed:
+            if err is not None:
+                raise err
+            raise ValueError("placement: rank %d failed: %s" % failed[0])
+        odd = [r for r, e in enumerate(every) if e[0] != every[0][0]]
         if odd:
-            raise ValueError("placement='node': ranks %s place videos otherwise than rank 0 (nodes, ranks a node, seed, "
-                             "clips, videos): %r against %r" % (odd, every[odd[0]], every[0]))
+            raise ValueError("placement: ranks %s place videos otherwise than rank 0 (nodes, world, seed, clips, clips per "
+                             "video, drop_last, shuffle, skip_failed, videos): %r against %r" % (odd, every[odd[0]][0], every[0][0]))
+        return every
 
     def _every(self):
         """Whether an epoch's samples are every sample in order: 0, 1, ... len(mount) - 1."""
-        return self.clips == "all" and not self.skip_failed and self._video_node is None
+        return self.clips == "all" and not self.skip_failed
 
-    def _samples(self, epoch, node=None):
-        """epoch_samples, as an int64 NumPy array; with node, the video's node of each too."""
+    def _drawn(self, epoch):
+        """The epoch's samples before skip_failed, and the row of .vidfs/videos.npy of each
+        sample's video (None with clips="all", where the video is found from the layout)."""
         if self.clips == "all":
-            samples = np.arange(len(self.mount), dtype=np.int64)
-            if node:
-                table = self.mount._video_table()
-                where = np.repeat(self._video_node, table[:, 1])
+            return np.arange(len(self.mount), dtype=np.int64), None
+        first, count = self.mount.video_ranges()
+        k = self.clips_per_video
+        if self.clips == "random":
+            pick = _draw(np.random.default_rng([self.seed, epoch]), count, k)
         else:
-            first, count = self.mount.video_ranges()
-            k = self.clips_per_video
-            if self.clips == "random":
-                pick = _draw(np.random.default_rng([self.seed, epoch]), count, k)
-            else:
-                j, c = np.arange(k), count[:, None]
-                pick = np.minimum(c - 1, (j * c) // k + c // (2 * k))
-            samples = (first[:, None] + pick).ravel()
-            if node:
-                table = self.mount._video_table()
-                where = np.repeat(self._video_node[table[:, 1] > 0], k)
+            j, c = np.arange(k), count[:, None]
+            pick = np.minimum(c - 1, (j * c) // k + c // (2 * k))
+        rows = np.nonzero(self.mount._video_table()[:, 1] > 0)[0] if self._video_node is not None else None
+        return (first[:, None] + pick).ravel(), (None if rows is None else np.repeat(rows, k))
+
+    def _unfailed(self, samples):
+        """Which of samples .vidfs/failed does not list: a bool array."""
+        failed = np.array([int(row["sample"]) for row in self.mount.failed()], dtype=np.int64)
+        return ~np.isin(samples, failed)
+
+    def _samples(self, epoch):
+        """epoch_samples, as an int64 NumPy array."""
+        samples, _ = self._drawn(epoch)
         if self.skip_failed:
-            keep = ~np.isin(samples, np.array([int(row["sample"]) for row in self.mount.failed()], dtype=np.int64))
-            samples = samples[keep]
-            if node:
-                where = where[keep]
-        return (samples, where) if node else samples
+            samples = samples[self._unfailed(samples)]
+        return samples
 
     def epoch_samples(self, epoch=None):
         """The samples of an epoch, for all the ranks together, before shuffling: a list."""
@@ -530,18 +613,28 @@ class PlanSampler:
         return order
 
     def _node_order(self, epoch):
-        """placement="node": this rank's share of its node's samples for an epoch, shuffled
-        with the seed, the epoch and the node; every rank of every node gets as many."""
-        samples, where = self._samples(epoch, node=True)
-        local = self.world_size // self.nodes
-        per_node = np.bincount(where, minlength=self.nodes)
-        if self.drop_last:
-            per = int(per_node.min()) // local
+        """placement: this rank's share of its node's samples for an epoch, shuffled with the
+        seed, the epoch and the node; every rank of every node gets as many, counted before
+        skip_failed (each node's mount lists only its own videos' failures), so that no rank
+        waits on another in DDP."""
+        samples, rows = self._drawn(epoch)
+        if rows is None:  # every sample: each video's samples in a run
+            table = self.mount._video_table()
+            where = np.repeat(self._video_node, table[:, 1])
         else:
-            per = -(-int(per_node.max()) // local)
+            where = self._video_node[rows]
+        local = self.world_size // self.nodes
+        per_node = np.bincount(where[where >= 0], minlength=self.nodes)
+        per = int(per_node.min()) // local if self.drop_last else -(-int(per_node.max()) // local)
+        empty = np.nonzero(per_node == 0)[0]
+        if len(empty) or per == 0:
+            raise ValueError("placement=%r: epoch %d gives node(s) %s no samples (%d over %d nodes of %d ranks): more nodes "
+                             "than videos?" % (self.placement, epoch, empty.tolist() or per_node.tolist(), len(samples),
+                                               self.nodes, local))
         mine = samples[where == self.node]
-        if len(mine) == 0 or per == 0:
-            return mine[:0]
+        if self.skip_failed:
+            kept = mine[self._unfailed(mine)]
+            mine = kept if len(kept) else mine  # every one failed: read them, as without skip_failed
         idx = np.random.default_rng([self.seed, epoch, self.node]).permutation(len(mine)) if self.shuffle else np.arange(len(mine))
         idx = np.resize(idx, per * local)  # the first again, round and round, or cut short
         return mine[idx[self.rank % local::local]]

@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/vidfs/vidfs/internal/wire"
+	"github.com/vidfs/vidfs/placement"
 )
 
 func copyCommand() *command {
@@ -17,7 +21,7 @@ func copyCommand() *command {
 	var sh shareFlags
 	return &command{
 		summary: "make a mount's training copy now, every video decoded whole",
-		usage:   "MNT [--every DURATION] [--nodes N --node I --weigh samples|videos [--seed S]]",
+		usage:   "MNT [--every DURATION] [--nodes N --node I | --hosts H1,H2,... [--host H]] [--weigh samples|videos] [--seed S]",
 		help: `Asks the mount at MNT (mounted with --cache-dir and --cache-keep frames) to decode every
 video whole, once, into its training copy, and shows the progress until the copy holds them all:
 videos done, frames kept, the rate, the time left. Run it on a node waiting for its job, so that
@@ -31,16 +35,19 @@ as they would. The copy lives under --cache-dir and is kept across mounts of the
 the same --size, --resize, --decode and --fps (the clips may differ).
 
 On a job of several nodes, each with its own mount, that trains with
-PlanSampler(placement="node"), each node reads only its share of the videos; --nodes N --node I
-fills only node I's share, as the sampler places them: give the sampler's seed (--seed) and what
-balances the nodes (--weigh: samples for clips="all", videos for clips="random" or "uniform").
-The rule is in docs/usage.md ("Many nodes").`,
+PlanSampler(placement="node" or "host"), each node reads only its share of the videos, and fills
+only that: --nodes N --node I for placement="node" (I: this node's number), --hosts H1,H2,...
+for placement="host" (every node's host name; this one's is --host, by default this machine's).
+Give the sampler's seed (--seed) and what balances the nodes (--weigh: samples for clips="all",
+videos for clips="random" or "uniform"). The rule is in docs/usage.md ("Many nodes").`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.DurationVar(&every, "every", 2*time.Second, "how often to print the progress")
 			fs.IntVar(&sh.nodes, "nodes", 0, "fill only one node's share of the videos, of this many nodes (PlanSampler(placement=\"node\"))")
 			fs.IntVar(&sh.node, "node", -1, "with --nodes: this node's number, 0 to N-1 (torchrun's GROUP_RANK, Slurm's SLURM_NODEID)")
-			fs.Uint64Var(&sh.seed, "seed", 0, "with --nodes: the sampler's seed")
-			fs.StringVar(&sh.weigh, "weigh", "", "with --nodes: what balances the nodes, as the sampler's clips: samples (clips=\"all\") or videos (\"random\", \"uniform\")")
+			fs.StringSliceVar(&sh.hosts, "hosts", nil, "fill only one node's share of the videos, the nodes known by these host names (PlanSampler(placement=\"host\"))")
+			fs.StringVar(&sh.host, "host", "", "with --hosts: this node's host name (default: this machine's)")
+			fs.Uint64Var(&sh.seed, "seed", 0, "with --nodes or --hosts: the sampler's seed")
+			fs.StringVar(&sh.weigh, "weigh", "", "with --nodes or --hosts: what balances the nodes, as the sampler's clips: samples (clips=\"all\") or videos (\"random\", \"uniform\")")
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			if len(args) != 1 {
@@ -58,30 +65,58 @@ The rule is in docs/usage.md ("Many nodes").`,
 	}
 }
 
-// shareFlags are vidfs copy's --nodes, --node, --seed and --weigh.
+// shareFlags are vidfs copy's --nodes, --node, --hosts, --host, --seed and --weigh.
 type shareFlags struct {
 	nodes, node int
+	hosts       []string
+	host        string
 	seed        uint64
 	weigh       string
 }
 
-// request is what vidfs copy writes to .vidfs/fill: "all", or a node's share.
+// request is what vidfs copy writes to .vidfs/fill: "all", or a node's share: "share SEED
+// WEIGH NODE NODE1 NODE2 ...".
 func (sh shareFlags) request() (string, error) {
-	if sh.nodes == 0 {
-		if sh.node >= 0 || sh.weigh != "" {
-			return "", usageError{"--node and --weigh go with --nodes N (the job's number of nodes)"}
+	if sh.nodes == 0 && sh.hosts == nil {
+		if sh.node >= 0 || sh.host != "" || sh.weigh != "" {
+			return "", usageError{"--node, --host and --weigh go with --nodes N or --hosts H1,H2,... (the job's nodes)"}
 		}
 		return "all", nil
 	}
+	var me string
+	var names []string
 	switch {
-	case sh.nodes < 0:
-		return "", usageError{fmt.Sprintf("--nodes %d: want the job's number of nodes, 1 or more", sh.nodes)}
-	case sh.node < 0 || sh.node >= sh.nodes:
+	case sh.nodes != 0 && sh.hosts != nil:
+		return "", usageError{"--nodes (placement=\"node\") or --hosts (placement=\"host\"), not both"}
+	case sh.nodes < 0 || sh.nodes > placement.MaxNodes:
+		return "", usageError{fmt.Sprintf("--nodes %d: want the job's number of nodes, 1 to %d", sh.nodes, placement.MaxNodes)}
+	case sh.nodes > 0 && (sh.node < 0 || sh.node >= sh.nodes):
 		return "", usageError{fmt.Sprintf("--nodes %d wants --node I, this node's number, 0 to %d", sh.nodes, sh.nodes-1)}
-	case sh.weigh != "samples" && sh.weigh != "videos":
-		return "", usageError{fmt.Sprintf("--nodes wants --weigh samples (PlanSampler clips=\"all\") or videos (clips=\"random\" or \"uniform\"), not %q", sh.weigh)}
+	case sh.nodes > 0:
+		me, names = strconv.Itoa(sh.node), placement.Numbered(sh.nodes)
+	default:
+		me = sh.host
+		if me == "" {
+			h, err := os.Hostname()
+			if err != nil {
+				return "", fmt.Errorf("this machine's host name, for --hosts: %w (give --host)", err)
+			}
+			me = h
+		}
+		names = sh.hosts
+		for _, h := range names {
+			if h == "" || strings.ContainsAny(h, " \t\n") {
+				return "", usageError{fmt.Sprintf("--hosts: %q is not a host name", h)}
+			}
+		}
+		if !slices.Contains(names, me) {
+			return "", usageError{fmt.Sprintf("--hosts %s does not hold this node's host name %q (give --host)", strings.Join(names, ","), me)}
+		}
 	}
-	return fmt.Sprintf("share %d %d %d %s", sh.node, sh.nodes, sh.seed, sh.weigh), nil
+	if sh.weigh != "samples" && sh.weigh != "videos" {
+		return "", usageError{fmt.Sprintf("--nodes and --hosts want --weigh samples (PlanSampler clips=\"all\") or videos (clips=\"random\" or \"uniform\"), not %q", sh.weigh)}
+	}
+	return fmt.Sprintf("share %d %s %s %s", sh.seed, sh.weigh, me, strings.Join(names, " ")), nil
 }
 
 func runCopy(ctx context.Context, e *env, mnt string, every time.Duration, req string) error {
@@ -109,7 +144,7 @@ func runCopy(ctx context.Context, e *env, mnt string, every time.Duration, req s
 		c := st.Copy
 		whole, want, of := c.Complete, c.VideosWithSamples, ""
 		if sh := c.Share; sh != nil {
-			whole, want, of = sh.Whole, sh.Videos, fmt.Sprintf(" of node %d's share (%d nodes)", sh.Node, sh.Nodes)
+			whole, want, of = sh.Whole, sh.Videos, fmt.Sprintf(" of node %s's share (%d nodes)", sh.Node, sh.Nodes)
 		}
 		line := copyProgress(c, whole, want, first, time.Since(start))
 		fmt.Fprintln(e.stderr, line)

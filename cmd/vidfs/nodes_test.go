@@ -35,13 +35,17 @@ type nodesRun struct {
 	Videos []int   `json:"videos"`
 	Moved  float64 `json:"moved_2_to_3"`
 	Node0  []int   `json:"node0"`
-	// Node0Samples are the samples of node 0's videos.
+	// Node0Samples are the samples of node 0's videos; HostA and HostASamples the same of the
+	// node named hostA, under placement="host" with nodes hostB and hostA.
 	Node0Samples []int `json:"node0_samples"`
+	HostA        []int `json:"host_a"`
+	HostASamples []int `json:"host_a_samples"`
 }
 
-func runNodes(t *testing.T, a, b string, first, epochs int) nodesRun {
+// runNodes runs testdata/nodes.py with args and decodes what it prints.
+func runNodes(t *testing.T, args ...string) nodesRun {
 	t.Helper()
-	out := runPython(t, "nodes.py", a, b, fmt.Sprint(first), fmt.Sprint(epochs))
+	out := runPython(t, "nodes.py", args...)
 	var r nodesRun
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("nodes.py: %v\n%s", err, out)
@@ -62,6 +66,12 @@ func TestNodePlacement(t *testing.T) {
 		return append(append(append([]string{}, flags...), "--cache-dir", dir, "--cache-keep", "frames", "--cache-disk", "1GiB"), more...)
 	}
 
+	// The sampler's placement, its splits and its refusals, on a mount without a copy (the
+	// samplers there write plans of their own).
+	plain := startMount(t, src, flags...)
+	r := runNodes(t, "checks", plain.dir)
+	plain.stop(t)
+
 	// One node's copy of everything, for the frames it holds.
 	one := startMount(t, src, withCopy(t.TempDir())...)
 	if code, _, stderr := vidfs(t, "copy", one.dir, "--every", "100ms"); code != 0 {
@@ -72,8 +82,8 @@ func TestNodePlacement(t *testing.T) {
 
 	dirs := []string{t.TempDir(), t.TempDir()}
 	a, b := startMount(t, src, withCopy(dirs[0], "--copy-fill", "videos")...), startMount(t, src, withCopy(dirs[1], "--copy-fill", "videos")...)
-	r := runNodes(t, a.dir, b.dir, 0, 4)
-	for _, ep := range r.Epochs[1:] {
+	job := runNodes(t, "job", a.dir, b.dir, "0", "4")
+	for _, ep := range job.Epochs[1:] {
 		for n := range 2 {
 			if ep.Decoded[n]*20 > ep.Read[n] {
 				t.Errorf("epoch %d, node %d: %d of %d clips decoded, want at most 5 %%", ep.Epoch+1, n, ep.Decoded[n], ep.Read[n])
@@ -82,7 +92,7 @@ func TestNodePlacement(t *testing.T) {
 	}
 	for n, mp := range []*mountProc{a, b} {
 		got := mountStats(t, mp.dir).Copy.Frames
-		t.Logf("node %d: %d videos, %d frames in its copy, of %d in one node's copy", n, r.Videos[n], got, all)
+		t.Logf("node %d: %d videos, %d frames in its copy, of %d in one node's copy", n, job.Videos[n], got, all)
 		if float64(got) > 0.55*float64(all) {
 			t.Errorf("node %d's copy holds %d frames, over 0.55 of one node's %d", n, got, all)
 		}
@@ -90,54 +100,75 @@ func TestNodePlacement(t *testing.T) {
 	if r.Moved > 0.40 {
 		t.Errorf("2 to 3 nodes moves %.2f of the videos, want at most 0.40", r.Moved)
 	}
-	t.Logf("epochs: %+v; 2 to 3 nodes moves %.2f of the videos", r.Epochs, r.Moved)
+	t.Logf("epochs: %+v; 2 to 3 nodes moves %.2f of the videos", job.Epochs, r.Moved)
 	a.stop(t)
 	b.stop(t)
 
 	// The job restarted on the same nodes: every clip from the copy, none decoded.
 	a, b = startMount(t, src, withCopy(dirs[0], "--copy-fill", "videos")...), startMount(t, src, withCopy(dirs[1], "--copy-fill", "videos")...)
-	again := runNodes(t, a.dir, b.dir, 4, 1)
+	again := runNodes(t, "job", a.dir, b.dir, "4", "1")
 	if d := again.Epochs[0].Decoded; d[0]+d[1] != 0 {
 		t.Errorf("the job restarted: %v clips decoded, want none", d)
 	}
 	a.stop(t)
 	b.stop(t)
 
-	// vidfs copy --nodes fills node 0's share as the sampler places it, and nothing else.
-	c := startMount(t, src, withCopy(t.TempDir())...)
-	code, stdout, stderr := vidfs(t, "copy", c.dir, "--every", "100ms", "--nodes", "2", "--node", "0", "--seed", "5", "--weigh", "videos")
-	want := fmt.Sprintf("%d of %d videos of node 0's share (2 nodes) whole", len(r.Node0), len(r.Node0))
-	if code != 0 || !strings.Contains(stdout, want) {
-		t.Fatalf("vidfs copy --nodes 2 --node 0: exit %d, stdout %q (want %q), stderr %s", code, stdout, want, stderr)
-	}
-	st := mountStats(t, c.dir)
-	if st.Copy.Complete != len(r.Node0) || st.Copy.Share == nil || st.Copy.Share.Videos != len(r.Node0) {
-		t.Errorf("after vidfs copy --nodes 2 --node 0: %d videos whole, share %+v; the sampler places %d there", st.Copy.Complete, st.Copy.Share, len(r.Node0))
-	}
-	lay, err := readDataset(c.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	S := lay.SampleBytes
-	f, err := os.Open(filepath.Join(c.dir, "clips.raw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, S)
-	for _, s := range r.Node0Samples {
-		if _, err := f.ReadAt(buf, int64(s)*S); err != nil {
-			t.Fatalf("sample %d: %v", s, err)
+	// vidfs copy --nodes fills node 0's share as the sampler places it, and nothing else; and
+	// --hosts the share of the node named hostA.
+	var c *mountProc
+	for _, share := range []struct {
+		args    []string
+		of      string
+		videos  []int
+		samples []int
+	}{
+		{[]string{"--nodes", "2", "--node", "0"}, "node 0's share (2 nodes)", r.Node0, r.Node0Samples},
+		{[]string{"--hosts", "hostB,hostA", "--host", "hostA"}, "node hostA's share (2 nodes)", r.HostA, r.HostASamples},
+	} {
+		c = startMount(t, src, withCopy(t.TempDir())...)
+		code, stdout, stderr := vidfs(t, append([]string{"copy", c.dir, "--every", "100ms", "--seed", "5", "--weigh", "videos"}, share.args...)...)
+		want := fmt.Sprintf("%d of %d videos of %s whole", len(share.videos), len(share.videos), share.of)
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Fatalf("vidfs copy %v: exit %d, stdout %q (want %q), stderr %s", share.args, code, stdout, want, stderr)
+		}
+		st := mountStats(t, c.dir)
+		if st.Copy.Complete != len(share.videos) || st.Copy.Share == nil || st.Copy.Share.Videos != len(share.videos) {
+			t.Errorf("after vidfs copy %v: %d videos whole, share %+v; the sampler places %d there", share.args, st.Copy.Complete, st.Copy.Share, len(share.videos))
+		}
+		lay, err := readDataset(c.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(filepath.Join(c.dir, "clips.raw"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, lay.SampleBytes)
+		for _, s := range share.samples {
+			if _, err := f.ReadAt(buf, int64(s)*lay.SampleBytes); err != nil {
+				t.Fatalf("sample %d: %v", s, err)
+			}
+		}
+		f.Close()
+		if st := mountStats(t, c.dir); st.Decode.Clips != 0 || st.Copy.Misses != 0 {
+			t.Errorf("the share's videos read after vidfs copy %v: %d clips decoded, %d copy misses; want none", share.args, st.Decode.Clips, st.Copy.Misses)
 		}
 	}
-	if st := mountStats(t, c.dir); st.Decode.Clips != 0 || st.Copy.Misses != 0 {
-		t.Errorf("node 0's videos read after vidfs copy --nodes: %d clips decoded, %d copy misses; want none", st.Decode.Clips, st.Copy.Misses)
-	}
 
-	// Refused: a node out of range, no --weigh.
-	for _, args := range [][]string{{"--nodes", "2", "--node", "2", "--weigh", "videos"}, {"--nodes", "2", "--node", "0"}, {"--node", "1"}} {
+	// Refused: a node out of range, no --weigh, a host not listed, both kinds of node.
+	for _, args := range [][]string{{"--nodes", "2", "--node", "2", "--weigh", "videos"}, {"--nodes", "2", "--node", "0"}, {"--node", "1"},
+		{"--hosts", "a,b", "--host", "c", "--weigh", "videos"}, {"--hosts", "a,b", "--nodes", "2", "--node", "0", "--weigh", "videos"}} {
 		if code, _, stderr := vidfs(t, append([]string{"copy", c.dir}, args...)...); code != 2 || !strings.Contains(stderr, "--") {
 			t.Errorf("vidfs copy %v: exit %d, %q; want a usage error", args, code, stderr)
 		}
+	}
+}
+
+// TestPlacementPython: Python's placement() gives the vectors the Go rule is pinned to
+// (placement/testdata/pinned.json): unequal weights, a video without samples, one heavier than a
+// node's share, numbered and named nodes, more nodes than videos.
+func TestPlacementPython(t *testing.T) {
+	if out := runPython(t, "pinned.py"); strings.TrimSpace(out) != "ok" {
+		t.Errorf("pinned.py: %s", out)
 	}
 }

@@ -187,12 +187,13 @@ type CopyStats struct {
 // CopyShare is a node's share of the videos (the placement rule, vidfs copy --nodes): the videos
 // placed on it, and how many of them the copy holds whole.
 type CopyShare struct {
-	Node   int    `json:"node"`
+	Node   string `json:"node"` // its number, or its host name`
 	Nodes  int    `json:"nodes"`
 	Seed   uint64 `json:"seed"`
 	Weigh  string `json:"weigh"` // what balances the nodes: samples or videos
 	Videos int    `json:"videos"`
-	Whole  int    `json:"whole"`
+	// Whole counts the share's videos found whole, or decoded whole, since it was asked for.
+	Whole int `json:"whole"`
 }
 
 // FillBudget is the CPU time --copy-fill auto lets whole-video decodes take: each sample served

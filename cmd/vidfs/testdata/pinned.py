@@ -1,0 +1,16 @@
+"""vidfs.placement() gives the vectors placement/testdata/pinned.json pins (which the Go rule,
+placement.Assign, is tested against too). Prints "ok" or fails with an assertion."""
+import json
+import os
+
+from vidfs import placement
+
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "..", "..", "..", "placement", "testdata", "pinned.json")) as f:
+    cases = json.load(f)
+for i, c in enumerate(cases):
+    got = placement([n.encode() for n in c["Names"]], c["Weights"], c["Seed"], c["Nodes"]).tolist()
+    assert got == c["Want"], "case %d: %s, want %s" % (i, got, c["Want"])
+    # names as str, nodes given by count where they are numbers: the same.
+    assert placement(c["Names"], c["Weights"], c["Seed"], c["Nodes"]).tolist() == got, "case %d as str" % i
+print("ok")
