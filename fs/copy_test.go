@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -547,5 +548,45 @@ func TestCopyFillWaitBounded(t *testing.T) {
 	}
 	if n := dec.samples[[2]int{0, 0}]; n != 1 || !bytes.Equal(buf, want(f, first)) {
 		t.Errorf("the sample the whole decode reaches last: decoded %d times of its own; want once, as it is", n)
+	}
+}
+
+// TestCopyFillVideosQueued: --copy-fill videos with one fill slot and a plan of one sample of
+// each of several videos, loaded ahead together: every video read ends whole in the copy, those
+// whose loads found the slot taken too (queued for it, or taken from the plan's next videos);
+// nothing is left behind in the queue.
+func TestCopyFillVideosQueued(t *testing.T) {
+	files := map[string]string{}
+	for i, name := range []string{"h264_gop16.mp4", "hevc.mkv", "vp9.webm", "mpeg4.avi", "vp8.webm", "av1.mp4"} {
+		files[fmt.Sprintf("c/v%d%s", i, filepath.Ext(name))] = name
+	}
+	setup := mountSetup{files: files, spec: layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48},
+		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames, fill: FillVideos, workers: 1, prefetch: 64}
+	want := decoded(t, &setup)
+	m := mountVideos(t, setup)
+	// A sample of each video, once: a slot missed at its load comes no second time.
+	var order []int
+	for v := range m.lay.Videos {
+		if first, end := m.lay.VideoSamples(v); end > first {
+			order = append(order, (first+end)/2)
+		}
+	}
+	writeOrder(t, m, order)
+	for _, i := range order {
+		if readSample(t, m, i) != want[i] {
+			t.Fatalf("sample %d differs from decoding it", i)
+		}
+	}
+	waitFills(t, m)
+	for v := range m.lay.Videos {
+		if first, end := m.lay.VideoSamples(v); end > first && !m.fs.copy.c.Whole(v) {
+			t.Errorf("video %d (%s) not whole after its samples were read: %+v", v, m.lay.Videos[v].Path, m.fs.copyStats())
+		}
+	}
+	m.fs.copy.fills.mu.Lock()
+	left := len(m.fs.copy.fills.waiting)
+	m.fs.copy.fills.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d videos left queued", left)
 	}
 }
