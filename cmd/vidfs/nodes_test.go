@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -170,5 +171,15 @@ func TestNodePlacement(t *testing.T) {
 func TestPlacementPython(t *testing.T) {
 	if out := runPython(t, "pinned.py"); strings.TrimSpace(out) != "ok" {
 		t.Errorf("pinned.py: %s", out)
+	}
+}
+
+// TestPlacementDDP: under a real torch.distributed (gloo), four ranks as two nodes agree on the
+// placement by number and by given host names, and every rank raises, none left waiting, where
+// two nodes gather one host name or one rank has another seed (testdata/ddp_place.py).
+func TestPlacementDDP(t *testing.T) {
+	mp := startMount(t, nodesSource(t), "--frames", "4", "--stride", "2", "--step", "4", "--size", "32x32", "--probe-cache", "")
+	if out := runPython(t, "ddp_place.py", mp.dir, strconv.Itoa(rendezvousPort(t))); !strings.HasSuffix(strings.TrimSpace(out), "ok") {
+		t.Errorf("ddp_place.py: %s", out)
 	}
 }
