@@ -15,6 +15,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/vidfs/vidfs/internal/npy"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/order"
 )
@@ -180,7 +181,16 @@ func (w *planWriter) Write(ctx context.Context, data []byte, off int64) (uint32,
 		return 0, syscall.EFBIG
 	}
 	if end > int64(len(w.buf)) {
-		w.buf = append(w.buf, make([]byte, end-int64(len(w.buf)))...)
+		if off == 0 && cap(w.buf) == 0 {
+			// A .npy plan says its size in its header: room for all of it at once, not a
+			// buffer doubled again and again (three times a plan of millions in garbage).
+			w.buf = make([]byte, 0, npySize(data, order.MaxBytes(w.f.lay.Len())))
+		}
+		old := len(w.buf)
+		w.buf = slices.Grow(w.buf, int(end)-old)[:end]
+		if off > int64(old) {
+			clear(w.buf[old:off]) // a gap left by a write past the end reads as zeros
+		}
 	}
 	copy(w.buf[off:], data)
 	w.setStateLocked(planWritten) // what is written replaces the plan, at the next flush
@@ -351,4 +361,28 @@ func (s *snapshotFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle,
 		return nil, 0, errno
 	}
 	return &bytesHandle{data: s.take()}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// npySize is the size of the .npy file whose first bytes are head, as its header says (at most
+// limit), or 0 where head is no .npy header.
+func npySize(head []byte, limit int64) int {
+	h, off, err := npy.Decode(head)
+	if err != nil || len(h.Shape) == 0 || len(h.Descr) < 3 {
+		return 0
+	}
+	size, err := strconv.ParseInt(h.Descr[2:], 10, 64) // "<i4": 4 bytes an item
+	if err != nil || size <= 0 {
+		return 0
+	}
+	items := int64(1)
+	for _, d := range h.Shape {
+		if d < 0 || items > limit {
+			return 0
+		}
+		items *= int64(d)
+	}
+	if items > limit/size {
+		return int(limit)
+	}
+	return int(min(int64(off)+items*size, limit))
 }

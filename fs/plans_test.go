@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vidfs/vidfs/internal/npy"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/order"
 )
@@ -631,5 +632,27 @@ func TestPlansBound(t *testing.T) {
 	}
 	if err := os.WriteFile(path("b"), []byte(numbers(0, 5)), 0o644); err != nil {
 		t.Errorf("a plan within the bound: %v", err)
+	}
+}
+
+// TestNpySize: a .npy plan's header gives the buffer its size; anything else gives none.
+func TestNpySize(t *testing.T) {
+	head := npy.Header{Descr: "<i4", Shape: []int{1000}}.Encode(64)
+	head8 := npy.Header{Descr: "<i8", Shape: []int{3}}.Encode(64)
+	for _, c := range []struct {
+		head  []byte
+		limit int64
+		want  int
+	}{
+		{head, 1 << 20, len(head) + 4000},
+		{head, 100, 100},
+		{head8, 1 << 20, len(head8) + 24},
+		{npy.Header{Descr: "<i8", Shape: []int{1 << 62}}.Encode(64), 1 << 20, 1 << 20},
+		{[]byte("1 2 3\n"), 1 << 20, 0},
+		{head[:5], 1 << 20, 0},
+	} {
+		if got := npySize(c.head, c.limit); got != c.want {
+			t.Errorf("npySize(%q, %d) = %d, want %d", c.head, c.limit, got, c.want)
+		}
 	}
 }
