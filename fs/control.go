@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -183,8 +184,9 @@ func (w *planWriter) Write(ctx context.Context, data []byte, off int64) (uint32,
 	if end > int64(len(w.buf)) {
 		if off == 0 && cap(w.buf) == 0 {
 			// A .npy plan says its size in its header: room for all of it at once, not a
-			// buffer doubled again and again (three times a plan of millions in garbage).
-			w.buf = make([]byte, 0, npySize(data, order.MaxBytes(w.f.lay.Len())))
+			// buffer doubled again and again (three times a plan of millions in garbage); up
+			// to planPresize, so that a header alone reserves no more.
+			w.buf = make([]byte, 0, min(planPresize, npySize(data, order.MaxLen(w.f.lay.Len()))))
 		}
 		old := len(w.buf)
 		w.buf = slices.Grow(w.buf, int(end)-old)[:end]
@@ -363,26 +365,20 @@ func (s *snapshotFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle,
 	return &bytesHandle{data: s.take()}, fuse.FOPEN_DIRECT_IO, 0
 }
 
-// npySize is the size of the .npy file whose first bytes are head, as its header says (at most
-// limit), or 0 where head is no .npy header.
-func npySize(head []byte, limit int64) int {
+// planPresize bounds the room a plan's header reserves before its entries come: 64 epochs of a
+// million samples as int32.
+const planPresize = 256 << 20
+
+// npySize is the size of the .npy plan whose first bytes are head, as its header says, where
+// order.Parse would take it (one dimension of integers, at most maxLen of them); else 0.
+func npySize(head []byte, maxLen int) int {
 	h, off, err := npy.Decode(head)
-	if err != nil || len(h.Shape) == 0 || len(h.Descr) < 3 {
+	if err != nil || len(h.Shape) != 1 || h.Shape[0] < 0 || h.Shape[0] > maxLen || len(h.Descr) != 3 || !strings.ContainsRune("iu", rune(h.Descr[1])) {
 		return 0
 	}
-	size, err := strconv.ParseInt(h.Descr[2:], 10, 64) // "<i4": 4 bytes an item
-	if err != nil || size <= 0 {
-		return 0
+	switch size := h.Descr[2]; size {
+	case '1', '2', '4', '8':
+		return off + h.Shape[0]*int(size-'0')
 	}
-	items := int64(1)
-	for _, d := range h.Shape {
-		if d < 0 || items > limit {
-			return 0
-		}
-		items *= int64(d)
-	}
-	if items > limit/size {
-		return int(limit)
-	}
-	return int(min(int64(off)+items*size, limit))
+	return 0
 }

@@ -304,6 +304,7 @@ func (f *FS) copyStats() *wire.CopyStats {
 	if f.copy == nil {
 		return nil
 	}
+	queued, filling, started, failed := f.copy.fills.counts() // before the store's: a fill that ends between shows its backlog
 	s := f.copy.c.Stats()
 	w := &wire.CopyStats{Dir: s.Dir, Codec: s.Codec.String(), Fill: f.copy.mode.String(),
 		CapacityBytes: s.MaxBytes, UsedBytes: s.Bytes, Videos: s.Videos, Complete: s.Complete, Partial: s.Videos - s.Complete,
@@ -318,10 +319,9 @@ func (f *FS) copyStats() *wire.CopyStats {
 	if n := s.Hits + s.Misses; n > 0 {
 		w.HitRate = float64(s.Hits) / float64(n)
 	}
-	var started, failed int64
-	w.FillQueued, w.Filling, started, failed = f.copy.fills.counts()
+	w.FillQueued, w.Filling = queued, filling
 	w.WholeFills, w.WholeFillsFailed = started, failed
-	w.Share = f.copy.fills.shareStats()
+	w.Share = f.copy.fills.shareStats(s.Backlog)
 	if b := f.copy.budget; b != nil {
 		s := b.state()
 		w.FillBudget = &s

@@ -34,7 +34,8 @@ type fills struct {
 	wg    sync.WaitGroup
 	wake  chan struct{} // a fill ended, or FillAll asked for more
 	// mu guards everything below. LOCK ORDERING: taken before the training copy's store's
-	// (framestore.Store.Whole) and a fill's own; nothing else is called with it held.
+	// (framestore.Store.Whole) and a fill's own; nothing else is called with it held (poke
+	// sends without blocking).
 	mu      sync.Mutex
 	running map[int]*wholeFill
 	tried   []uint64 // a bit per video: decoded whole this mount (or tried): not again
@@ -170,6 +171,10 @@ func (f *FS) FillShare(node string, nodes []string, seed uint64, byVideo bool) (
 			weights[v] = 1
 		}
 	}
+	if int64(len(names))*int64(len(nodes)) > maxShareTable {
+		return true, fmt.Errorf("%d nodes of %d videos: a placement's table of %d entries, over %d: place them outside the mount (python's vidfs.placement)",
+			len(nodes), len(names), int64(len(names))*int64(len(nodes)), maxShareTable)
+	}
 	at, err := placement.Assign(names, weights, seed, nodes)
 	if err != nil {
 		return true, err
@@ -180,6 +185,11 @@ func (f *FS) FillShare(node string, nodes []string, seed uint64, byVideo bool) (
 		if n == me {
 			sh.in[v/64] |= 1 << (v % 64)
 			sh.videos++
+		}
+	}
+	for v, n := range at {
+		if n == me && f.copy.whole(v) {
+			sh.found(v) // whole already: counted from the start, not as the cursor comes
 		}
 	}
 	sh.left = sh.videos
@@ -223,31 +233,49 @@ func (fs *fills) dispatch() {
 		case <-tick:
 		}
 		for fs.ctx.Err() == nil {
-			v, nice := fs.next()
+			v, from := fs.next()
 			if v < 0 {
 				break
 			}
-			if fs.tryStart(v, 0, nice) == nil {
-				fs.wait(v) // a load took the last slot meanwhile: v's turn comes when one frees
+			if fs.tryStart(v, 0, from == fromList) == nil {
+				fs.giveBack(v, from) // a load took the last slot meanwhile
 				break
 			}
 		}
 	}
 }
 
-// next returns the next video to decode whole in the background, or -1, and whether to decode
-// it at a low priority: FillAll's next video not whole (at nice 10: vidfs copy fills in the time
-// the readers leave), a video a load wanted whole when every slot was taken (videos), or the
-// soonest planned video not whole: under videos, any; under auto, one read again, with the
-// budget allowing. These at the readers' priority: they are the readers' next videos (and
-// auto's budget bounds what they take; at nice 10 beside readers that keep every core busy
-// they would hold their slots for ever).
-func (fs *fills) next() (int, bool) {
+// Where next found its video: the videos a load found every slot taken for, FillAll's list
+// (vidfs copy), or the plans.
+const (
+	fromWaiting = iota
+	fromList
+	fromPlans
+)
+
+// next returns the next video to decode whole in the background, or -1, and where it found it:
+// a video a load wanted whole when every slot was taken (videos), FillAll's next video not whole
+// (decoded at nice 10: vidfs copy fills in the time the readers leave), or the soonest planned
+// video not whole: under videos, any; under auto, one read again, with the budget allowing. All
+// but FillAll's at the readers' priority: they are the readers' next videos (and auto's budget
+// bounds what they take; at nice 10 beside readers that keep every core busy they would hold
+// their slots for ever).
+func (fs *fills) next() (int, int) {
 	f := fs.f
 	if len(fs.slots) == cap(fs.slots) {
-		return -1, false
+		return -1, 0
 	}
 	fs.mu.Lock()
+	for len(fs.waiting) > 0 {
+		v := fs.waiting[0]
+		fs.waiting = fs.waiting[1:]
+		fs.inWaiting[v/64] &^= 1 << (v % 64)
+		if fs.tried[v/64]&(1<<(v%64)) == 0 && !f.copy.whole(v) {
+			fs.mu.Unlock()
+			return v, fromWaiting
+		}
+	}
+	fs.waiting = nil // lets the array go
 	for fs.all >= 0 && fs.all < len(f.lay.Videos) {
 		v := fs.all
 		fs.all++
@@ -263,34 +291,50 @@ func (fs *fills) next() (int, bool) {
 		}
 		if fs.tried[v/64]&(1<<(v%64)) == 0 {
 			fs.mu.Unlock()
-			return v, true
+			return v, fromList
 		}
 	}
 	fs.all = -1
-	for len(fs.waiting) > 0 {
-		v := fs.waiting[0]
-		fs.waiting = fs.waiting[1:]
-		fs.inWaiting[v/64] &^= 1 << (v % 64)
-		if fs.tried[v/64]&(1<<(v%64)) == 0 && !f.copy.whole(v) {
-			fs.mu.Unlock()
-			return v, false
-		}
-	}
-	fs.waiting = nil // lets the array go
 	fs.mu.Unlock()
 	videos := f.copy.mode == FillVideos
 	if b := f.copy.budget; !videos && (b == nil || !b.ready()) {
-		return -1, false
+		return -1, 0
 	}
 	var buf [64]int
 	for _, i := range f.plans.Upcoming(buf[:0], len(buf)) {
 		v := f.lay.Sample(i).Video
 		if !fs.isTried(v) && !f.copy.whole(v) && f.current(i) && (videos || f.wantedAgain(i)) {
-			return v, false
+			return v, fromPlans
 		}
 	}
-	return -1, false
+	return -1, 0
 }
+
+// giveBack puts video v, which next returned from where but which found no slot free, back
+// where it came from: the front of the waiting videos, or FillAll's list (its cursor back at
+// v); one from the plans is offered again by them.
+func (fs *fills) giveBack(v, from int) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	switch from {
+	case fromWaiting:
+		if fs.inWaiting[v/64]&(1<<(v%64)) == 0 {
+			fs.inWaiting[v/64] |= 1 << (v % 64)
+			fs.waiting = append([]int{v}, fs.waiting...)
+		}
+	case fromList:
+		if fs.all < 0 || v < fs.all {
+			fs.all = v
+			if fs.share != nil {
+				fs.share.left++ // passed again
+			}
+		}
+	}
+}
+
+// maxShareTable bounds videos x nodes for a placement the mount works out (FillShare): its
+// table takes 4 bytes an entry (1 GiB here).
+const maxShareTable = 1 << 28
 
 // share is a node's share of the videos, as vidfs copy --nodes or --hosts asks for it; fills.mu
 // guards its counts.
@@ -324,8 +368,9 @@ func (sh *share) found(v int) {
 }
 
 // shareStats is the share vidfs copy --nodes or --hosts asked for, with how many of its videos
-// are whole; nil when none was asked for.
-func (fs *fills) shareStats() *wire.CopyShare {
+// are whole, backlog being the copy's frames still to be written as the stats say; nil when
+// none was asked for.
+func (fs *fills) shareStats(backlog int) *wire.CopyShare {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	sh := fs.share
@@ -333,7 +378,7 @@ func (fs *fills) shareStats() *wire.CopyShare {
 		return nil
 	}
 	if len(sh.pending) > 0 {
-		written := fs.f.copy.c.Stats().Backlog == 0 // nothing more on its way to the disk
+		written := backlog == 0 // nothing more on its way to the disk, as the stats say
 		left := sh.pending[:0]
 		for _, v := range sh.pending {
 			switch {
@@ -369,6 +414,7 @@ func (fs *fills) counts() (queued, running int, started, failed int64) {
 			queued = fs.share.left
 		}
 	}
+	queued += len(fs.waiting)
 	return queued, len(fs.running), fs.started, fs.failed
 }
 

@@ -635,24 +635,27 @@ func TestPlansBound(t *testing.T) {
 	}
 }
 
-// TestNpySize: a .npy plan's header gives the buffer its size; anything else gives none.
+// TestNpySize: a .npy plan's header gives the buffer its size, where the plan could be taken
+// (one dimension of integers, not over the plan's bound); anything else gives none.
 func TestNpySize(t *testing.T) {
 	head := npy.Header{Descr: "<i4", Shape: []int{1000}}.Encode(64)
 	head8 := npy.Header{Descr: "<i8", Shape: []int{3}}.Encode(64)
 	for _, c := range []struct {
-		head  []byte
-		limit int64
-		want  int
+		head   []byte
+		maxLen int
+		want   int
 	}{
 		{head, 1 << 20, len(head) + 4000},
-		{head, 100, 100},
+		{head, 999, 0},
 		{head8, 1 << 20, len(head8) + 24},
-		{npy.Header{Descr: "<i8", Shape: []int{1 << 62}}.Encode(64), 1 << 20, 1 << 20},
+		{npy.Header{Descr: "<i4", Shape: []int{5, 1 << 61}}.Encode(64), 1 << 20, 0},
+		{npy.Header{Descr: "<i8", Shape: []int{1 << 62}}.Encode(64), 1 << 20, 0},
+		{npy.Header{Descr: "<f8", Shape: []int{3}}.Encode(64), 1 << 20, 0},
 		{[]byte("1 2 3\n"), 1 << 20, 0},
 		{head[:5], 1 << 20, 0},
 	} {
-		if got := npySize(c.head, c.limit); got != c.want {
-			t.Errorf("npySize(%q, %d) = %d, want %d", c.head, c.limit, got, c.want)
+		if got := npySize(c.head, c.maxLen); got != c.want {
+			t.Errorf("npySize(%q, %d) = %d, want %d", c.head, c.maxLen, got, c.want)
 		}
 	}
 }

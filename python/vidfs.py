@@ -20,6 +20,7 @@ import hashlib
 import io
 import json
 import math
+import numbers
 import os
 import socket
 import warnings
@@ -273,6 +274,17 @@ def _key(head, name):
     return int.from_bytes(hashlib.sha256(head + name).digest()[:8], "big")
 
 
+def _node_name(n):
+    """A node's name as bytes: a str (UTF-8), bytes, or a number (its decimal)."""
+    if isinstance(n, str):
+        return n.encode("utf-8", "surrogateescape")
+    if isinstance(n, (bytes, bytearray)):
+        return bytes(n)
+    if isinstance(n, numbers.Integral):
+        return str(int(n)).encode()
+    raise TypeError("placement: a node's name is a str, bytes or a number, not %r" % (n,))
+
+
 def placement(names, weights, seed, nodes):
     """The node of each video, as an index into nodes, or -1 for a video of weight 0: vidfs's
     placement rule, version 1 (docs/usage.md, "Many nodes"; the Go twin is placement.Assign,
@@ -282,9 +294,9 @@ def placement(names, weights, seed, nodes):
     "0" to "N-1"). A pure function of its arguments: rendezvous hashing with bounded loads, so
     that the largest node holds within 1/64 of an even share where there are enough videos, and
     a node added or lost moves about its share. An int64 NumPy array."""
-    if isinstance(nodes, int):
-        nodes = [str(n) for n in range(nodes)]
-    nodes = [n.encode("utf-8", "surrogateescape") if isinstance(n, str) else bytes(n) for n in nodes]
+    if isinstance(nodes, numbers.Integral):
+        nodes = [str(n) for n in range(int(nodes))]
+    nodes = [_node_name(n) for n in nodes]
     N = len(nodes)
     if not 1 <= N <= _MAX_NODES:
         raise ValueError("placement over %d nodes: want 1 to %d" % (N, _MAX_NODES))
@@ -355,6 +367,12 @@ def _node_env(world_size, nodes, how):
     said = None if said is None else int(said)
     if isinstance(nodes, (list, tuple)):
         nodes = len(nodes)
+        local = env.get("LOCAL_WORLD_SIZE")
+        if local is not None and int(local) * nodes != world_size:
+            raise ValueError("placement=%r: %d nodes given, but LOCAL_WORLD_SIZE=%s ranks a node make %d of a world of %d"
+                             % (how, nodes, local, world_size // max(1, int(local)), world_size))
+        if "SLURM_NNODES" in env and int(env["SLURM_NNODES"]) != nodes:
+            raise ValueError("placement=%r: %d nodes given, but SLURM_NNODES=%s" % (how, nodes, env["SLURM_NNODES"]))
     elif nodes is None:
         if "LOCAL_WORLD_SIZE" in env:
             local = int(env["LOCAL_WORLD_SIZE"])
@@ -494,8 +512,9 @@ class PlanSampler:
             if len(names) != len(table):
                 raise ValueError("%s: .vidfs/videos.txt has %d videos, .vidfs/videos.npy %d" % (self.mount.path, len(names), len(table)))
             weights = table[:, 1] if self.clips == "all" else (table[:, 1] > 0).astype(np.int64)
-        except (ValueError, OSError) as e:
-            err = e
+            given = [_node_name(n) for n in nodes] if isinstance(nodes, (list, tuple)) and how == "host" else None
+        except Exception as e:  # raised on every rank, below, not on this one alone
+            err, given = e, None
         digest = None
         if err is None:
             h = hashlib.sha256(b"\n".join(names))
@@ -503,11 +522,11 @@ class PlanSampler:
             digest = h.hexdigest()
         host = socket.gethostname()
         every = self._agree((self.nodes, self.world_size, self.seed, self.clips, self.clips_per_video, self.drop_last,
-                             self.shuffle, self.skip_failed, digest), host, err)
+                             self.shuffle, self.skip_failed, digest, given), host, err)
         if how == "node":
             node_names = [str(n) for n in range(self.nodes)]
-        elif isinstance(nodes, (list, tuple)):
-            node_names = [str(n) for n in nodes]
+        elif given is not None:
+            node_names = given
         elif every is not None:
             local = self.world_size // self.nodes
             node_names = []
@@ -553,7 +572,8 @@ class PlanSampler:
         odd = [r for r, e in enumerate(every) if e[0] != every[0][0]]
         if odd:
             raise ValueError("placement: ranks %s place videos otherwise than rank 0 (nodes, world, seed, clips, clips per "
-                             "video, drop_last, shuffle, skip_failed, videos): %r against %r" % (odd, every[odd[0]][0], every[0][0]))
+                             "video, drop_last, shuffle, skip_failed, videos, host names given): %r against %r"
+                             % (odd, every[odd[0]][0], every[0][0]))
         return every
 
     def _every(self):

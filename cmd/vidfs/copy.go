@@ -109,6 +109,11 @@ func (sh shareFlags) request() (string, error) {
 				return "", usageError{fmt.Sprintf("--hosts: %q is not a host name", h)}
 			}
 		}
+		for i, h := range names {
+			if slices.Contains(names[:i], h) {
+				return "", usageError{fmt.Sprintf("--hosts: %s is listed twice", h)}
+			}
+		}
 		if !slices.Contains(names, me) {
 			return "", usageError{fmt.Sprintf("--hosts %s does not hold this node's host name %q (give --host)", strings.Join(names, ","), me)}
 		}

@@ -523,30 +523,31 @@ the mount point is detached at once and disappears when they are closed.`,
 	}
 }
 
-// heapRoom is the room a soft memory limit leaves above GOGC's own goal (twice the live heap):
-// the runtime's memory beside the heap (its metadata, stacks), and a plan's parse between two
-// looks. heapEvery is how often the limit follows the live heap.
+// heapRoom is the least room a soft memory limit leaves above the live heap: garbage the
+// collector lets build up before it runs (GOGC's own goal, twice the live heap, where that is
+// less). heapEvery is how often the limit follows the live heap.
 const (
 	heapRoom  = 64 << 20
 	heapEvery = time.Second
 )
 
 // followLiveHeap sets the Go runtime's soft memory limit (runtime/debug.SetMemoryLimit) from the
-// live heap, now and every heapEvery: twice the live heap, and heapRoom more. The collector's
-// own goal (GOGC=100: twice the live heap) paces it; the limit is a backstop above that goal, for
-// what a burst of garbage would add. A tighter limit costs CPU without saving much: at 240,000
-// videos (a live heap of 110 MiB), the live heap plus half of it, re-set every 10 s, had the
-// collector run 170-250 times during 640 clips (a plan written between two looks raised the live
-// heap to the limit: 17 % of vidfs's CPU), where this one runs it 3 times (docs/benchmarks.md,
-// issue 40). The heap holds little that lives (decoded samples are outside it) but what grows
-// with the dataset (plans, the videos' tables). GOMEMLIMIT, when set, is left to the runtime.
-// The function it returns stops it.
+// live heap, now and every heapEvery: the live heap plus half of it, at least heapRoom more. The
+// heap holds little that lives (decoded samples are outside it) but what grows with the dataset
+// (plans, the videos' tables), and little garbage passes through it, so the collector seldom
+// meets the limit. But the limit must follow the live heap closely: re-set every 10 s, a plan
+// written between two looks raised the live heap to the limit, and the collector ran back to
+// back until the next (at 240,000 videos, 170-250 collections during 640 clips, 17 % of vidfs's
+// CPU; every second, 5-16, and none with no limit at all: bench/memlimit.sh, docs/benchmarks.md
+// "Many nodes"). A limit of twice the live heap (GOGC's own goal, above which it never starts a
+// collection) costs nothing there, and 90 MiB more resident memory at 240,000 videos.
+// GOMEMLIMIT, when set, is left to the runtime. The function it returns stops it.
 func followLiveHeap(log *slog.Logger) (stop func()) {
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	set := func() int64 {
 		metrics.Read(sample)
 		live := int64(sample[0].Value.Uint64())
-		limit := 2*live + heapRoom
+		limit := live + max(heapRoom, live/2)
 		debug.SetMemoryLimit(limit)
 		return limit
 	}

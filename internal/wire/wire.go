@@ -187,7 +187,7 @@ type CopyStats struct {
 // CopyShare is a node's share of the videos (the placement rule, vidfs copy --nodes): the videos
 // placed on it, and how many of them the copy holds whole.
 type CopyShare struct {
-	Node   string `json:"node"` // its number, or its host name`
+	Node   string `json:"node"` // its number, or its host name
 	Nodes  int    `json:"nodes"`
 	Seed   uint64 `json:"seed"`
 	Weigh  string `json:"weigh"` // what balances the nodes: samples or videos

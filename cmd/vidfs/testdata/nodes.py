@@ -136,6 +136,8 @@ def checks():
     assert np.array_equal(by_host[0]._video_node, placement(names, weights, SEED, hosts))
     for e in range(2):
         check_epoch(by_host, e)
+    as_bytes = sampler(0, placement="host", nodes=[b"hostB", b"hostA"])
+    assert np.array_equal(as_bytes._video_node, by_host[0]._video_node), "host names as bytes place otherwise"
     host_a = np.nonzero(by_host[0]._video_node == 1)[0]  # the videos of hostA
     out["host_a"] = host_a.tolist()
     out["host_a_samples"] = np.nonzero(np.isin(video_of, host_a))[0].tolist()
@@ -156,6 +158,7 @@ def checks():
                            ({}, {}, "needs the number of nodes"),
                            ({}, {"GROUP_RANK": "1", "SLURM_NODEID": "0", "LOCAL_WORLD_SIZE": "2"}, "c10d"),
                            ({"placement": "host"}, {"LOCAL_WORLD_SIZE": "2"}, "host names"),
+                           ({"placement": "host", "nodes": ["a", "b", "c", "d"]}, {"LOCAL_WORLD_SIZE": "2"}, "LOCAL_WORLD_SIZE=2"),
                            ({"nodes": 4, "world_size": 4}, {}, None)):
         kw = dict({"placement": "node"}, **kw)
         try:
