@@ -471,8 +471,6 @@ class PlanSampler:
             raise ValueError("clips %r: want 'all', 'random' or 'uniform'" % (clips,))
         if placement not in (None, "node", "host"):
             raise ValueError("placement %r: want None, 'node' or 'host'" % (placement,))
-        if not 0 <= int(seed) < 2**64:
-            raise ValueError("seed %d: want 0 to 2**64 - 1" % seed)
         self.mount = mount if isinstance(mount, Mount) else Mount(mount)
         env_rank, env_world = _dist_env()
         self.rank = env_rank if rank is None else rank
@@ -500,6 +498,8 @@ class PlanSampler:
         every rank builds its sampler, after torch.cuda.set_device under NCCL)."""
         how, err, names, weights = self.placement, None, None, None
         try:
+            if not 0 <= int(self.seed) < 2**64:
+                raise ValueError("placement=%r: seed %d: want 0 to 2**64 - 1" % (how, self.seed))
             count, said = _node_env(self.world_size, nodes, how)
             local = self.world_size // count
             self.nodes, self.node = count, self.rank // local
