@@ -172,7 +172,7 @@ func (f *FS) FillShare(node string, nodes []string, seed uint64, byVideo bool) (
 		}
 	}
 	if int64(len(names))*int64(len(nodes)) > maxShareTable {
-		return true, fmt.Errorf("%d nodes of %d videos: a placement's table of %d entries, over %d: place them outside the mount (python's vidfs.placement)",
+		return true, fmt.Errorf("%d nodes of %d videos: a placement's table of %d entries, more than the mount works out (%d)",
 			len(nodes), len(names), int64(len(names))*int64(len(nodes)), maxShareTable)
 	}
 	at, err := placement.Assign(names, weights, seed, nodes)
