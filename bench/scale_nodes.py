@@ -7,7 +7,8 @@ entries and placement by node cost, at the largest size whose probe cache bench/
    mount of the same videos with --cache-dir B sharing the probe cache (as a second node
    would). Time to .vidfs/stats, resident memory, Go heap.
 2. A plan of about 16 million entries: the same videos mounted with --step 4 (68 samples a
-   video: 16.3 million at 240,000 videos), PlanSampler(epochs=1) drawing and writing one
+   video: 16.3 million at 240,000 videos; from a million videos, the default step, 17 a video),
+   PlanSampler(epochs=1) drawing and writing one
    epoch of every sample, then the time until the stats show it; resident memory beside the
    cache's buffers (which the plan's first decodes fill) before and 2 s after, and per sample.
 3. placement() (the rule PlanSampler(placement="node") and vidfs copy --nodes follow) over
@@ -56,8 +57,10 @@ def second_node(n, src):
 
 
 def big_plan(n, src):
-    """--step 4, one epoch of every sample written as one plan, and applied."""
-    with scale.Mounted(src, scale.probe_dir(n), ["--step", "4"], name="mnt-plan") as mt:
+    """One epoch of every sample written as one plan, and applied: at --step 4 (68 samples a
+    video) up to 240,000 videos, at the default step (17) from a million, about 16 million."""
+    step = "4" if n * 17 < 12_000_000 else "16"
+    with scale.Mounted(src, scale.probe_dir(n), ["--step", step], name="mnt-plan") as mt:
         time.sleep(1)
         m = vidfs.Mount(mt.dir)
         rss0, st0 = mt.rss(), mt.stats()

@@ -65,27 +65,31 @@ import (
 	"github.com/asticode/go-astiav"
 )
 
-// TuneMalloc sets glibc malloc, where FFmpeg's allocations live, to hand memory back:
-//   - It caps the arenas at arenas. By default glibc gives every thread that calls malloc an
-//     arena of its own, up to eight per core; decoders run on many threads in turn, so memory
-//     freed in one arena is not reused by the next and resident memory creeps up (measured: 131
-//     MiB peak with the default, 91 MiB with 2, for a 24 MiB cache).
-//   - It fixes the size from which an allocation is a mapping of its own, returned to the
-//     system when freed, at 256 KiB. glibc raises that size, up to 32 MiB, each time a mapped
-//     block is freed, so once a decoder has closed, frame buffers come from the arenas and their
-//     holes stay resident (the soak, bench/soak.py, 180 s twice in turns: FFmpeg's memory at the
-//     peak 67 MiB against 93-98 MiB, 133-134 MiB above the cache against 162-166).
-//
-// It is process-wide; call it once, early, from main.
+// TuneMalloc caps glibc malloc's arenas, where FFmpeg's allocations live, at arenas, so that it
+// hands memory back: by default glibc gives every thread that calls malloc an arena of its own,
+// up to eight per core; decoders run on many threads in turn, so memory freed in one arena is
+// not reused by the next and resident memory creeps up (measured: 131 MiB peak with the default,
+// 91 MiB with 2, for a 24 MiB cache). It is process-wide; call it once, early, from main.
 func TuneMalloc(arenas int) {
 	C.mallopt(C.M_ARENA_MAX, C.int(arenas))
+}
+
+// FixMmapThreshold fixes the size from which a malloc is a mapping of its own, returned to the
+// system when freed, at 256 KiB: glibc raises that size, up to 32 MiB, each time a mapped block
+// is freed, so once a decoder has closed, frame buffers come from the arenas and their holes stay
+// resident (the soak, bench/soak.py, 180 s twice in turns: FFmpeg's memory at the peak 67 MiB
+// against 93-98 MiB, 133-134 MiB above the cache against 162-166). It costs each large malloc a
+// mapping faulted in page by page: a mount calls it once its probe is done, as a probe opens a
+// decoder a video (probing with it fixed ran at 184 videos a second on 2 cores against 735
+// without). Process-wide.
+func FixMmapThreshold() {
 	C.mallopt(C.M_MMAP_THRESHOLD, 256<<10)
 }
 
 // download copies the GPU frame src into host memory in dst, reusing dst's buffer from the last
 // frame where it fits. A new buffer per frame is a mapping of its own (3 MB at 1080p, over
-// TuneMalloc's threshold), faulted in page by page: measured in a mount on an H100, 2.8 ms of CPU
-// a frame against 0.2 ms in a process without TuneMalloc.
+// FixMmapThreshold's threshold), faulted in page by page: measured in a mount on an H100, 2.8 ms of CPU
+// a frame against 0.2 ms in a process without it.
 func download(dst, src *astiav.Frame) error {
 	if ret := C.vidfs_download(dst.UnsafePointer(), src.UnsafePointer()); ret < 0 {
 		return astiav.Error(ret)

@@ -346,6 +346,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 	if err != nil {
 		return err
 	}
+	decode.FixMmapThreshold() // after the probe, which it would slow 4x (decode.FixMmapThreshold)
 	defer infos.tables.Close()
 	// The scan's garbage (every video's brief table, the walk) can be as large as what the mount
 	// keeps: give it back now rather than hold it resident until the runtime gets round to it.
