@@ -336,13 +336,13 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 	}
 	var figures wire.ScanStats
 	scanning := newScanReport(mnt, log) // for vidfs stats MNT meanwhile
+	defer scanning.remove()             // however the mount ends before it serves
 	notify := newNotifier(log)          // for systemd, under Type=notify
 	report := func(p catalog.Progress) {
 		scanning.update(p)
 		notify.progress(p)
 	}
 	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, &figures, report)
-	scanning.remove()
 	if err != nil {
 		return err
 	}
@@ -392,6 +392,9 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 	if err != nil {
 		return err
 	}
+	// The progress file goes once the mount serves, not when the probe ends: between the two,
+	// vidfs stats and top would find neither and say MNT is no vidfs mount.
+	scanning.remove()
 	if o.metricsAddr != "" {
 		stop, err := serveMetrics(o.metricsAddr, f, log)
 		if err != nil {

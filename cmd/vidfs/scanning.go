@@ -18,7 +18,7 @@ import (
 // A mount is not there while it finds and probes its videos (minutes, for hundreds of thousands
 // of them), so it cannot serve MNT/.vidfs/stats yet. Meanwhile it writes its progress, about
 // once a second, to a file beside its log (scanFile), and vidfs stats and vidfs top read that
-// where MNT is not mounted yet. The file goes when the scan ends.
+// where MNT is not mounted yet. The file goes when the mount serves.
 
 // scanFile is where a mount on mnt writes its scan's progress.
 func scanFile(mnt string) string { return mountFilesBase(mnt) + ".scan.json" }
