@@ -22,7 +22,7 @@ import (
 // stats are the mount's and the progress file is gone.
 func TestScanProgress(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // where the mount writes its progress
-	const videos = 6000 // a few seconds of probing at one worker, so that the test sees it
+	const videos = 6000                     // a few seconds of probing at one worker, so that the test sees it
 	src := t.TempDir()
 	for k := range videos {
 		p := filepath.Join(src, fmt.Sprintf("class%d", k%3), fmt.Sprintf("v%04d.mp4", k))
