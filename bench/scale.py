@@ -224,6 +224,16 @@ def item_child(mnt, reps):
             "raw_s": statistics.median(raw), "beyond_s": statistics.median(item) - statistics.median(raw)}
 
 
+def await_plan(stats, writes, every=0.005):
+    """Waits until stats() (a mount's .vidfs/stats) counts more than writes plans written, and
+    returns those stats."""
+    while True:
+        st = stats()
+        if st["plan"]["writes"] > writes:
+            return st
+        time.sleep(every)
+
+
 def plan_child(mnt):
     """PlanSampler construction (draws this epoch's and the next's order and writes them), then
     from its end until the stats show the plan."""
@@ -233,11 +243,7 @@ def plan_child(mnt):
     t0 = time.perf_counter()
     s = vidfs.PlanSampler(m, seed=7)
     t1 = time.perf_counter()
-    while True:
-        st = m.stats()
-        if st["plan"]["writes"] > w0:
-            break
-        time.sleep(0.005)
+    st = await_plan(m.stats, w0)
     t2 = time.perf_counter()
     return {"construct_s": t1 - t0, "applied_after_s": t2 - t1, "entries": st["plan"]["length"], "samples": len(m),
             "sampler": type(s).__name__}
@@ -302,8 +308,7 @@ def replace_measure(mnt, hot, readers, phase):
         with open(os.path.join(mnt, ".vidfs", "order"), "wb") as f:
             f.write(plans[len(writes) % 2])
         b = time.monotonic()
-        while m.stats()["plan"]["writes"] <= w:
-            time.sleep(0.002)
+        await_plan(m.stats, w, every=0.002)
         w += 1
         applied.append(time.monotonic() - b)
         writes.append(b - a)

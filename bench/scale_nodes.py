@@ -26,7 +26,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import scale  # noqa: E402  (Mounted, probe_dir, source, CACHE)
+import scale  # noqa: E402  (Mounted, probe_dir, source, await_plan, CACHE)
 
 import numpy as np  # noqa: E402
 import vidfs  # noqa: E402
@@ -68,11 +68,7 @@ def big_plan(n, src):
         t0, c0 = time.perf_counter(), time.process_time()
         vidfs.PlanSampler(m, seed=7, epochs=1)
         t1, c1 = time.perf_counter(), time.process_time()
-        while True:
-            st = mt.stats()
-            if st["plan"]["writes"] > w0:
-                break
-            time.sleep(0.005)
+        scale.await_plan(mt.stats, w0)
         t2 = time.perf_counter()
         time.sleep(2)
         st = mt.stats()

@@ -136,21 +136,13 @@ func TestNodePlacement(t *testing.T) {
 		if st.Copy.Complete != len(share.videos) || st.Copy.Share == nil || st.Copy.Share.Videos != len(share.videos) {
 			t.Errorf("after vidfs copy %v: %d videos whole, share %+v; the sampler places %d there", share.args, st.Copy.Complete, st.Copy.Share, len(share.videos))
 		}
-		lay, err := readDataset(c.dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.Open(filepath.Join(c.dir, "clips.raw"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, lay.SampleBytes)
+		_, S, f := readEvery(t, c.dir, 0) // clips.raw, open, nothing read yet
+		buf := make([]byte, S)
 		for _, s := range share.samples {
-			if _, err := f.ReadAt(buf, int64(s)*lay.SampleBytes); err != nil {
+			if _, err := f.ReadAt(buf, int64(s)*S); err != nil {
 				t.Fatalf("sample %d: %v", s, err)
 			}
 		}
-		f.Close()
 		if st := mountStats(t, c.dir); st.Decode.Clips != 0 || st.Copy.Misses != 0 {
 			t.Errorf("the share's videos read after vidfs copy %v: %d clips decoded, %d copy misses; want none", share.args, st.Decode.Clips, st.Copy.Misses)
 		}
