@@ -83,6 +83,21 @@ type Options struct {
 	// that is down does not keep the loads busy. Cancellation is neither. Nil: every error is
 	// permanent.
 	Permanent func(err error) bool
+	// Memory gives the cache its sample buffers (nil: each a private anonymous mapping of its
+	// own): memory shared with decoder processes (isolate.Arena), which decode into a buffer
+	// with no copy.
+	Memory Memory
+}
+
+// Memory is where the cache's sample buffers come from, when not from the cache's own mappings.
+type Memory interface {
+	// Alloc returns a buffer of Options.SampleBytes bytes, page-aligned.
+	Alloc() ([]byte, error)
+	// Discard gives a buffer's pages back to the system, keeping the buffer (its bytes read
+	// as zeros after).
+	Discard(b []byte)
+	// Free gives a buffer back; it is not used again.
+	Free(b []byte)
 }
 
 // Fetched is what a Fetch made. With OK, the sample's bytes are in the buffer Fetch was given,
@@ -622,7 +637,7 @@ func (c *Cache) fetched(e *entry, j job, f Fetched) {
 		}
 		if lend {
 			// The buffer waits, its pages given back: nobody touches a loading entry's spare.
-			syscall.Madvise(buf, syscall.MADV_DONTNEED)
+			c.discard(buf)
 		} else {
 			if ok { // over MaxLent (or of another size: not the sample): a copy, outside the lock
 				ok = copy(e.buf, l.Bytes) == len(e.buf)
@@ -746,7 +761,7 @@ func (c *Cache) takeBuffer(sample int, demand bool) []byte {
 		return b
 	}
 	if c.allocated < c.opts.Capacity {
-		b, err := syscall.Mmap(-1, 0, int(c.opts.SampleBytes), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		b, err := c.alloc()
 		if err == nil {
 			c.allocated++
 			return b
@@ -955,9 +970,31 @@ func (c *Cache) Close() {
 	c.entries = map[int]*entry{}
 	c.evict = evict.New[int](c.opts.NextUse)
 	for _, b := range c.free {
-		syscall.Munmap(b)
+		if c.opts.Memory != nil {
+			c.opts.Memory.Free(b)
+		} else {
+			syscall.Munmap(b)
+		}
 	}
 	c.free = nil
+}
+
+// alloc makes a sample buffer: Options.Memory's, or a mapping of its own.
+func (c *Cache) alloc() ([]byte, error) {
+	if c.opts.Memory != nil {
+		return c.opts.Memory.Alloc()
+	}
+	return syscall.Mmap(-1, 0, int(c.opts.SampleBytes), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+}
+
+// discard gives a buffer's pages back to the kernel (MADV_DONTNEED frees a private mapping's;
+// shared memory's are freed by its owner).
+func (c *Cache) discard(b []byte) {
+	if c.opts.Memory != nil {
+		c.opts.Memory.Discard(b)
+		return
+	}
+	syscall.Madvise(b, syscall.MADV_DONTNEED)
 }
 
 // pinned tells whether a reader holds a Handle. Called with c.mu held.

@@ -29,10 +29,14 @@ var (
 	ErrBadRequest = errors.New("invalid request")
 	// ErrInternal: FFmpeg failed in a way the data does not explain (memory, a filter graph).
 	ErrInternal = errors.New("internal decoder failure")
+	// ErrCrashed: decoding the video crashed or hung a sandboxed decoder process twice, the
+	// second time with no other video in it. Held for the mount that met it (it may be a bug of
+	// this FFmpeg, or a file made to attack it), never remembered across mounts: not Permanent.
+	ErrCrashed = errors.New("the decoder crashed on it")
 )
 
 var kinds = []error{ErrUnreadable, ErrNotVideo, ErrNoVideo, ErrUnsupportedCodec, ErrCorrupt, ErrChanged,
-	ErrTooFewFrames, ErrBadRequest, ErrInternal}
+	ErrTooFewFrames, ErrBadRequest, ErrInternal, ErrCrashed}
 
 // KindNamed returns the kind whose text is name (as Error.Kind.Error() gives it), or nil. It
 // lets a kind survive being stored as text, as the probe cache stores errors.

@@ -614,4 +614,7 @@ func (in *input) close() {
 	if in.ic != nil {
 		in.ic.Free()
 	}
+	if c, ok := in.sio.srcCloser(); ok {
+		c.Close() // a Source that holds a descriptor (a helper's) lets it go with its decoder
+	}
 }

@@ -16,7 +16,8 @@ type Source interface {
 }
 
 // Opener opens the video named by an Info's Path as a Source. Nil: paths are local files, which
-// FFmpeg opens itself.
+// FFmpeg opens itself. A Source that is also an io.Closer is closed when the decoder that opened
+// it closes.
 type Opener func(path string) (Source, error)
 
 // ioBuffer is the custom I/O context's buffer: FFmpeg asks the Source for this much at a time.
@@ -48,6 +49,15 @@ func (s *sourceIO) read(b []byte) (int, error) {
 		s.err = err
 	}
 	return 0, astiav.ErrEio
+}
+
+// srcCloser is the Source, when there is one and it is an io.Closer.
+func (s *sourceIO) srcCloser() (io.Closer, bool) {
+	if s == nil {
+		return nil, false
+	}
+	c, ok := s.src.(io.Closer)
+	return c, ok
 }
 
 // avseekSize and avseekForce are FFmpeg's AVSEEK_SIZE and AVSEEK_FORCE whence flags.

@@ -155,7 +155,7 @@ func (f *FS) sampleFile(i int) string { return f.lay.Videos[f.lay.Sample(i).Vide
 // wholeFile tells whether err concerns a whole video file rather than some of its data, so that
 // none of its samples can stand in for another.
 func wholeFile(err error) bool {
-	for _, k := range []error{decode.ErrUnreadable, decode.ErrNotVideo, decode.ErrNoVideo, decode.ErrUnsupportedCodec, decode.ErrChanged} {
+	for _, k := range []error{decode.ErrUnreadable, decode.ErrNotVideo, decode.ErrNoVideo, decode.ErrUnsupportedCodec, decode.ErrChanged, decode.ErrCrashed} {
 		if errors.Is(err, k) {
 			return true
 		}

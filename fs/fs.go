@@ -38,6 +38,7 @@ import (
 	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/internal/metrics"
 	"github.com/vidfs/vidfs/internal/wire"
+	"github.com/vidfs/vidfs/isolate"
 	"github.com/vidfs/vidfs/layout"
 	"github.com/vidfs/vidfs/order"
 	"github.com/vidfs/vidfs/tier"
@@ -48,6 +49,18 @@ import (
 type Decoder interface {
 	DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error
 	Stats() decode.PoolStats
+}
+
+// SharedBuffers is a Decoder that decodes into memory of its own that other processes map
+// (isolate.Decoders: its sandboxed helpers'): the cache takes its n buffers of size bytes from
+// it, so that a sample is decoded straight into the buffer it is read from. Asked once.
+type SharedBuffers interface {
+	Buffers(size int64, n int) (*isolate.Arena, error)
+}
+
+// Isolated is a Decoder whose decoders run in helper processes: what they met, for the stats.
+type Isolated interface {
+	Isolation() isolate.Stats
 }
 
 // Infos gives the probe tables of a layout's videos.
@@ -244,6 +257,19 @@ func New(cfg Config) (*FS, error) {
 	}
 	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.Due, f.plans.Upcoming
 	opts.Permanent = heldFailed
+	if sb, ok := cfg.Decoder.(SharedBuffers); ok {
+		// The cache's buffers in the decoder's shared memory: its helpers decode into them.
+		if opts.Memory, err = sb.Buffers(S, capacity); err != nil {
+			if f.tier != nil {
+				f.tier.t.Close()
+			}
+			if f.copy != nil {
+				f.copy.stop()
+				f.copy.c.Close()
+			}
+			return nil, err
+		}
+	}
 	c, err := cache.New(opts)
 	if err != nil {
 		if f.tier != nil {
@@ -289,7 +315,9 @@ func (f *FS) Close() error {
 // (listed in .vidfs/failed, stood in for under --on-error substitute): the layout describes the
 // file that was probed, and only a new scan mends that. The probe cache keeps no such error (its
 // entries are by size and mtime, so a changed file is probed again anyway).
-func heldFailed(err error) bool { return decode.Permanent(err) || errors.Is(err, decode.ErrChanged) }
+func heldFailed(err error) bool {
+	return decode.Permanent(err) || errors.Is(err, decode.ErrChanged) || errors.Is(err, decode.ErrCrashed)
+}
 
 // SampleClip is the clip sample i of lay holds: what a mount decodes for it (and vidfs verify).
 func SampleClip(lay *layout.Layout, i int) decode.Clip {

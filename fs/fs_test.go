@@ -20,10 +20,14 @@ import (
 	"github.com/vidfs/vidfs/internal/leakcheck"
 	"github.com/vidfs/vidfs/internal/testvideo"
 	"github.com/vidfs/vidfs/internal/wire"
+	"github.com/vidfs/vidfs/isolate"
 	"github.com/vidfs/vidfs/layout"
 )
 
 func TestMain(m *testing.M) {
+	if isolate.IsHelper() {
+		os.Exit(isolate.Main()) // the mounts' decoder helpers are this binary
+	}
 	testvideo.QuietFFmpeg()
 	os.Exit(leakcheck.Main(m))
 }
@@ -42,6 +46,7 @@ type testMount struct {
 }
 
 type mountSetup struct {
+	inProcess  bool              // decode in the test's process, not in helpers
 	files      map[string]string // path under SRC -> test video name
 	spec       layout.Spec
 	resize     decode.Resize
@@ -94,11 +99,24 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 	if s.workers == 0 {
 		s.workers = 2
 	}
-	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: Decoders(s.workers), Idle: s.workers})
-	if err != nil {
-		t.Fatal(err)
+	var pool Decoder
+	if s.inProcess {
+		p, err := decode.NewPool(decode.PoolOptions{Concurrency: Decoders(s.workers), Idle: s.workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		pool = p
+	} else {
+		// As vidfs mount decodes by default: in sandboxed helper processes (this test binary).
+		d, err := isolate.New(isolate.Options{Helpers: (Decoders(s.workers) + 1) / 2, PerHelper: 2,
+			Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(d.Close)
+		pool = d
 	}
-	t.Cleanup(pool.Close)
 	f, err := New(Config{Source: src, Layout: lay, Infos: InfoList(in), Resize: s.resize, Fast: s.fast, Decoder: pool, CacheBytes: s.cacheBytes,
 		Workers: s.workers, Prefetch: s.prefetch, Skipped: skipped, OnError: s.onError, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 		TierDir: s.tierDir, TierBytes: s.tierBytes, TierCodec: s.tierCodec, Keep: s.keep, Fill: s.fill})

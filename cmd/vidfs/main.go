@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/isolate"
 )
 
 // command is one `vidfs NAME` subcommand.
@@ -56,6 +57,9 @@ func commands() map[string]*command {
 }
 
 func main() {
+	if isolate.IsHelper() {
+		os.Exit(isolate.Main()) // a mount's decoder helper, confined before main ran
+	}
 	decode.TuneMalloc(min(usableCores(), 8))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -169,6 +169,8 @@ type mountOptions struct {
 	gpus                  gpusValue
 	gpuDecoders           int
 	onError               string
+	decoders              string
+	decodeDeadline        time.Duration
 	planIdle              time.Duration
 	planMaxEntries        int
 	daemon                bool
@@ -239,6 +241,8 @@ Exit status:
 				fs.Var(&o.cacheDiskCodec, "cache-disk-codec", "how the disk stores samples or frames: none (the least CPU), lz4 or zstd (smaller, more CPU); auto: for samples, none if every sample fits within --cache-disk so, else zstd; for frames, none if every frame the samples use fits so, else huff (a lossless image codec, 0.44x; frames alone). docs/usage.md has the sizes and costs")
 			})
 			grouped(fs, damageFlags, func(fs *pflag.FlagSet) {
+				fs.StringVar(&o.decoders, "decoders", decodersIsolated, "where FFmpeg decodes: isolated (in sandboxed helper processes, without privileges, files or network: a decoder that crashes or hangs costs the samples it was decoding, tried once more, never the mount) or in-process (in the mount itself, for comparison). NVDEC decodes in-process for now")
+				fs.DurationVar(&o.decodeDeadline, "decode-deadline", 0, "with --decoders isolated, a decode taking longer has its helper killed as hung, and is tried once more (default: 30s plus 100ms a frame from the clip's keyframe to its last frame, more above 1080p)")
 				fs.StringVar(&o.onError, "on-error", "eio", "what a read of a sample that cannot be decoded gets: eio, substitute (a good sample of the same video, else of the same class, else zeros) or zeros; .vidfs/failed lists them")
 				fs.DurationVar(&o.planIdle, "plan-idle", 10*time.Minute, "a plan nobody reads or writes for this long expires: it stops holding cache and its entries are let go (its file then reads empty) until it is written again")
 				fs.IntVar(&o.planMaxEntries, "plan-max-entries", 0, "bound on the entries of all plans in use together (8 bytes each); a plan written past it is refused whole, its close failing with ENOSPC (default: twice the longest plan accepted, 128 epochs of the samples, at least 2 million)")
@@ -359,10 +363,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 	if workers <= 0 {
 		workers = decodeWorkers(o.cores)
 	}
-	// One decoder per load the cache may run at once; as many kept open between clips as it
-	// prefetches at once.
-	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: vfs.Decoders(workers), Idle: workers, Threads: 1,
-		HWAccel: o.hwaccel.h, GPUs: o.gpus.gpus, GPUDecoders: o.gpuDecoders, Log: log, Open: source.opener()})
+	pool, err := o.newDecoder(workers, log, source.opener())
 	if err != nil {
 		return err
 	}
@@ -450,7 +451,7 @@ func (e unmountError) ExitStatus() int { return 3 }
 
 // rememberUnusable writes the keyframes the pool found unusable into the probe cache, so that the
 // next mount starts clips earlier at once.
-func rememberUnusable(cacheDir string, src catalog.Files, pool *decode.Pool, log *slog.Logger) {
+func rememberUnusable(cacheDir string, src catalog.Files, pool mountDecoder, log *slog.Logger) {
 	marks := pool.UnusableKeyframes()
 	if err := catalog.RememberUnusableOf(cacheDir, src, marks); err != nil {
 		log.Warn("could not note unusable keyframes in the probe cache", "dir", cacheDir, "err", err)

@@ -69,6 +69,20 @@ func New(snapshot func() wire.Stats) *Collector {
 	add("decode_decoders_opened_total", "Decoders opened.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.DecodersOpened) })
 	add("decode_decoders_adopted_total", "Idle GPU decoders that went on to another video encoded alike instead of a decoder being opened.", counter,
 		func(s *wire.Stats) float64 { return float64(s.Decode.DecodersAdopted) })
+	helpers := func(get func(h *wire.HelperStats) float64) func(s *wire.Stats) float64 {
+		return func(s *wire.Stats) float64 {
+			if s.Decode.Helpers == nil {
+				return 0
+			}
+			return get(s.Decode.Helpers)
+		}
+	}
+	add("decode_helpers", "Sandboxed decoder processes serving.", gauge, helpers(func(h *wire.HelperStats) float64 { return float64(h.Serving) }))
+	add("decode_helper_crashes_total", "Decoder helpers that died (a signal, an exit) while decoding.", counter, helpers(func(h *wire.HelperStats) float64 { return float64(h.Crashes) }))
+	add("decode_helper_hangs_total", "Decoder helpers killed because a decode passed its deadline.", counter, helpers(func(h *wire.HelperStats) float64 { return float64(h.Hangs) }))
+	add("decode_helper_retries_total", "Clips decoded again, alone in a fresh helper, after their helper died.", counter, helpers(func(h *wire.HelperStats) float64 { return float64(h.Retries) }))
+	add("decode_videos_held_crashed", "Videos held damaged for the mount: they crashed a decoder helper twice.", gauge, helpers(func(h *wire.HelperStats) float64 { return float64(h.VideosHeld) }))
+	add("decode_helpers_resident_bytes", "Resident memory of the decoder helpers, summed.", gauge, helpers(func(h *wire.HelperStats) float64 { return float64(h.ResidentBytes) }))
 	add("served_frames_total", "Frames in the samples served to readers.", counter, func(s *wire.Stats) float64 { return float64(s.Decode.FramesServed) })
 	add("read_requests_total", "Read requests.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Requests) })
 	add("read_bytes_total", "Bytes read.", counter, func(s *wire.Stats) float64 { return float64(s.Reads.Bytes) })

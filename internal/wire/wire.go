@@ -271,6 +271,23 @@ type DecodeStats struct {
 	FailedTransient int64 `json:"failed_transient"`
 	// GPUs are the GPUs decoded on (none: the CPU alone).
 	GPUs []GPUStats `json:"gpus,omitempty"`
+	// Helpers is the sandboxed decoder processes (--decoders isolated); nil: decoding in-process.
+	Helpers *HelperStats `json:"helpers,omitempty"`
+}
+
+// HelperStats is what the sandboxed decoder processes met.
+type HelperStats struct {
+	Serving int   `json:"serving"` // helpers serving now
+	Started int64 `json:"started"` // helpers started, replacements and lone retries included
+	Crashes int64 `json:"crashes"` // helpers that died (a signal, an exit) while decoding
+	Hangs   int64 `json:"hangs"`   // helpers killed because a decode passed its deadline
+	Retries int64 `json:"retries"` // clips decoded again, alone in a fresh helper, after their helper died
+	// VideosHeld counts videos held damaged for the mount: they crashed a helper twice, the
+	// second time alone (listed in .vidfs/failed).
+	VideosHeld     int64   `json:"videos_held"`
+	LandlockABI    int     `json:"landlock_abi"`    // the Landlock ABI they are confined under (0: none)
+	ReplaceSeconds float64 `json:"replace_seconds"` // how long the last replacement of a dead helper took
+	ResidentBytes  int64   `json:"resident_bytes"`  // their resident memory, summed
 }
 
 // GPUStats is one GPU's decoders.

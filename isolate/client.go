@@ -1,0 +1,710 @@
+package isolate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vidfs/vidfs/decode"
+)
+
+// Options configures Decoders.
+type Options struct {
+	// Helpers is how many helper processes decode (default: the number of CPUs).
+	Helpers int
+	// PerHelper is how many clips each helper decodes at once (default 2): a crash costs at
+	// most these.
+	PerHelper int
+	// Open opens videos that are not local files (objects in a bucket): the mount reads them
+	// and answers a helper's reads over a socket. Nil: every Path is a local file, which the
+	// mount opens and hands over.
+	Open decode.Opener
+	// Deadline bounds a decode; past it the helper is killed as hung. 0: from the clip's size
+	// (DeadlineFor).
+	Deadline time.Duration
+	// Log receives helpers' starts, deaths and what they print. Nil: no logging.
+	Log *slog.Logger
+	// Exe is the program to start as a helper (default: this one, os.Executable).
+	Exe string
+}
+
+// Stats counts what the helpers met.
+type Stats struct {
+	Helpers     int   // helpers serving now
+	Started     int64 // helpers started, replacements and retries included
+	Crashes     int64 // helpers that died (killed by a signal, or exited) while decoding
+	Hangs       int64 // helpers killed because a decode passed its deadline
+	Retries     int64 // clips decoded again, alone in a fresh helper, after their helper died
+	Held        int64 // videos held damaged: they crashed a helper twice
+	LandlockABI int   // the Landlock ABI helpers confine themselves under (0: none)
+	// ReplaceSeconds is how long the last replacement of a dead helper took to serve.
+	ReplaceSeconds float64
+	// ResidentBytes is the helpers' resident memory, summed.
+	ResidentBytes int64
+}
+
+// Decoders decodes clips in sandboxed helper processes, as decode.Pool does in-process (it
+// serves fs.Decoder). A helper that crashes or hangs costs only the clips it was decoding:
+// each is decoded once more, alone in a fresh helper, and fails only if that crashes too, when
+// its video is held damaged for the life of the Decoders (decode.ErrCrashed).
+type Decoders struct {
+	opts    Options
+	exe     string
+	slots   chan struct{} // a token per clip decoding
+	nextID  atomic.Uint64
+	started atomic.Int64
+
+	// mu guards the fields below. LOCK ORDERING: mu before a proc's mu.
+	mu       sync.Mutex
+	procs    []*proc // by slot; nil while one is being started
+	held     map[string]string
+	stats    Stats
+	dead     decode.PoolStats // what helpers that died had done
+	arena    *Arena
+	changed  chan struct{} // closed (and replaced) when a helper starts, or a clip ends
+	closed   bool
+	lastFail error // the last failure to start a helper
+	wg       sync.WaitGroup
+
+	// Helpers are started from one thread, locked, that lives as long as the Decoders: a
+	// helper dies with the thread that started it (PR_SET_PDEATHSIG), and the Go runtime ends
+	// the threads of goroutines that exit locked to them. spawnMu guards spawning's end.
+	spawnMu     sync.Mutex
+	spawn       chan func()
+	spawnClosed bool
+}
+
+// New starts the helpers; Close them when done. It fails when the first cannot start or confine
+// itself, with its reason.
+func New(opts Options) (*Decoders, error) {
+	if opts.Helpers <= 0 {
+		opts.Helpers = runtime.NumCPU()
+	}
+	if opts.PerHelper <= 0 {
+		opts.PerHelper = 2
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	exe := opts.Exe
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("decoder helpers: finding this program: %w", err)
+		}
+	}
+	d := &Decoders{opts: opts, exe: exe, slots: make(chan struct{}, opts.Helpers*opts.PerHelper),
+		procs: make([]*proc, opts.Helpers), held: map[string]string{}, changed: make(chan struct{}), spawn: make(chan func())}
+	go func() {
+		runtime.LockOSThread() // for ever: the thread ends with the goroutine, and helpers with it
+		for f := range d.spawn {
+			f()
+		}
+	}()
+	first, err := d.start()
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.procs[0] = first
+	d.stats.LandlockABI = first.hello.LandlockABI
+	for i := 1; i < opts.Helpers; i++ {
+		p, err := d.start()
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.procs[i] = p
+	}
+	if first.hello.LandlockABI == 0 {
+		opts.Log.Warn("decoder helpers: this kernel has no Landlock; they are confined by seccomp, a user of their own and no privileges only")
+	}
+	opts.Log.Info("decoding in sandboxed helper processes", "helpers", opts.Helpers, "clips_each", opts.PerHelper,
+		"uid", first.hello.UID, "landlock_abi", first.hello.LandlockABI, "seccomp", first.hello.Seccomp)
+	return d, nil
+}
+
+// Buffers gives n buffers of size bytes in memory the helpers decode into directly: the cache's
+// (fs asks a Decoder that has it). Asked once.
+func (d *Decoders) Buffers(size int64, n int) (*Arena, error) {
+	a, err := newArena(size, n)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	if d.arena != nil {
+		d.mu.Unlock()
+		a.close()
+		return nil, errors.New("decoder helpers: shared memory asked for twice")
+	}
+	d.arena = a
+	procs := append([]*proc(nil), d.procs...)
+	d.mu.Unlock()
+	for _, p := range procs {
+		if p != nil {
+			p.sendArena(a) // one that dies meanwhile is replaced, and its replacement maps it
+		}
+	}
+	return a, nil
+}
+
+// DeadlineFor is how long a clip may take to decode before its helper is held hung: 30 s, and
+// 100 ms for each frame from the keyframe it starts at to its last, at 1080p (more for larger
+// frames). Generous: a 1080p frame decodes in 5-40 ms on one core.
+func DeadlineFor(info *decode.Info, c decode.Clip) time.Duration {
+	first, last := c.Start, c.Start+(c.Frames-1)*c.Stride
+	if c.FPS.Valid() && info.Frames > 0 {
+		first, last = info.FrameAt(c.Start, c.FPS), info.FrameAt(c.Start+(c.Frames-1)*c.Stride, c.FPS)
+	}
+	if len(info.Keyframes) > 0 {
+		first = info.KeyframeAtOrBefore(max(first, 0))
+	}
+	frames := max(last-first+1, c.Frames, 1)
+	scale := max(float64(info.Width)*float64(info.Height)/(1920*1080), 1)
+	return 30*time.Second + time.Duration(float64(frames)*scale*float64(100*time.Millisecond))
+}
+
+// DecodeClip decodes clip c of the video into dst in a helper (decode.Pool.DecodeClip's
+// contract). It returns once no helper can write dst any more.
+func (d *Decoders) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
+	d.mu.Lock()
+	reason, held := d.held[info.Path]
+	d.mu.Unlock()
+	if held {
+		return &decode.Error{Path: info.Path, Kind: decode.ErrCrashed, Detail: reason}
+	}
+	select {
+	case d.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-d.slots }()
+	p, err := d.pick(ctx, info.Path)
+	if err != nil {
+		return err
+	}
+	err = d.run(ctx, p, info, c, o, dst)
+	var died *deathError
+	if !errors.As(err, &died) || ctx.Err() != nil {
+		return err
+	}
+	// Its helper died under it, maybe for another clip's video: once more, alone, in a fresh
+	// helper, where a second death is this video's.
+	d.opts.Log.Warn("a decoder helper died; decoding its clip again alone in a fresh one", "file", info.Path, "clip_start", c.Start, "reason", died.reason)
+	d.mu.Lock()
+	d.stats.Retries++
+	d.mu.Unlock()
+	alone, err := d.start()
+	if err != nil {
+		return &decode.Error{Path: info.Path, Kind: decode.ErrInternal, Detail: "starting a decoder helper", Err: err}
+	}
+	if a := d.sharedArena(); a != nil {
+		alone.sendArena(a)
+	}
+	err = d.run(ctx, alone, info, c, o, dst)
+	alone.stop()
+	var again *deathError
+	if !errors.As(err, &again) || ctx.Err() != nil {
+		return err
+	}
+	reason = fmt.Sprintf("the decoder crashed on it twice (%s; then, alone, %s)", died.reason, again.reason)
+	d.mu.Lock()
+	if _, ok := d.held[info.Path]; !ok {
+		d.held[info.Path] = reason
+		d.stats.Held++
+	}
+	d.mu.Unlock()
+	d.opts.Log.Error("a video crashed the decoder twice; its samples fail for the rest of the mount", "file", info.Path, "reason", reason)
+	return &decode.Error{Path: info.Path, Kind: decode.ErrCrashed, Detail: reason}
+}
+
+// pick returns a serving helper with room for a clip: one that decoded the video last (its
+// decoder may be open, positioned), else the least busy. It waits while every one is being
+// replaced, up to a deadline's worth.
+func (d *Decoders) pick(ctx context.Context, path string) (*proc, error) {
+	give := time.NewTimer(60 * time.Second)
+	defer give.Stop()
+	for {
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			return nil, decode.ErrPoolClosed
+		}
+		var best *proc
+		bestLoad := 0
+		for _, p := range d.procs {
+			if p == nil {
+				continue
+			}
+			load, has, ok := p.load(path)
+			if !ok || load >= d.opts.PerHelper {
+				continue
+			}
+			if has {
+				best = p
+				break
+			}
+			if best == nil || load < bestLoad {
+				best, bestLoad = p, load
+			}
+		}
+		if best != nil {
+			best.begin(path)
+			d.mu.Unlock()
+			return best, nil
+		}
+		changed, fail := d.changed, d.lastFail
+		d.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-give.C:
+			return nil, &decode.Error{Path: path, Kind: decode.ErrInternal, Detail: "no decoder helper serves", Err: fail}
+		}
+	}
+}
+
+// notify wakes those waiting for a helper. Called with d.mu held.
+func (d *Decoders) notify() {
+	close(d.changed)
+	d.changed = make(chan struct{})
+}
+
+// run decodes one clip in helper p. An error that is a *deathError says p died (or was killed
+// as hung) before it answered.
+func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
+	defer d.end(p)
+	req := &decodeRequest{Info: info, Out: o, Len: int64(len(dst)),
+		Clip: clipSpec{Start: c.Start, Frames: c.Frames, Stride: c.Stride, PadEnd: c.PadEnd, Strict: c.Strict, FPS: c.FPS}}
+	src, stop, err := d.source(info, req)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fds := []int{src}
+	var scratch []byte
+	var scratchSize int64
+	if off, ok := d.sharedArena().locate(dst); ok {
+		req.InArena, req.Off = true, off
+	} else {
+		scratchSize = int64(len(dst))
+	}
+	if c.Keep != nil && !c.FPS.Valid() {
+		if spec := keepOf(c, info, o); spec != nil {
+			req.Keep, req.KeepOff = spec, scratchSize
+			scratchSize += int64(spec.Max * spec.FrameBytes)
+		}
+	}
+	if scratchSize > 0 {
+		fd, mem, err := newScratch(scratchSize)
+		if err != nil {
+			return &decode.Error{Path: info.Path, Kind: decode.ErrInternal, Detail: "scratch memory", Err: err}
+		}
+		defer unix.Munmap(mem)
+		defer unix.Close(fd)
+		fds = append(fds, fd)
+		scratch = mem
+	}
+	r, err := p.call(ctx, req, fds, d.deadline(info, c))
+	if err != nil {
+		return err
+	}
+	if r.Err == nil {
+		if !req.InArena {
+			copy(dst, scratch[:len(dst)])
+		}
+		if c.Path != nil {
+			*c.Path = r.Path
+		}
+	}
+	if req.Keep != nil {
+		fb := req.Keep.FrameBytes
+		for j, i := range r.Kept {
+			if at := req.KeepOff + int64(j*fb); at+int64(fb) <= int64(len(scratch)) {
+				c.Keep.Keep(i, scratch[at:at+int64(fb)])
+			}
+		}
+	}
+	return r.Err.error()
+}
+
+// sharedArena is the cache's shared memory, nil before Buffers.
+func (d *Decoders) sharedArena() *Arena {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.arena
+}
+
+// deadline is a clip's deadline: Options.Deadline, or DeadlineFor.
+func (d *Decoders) deadline(info *decode.Info, c decode.Clip) time.Duration {
+	if d.opts.Deadline > 0 {
+		return d.opts.Deadline
+	}
+	return DeadlineFor(info, c)
+}
+
+// end counts a clip done in p.
+func (d *Decoders) end(p *proc) {
+	d.mu.Lock()
+	p.finish()
+	d.notify()
+	d.mu.Unlock()
+}
+
+// keepOf is what c.Keep wants, for a helper to follow: the frames it wants of the video, at
+// most a clip's worth. Nil when it wants none.
+func keepOf(c decode.Clip, info *decode.Info, o decode.Output) *keepSpec {
+	need := make([]uint64, (info.Frames+63)/64)
+	any := false
+	for i := range info.Frames {
+		if c.Keep.Want(i) {
+			need[i/64] |= 1 << (i % 64)
+			any = true
+		}
+	}
+	if !any {
+		return nil
+	}
+	return &keepSpec{Need: need, Max: c.Frames, FrameBytes: o.FrameBytes()}
+}
+
+// newScratch makes shared memory of size bytes for one request.
+func newScratch(size int64) (int, []byte, error) {
+	fd, err := unix.MemfdCreate("vidfs-scratch", unix.MFD_CLOEXEC)
+	if err != nil {
+		return -1, nil, err
+	}
+	if err := unix.Ftruncate(fd, size); err != nil {
+		unix.Close(fd)
+		return -1, nil, err
+	}
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return -1, nil, err
+	}
+	return fd, mem, nil
+}
+
+// source opens the video for a helper: the file itself, or for a video that is not a local
+// file, one end of a socket whose other end this process answers reads on from the Opener's
+// Source (req says which, and its size). stop closes this process's descriptors once the
+// request is sent.
+func (d *Decoders) source(info *decode.Info, req *decodeRequest) (fd int, stop func(), err error) {
+	if d.opts.Open == nil {
+		f, err := os.Open(info.Path)
+		if err != nil {
+			return -1, nil, &decode.Error{Path: info.Path, Kind: decode.ErrUnreadable, Err: err}
+		}
+		return int(f.Fd()), func() { f.Close() }, nil
+	}
+	src, err := d.opts.Open(info.Path)
+	if err != nil {
+		return -1, nil, &decode.Error{Path: info.Path, Kind: decode.ErrUnreadable, Err: err}
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, nil, &decode.Error{Path: info.Path, Kind: decode.ErrInternal, Detail: "a socket for the helper", Err: err}
+	}
+	req.Stream, req.Size = true, src.Size()
+	mine := os.NewFile(uintptr(pair[0]), "stream")
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		defer mine.Close()
+		serveStream(mine, src)
+	}()
+	return pair[1], func() { unix.Close(pair[1]) }, nil
+}
+
+// serveStream answers a helper's reads of src (streamRead's requests) until it closes its end.
+func serveStream(rw io.ReadWriter, src decode.Source) {
+	buf := make([]byte, 64<<10)
+	var req [12]byte
+	for {
+		if _, err := io.ReadFull(rw, req[:]); err != nil {
+			return
+		}
+		off := int64(le64(req[:8]))
+		n := int(le32(req[8:]))
+		if n > maxStreamRead || n < 0 {
+			return
+		}
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		got, err := src.ReadAt(buf[:n], off)
+		ans := int32(got)
+		if got == 0 && err != nil && !errors.Is(err, io.EOF) {
+			ans = -int32(syscall.EIO)
+			var errno syscall.Errno
+			if errors.As(err, &errno) {
+				ans = -int32(errno)
+			}
+		}
+		var head [4]byte
+		put32(head[:], uint32(ans))
+		if _, err := rw.Write(head[:]); err != nil {
+			return
+		}
+		if ans > 0 {
+			if _, err := rw.Write(buf[:got]); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func le64(b []byte) uint64 {
+	return uint64(le32(b)) | uint64(le32(b[4:]))<<32
+}
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+func put32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+// Stats returns the helpers' decode counters, summed (decode.PoolStats, as fs.Decoder asks).
+func (d *Decoders) Stats() decode.PoolStats {
+	d.mu.Lock()
+	st := d.dead
+	procs := append([]*proc(nil), d.procs...)
+	d.mu.Unlock()
+	for _, p := range procs {
+		if p != nil {
+			addStats(&st, p.poolStats())
+		}
+	}
+	return st
+}
+
+// Isolation returns what the helpers met.
+func (d *Decoders) Isolation() Stats {
+	d.mu.Lock()
+	st := d.stats
+	procs := append([]*proc(nil), d.procs...)
+	d.mu.Unlock()
+	st.Started = d.started.Load()
+	for _, p := range procs {
+		if p != nil && p.alive() {
+			st.Helpers++
+			st.ResidentBytes += p.resident()
+		}
+	}
+	return st
+}
+
+// UnusableKeyframes gathers from the helpers the keyframes they found unusable
+// (decode.Pool.UnusableKeyframes). What a helper that died had found is lost.
+func (d *Decoders) UnusableKeyframes() map[string][]int {
+	d.mu.Lock()
+	procs := append([]*proc(nil), d.procs...)
+	d.mu.Unlock()
+	out := map[string][]int{}
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		for path, frames := range p.marks() {
+			out[path] = append(out[path], frames...)
+		}
+	}
+	return out
+}
+
+// Close stops the helpers, and lets the shared memory go: nothing may use its buffers after.
+func (d *Decoders) Close() {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.closed = true
+	procs := append([]*proc(nil), d.procs...)
+	d.notify()
+	d.mu.Unlock()
+	for _, p := range procs {
+		if p != nil {
+			p.stop()
+		}
+	}
+	d.wg.Wait()
+	d.spawnMu.Lock()
+	d.spawnClosed = true
+	close(d.spawn)
+	d.spawnMu.Unlock()
+	if d.arena != nil {
+		d.arena.close()
+	}
+}
+
+// startOnSpawner runs cmd.Start on the spawning thread.
+func (d *Decoders) startOnSpawner(cmd *exec.Cmd) error {
+	d.spawnMu.Lock()
+	defer d.spawnMu.Unlock()
+	if d.spawnClosed {
+		return decode.ErrPoolClosed
+	}
+	done := make(chan error, 1)
+	d.spawn <- func() { done <- cmd.Start() }
+	return <-done
+}
+
+// died is told by a helper's reader that it died: its figures are kept, and a fresh helper
+// takes its place.
+func (d *Decoders) died(p *proc, reason string, hung, busy bool) {
+	d.mu.Lock()
+	addStats(&d.dead, p.poolStats())
+	slot := -1
+	for i, q := range d.procs {
+		if q == p {
+			slot, d.procs[i] = i, nil
+		}
+	}
+	if busy {
+		if hung {
+			d.stats.Hangs++
+		} else {
+			d.stats.Crashes++
+		}
+	}
+	closed := d.closed
+	d.notify()
+	d.mu.Unlock()
+	if slot < 0 || closed {
+		return
+	}
+	d.opts.Log.Warn("a decoder helper died; starting another", "pid", p.pid, "reason", reason)
+	d.wg.Add(1)
+	go d.replace(slot)
+}
+
+// replace starts a helper in slot, trying again (after 100 ms, doubling to 5 s) until one
+// starts or the Decoders close.
+func (d *Decoders) replace(slot int) {
+	defer d.wg.Done()
+	began := time.Now()
+	wait := 100 * time.Millisecond
+	for {
+		p, err := d.start()
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			if p != nil {
+				p.stop()
+			}
+			return
+		}
+		if err == nil {
+			d.procs[slot] = p
+			d.stats.ReplaceSeconds = time.Since(began).Seconds()
+			arena := d.arena
+			d.notify()
+			d.mu.Unlock()
+			if arena != nil {
+				p.sendArena(arena)
+			}
+			return
+		}
+		d.lastFail = err
+		d.mu.Unlock()
+		d.opts.Log.Error("could not start a decoder helper", "err", err, "again_in", wait)
+		time.Sleep(wait)
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// start starts one helper and waits for its hello.
+func (d *Decoders) start() (*proc, error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("decoder helper: socketpair: %w", err)
+	}
+	theirs := os.NewFile(uintptr(pair[1]), "helper")
+	mine := os.NewFile(uintptr(pair[0]), "mount")
+	fc, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		theirs.Close()
+		return nil, fmt.Errorf("decoder helper: %w", err)
+	}
+	cmd := exec.Command(d.exe, HelperArg, strconv.Itoa(d.opts.PerHelper))
+	cmd.ExtraFiles = []*os.File{theirs} // descriptor 3 (helperFD)
+	cmd.Env = []string{"GOMAXPROCS=" + strconv.Itoa(d.opts.PerHelper+1)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Its stderr is a pipe of our own, not cmd's: read to its end (the helper's death) before
+	// the reason it died is told, which cmd.Wait would not wait for.
+	stderr, w, err := os.Pipe()
+	if err != nil {
+		theirs.Close()
+		fc.Close()
+		return nil, fmt.Errorf("decoder helper: %w", err)
+	}
+	cmd.Stderr = w
+	err = d.startOnSpawner(cmd)
+	w.Close()
+	theirs.Close()
+	if err != nil {
+		stderr.Close()
+		fc.Close()
+		return nil, fmt.Errorf("decoder helper: starting %s: %w", d.exe, err)
+	}
+	d.started.Add(1)
+	p := &proc{d: d, pid: cmd.Process.Pid, cmd: cmd, c: newConn(fc.(*net.UnixConn)), calls: map[uint64]*pending{},
+		gone: make(chan struct{}), waited: make(chan struct{}), said: make(chan struct{})}
+	go p.logLines(stderr)
+	got := make(chan error, 1)
+	go func() {
+		m, err := p.c.receive()
+		switch {
+		case err != nil:
+			got <- err
+		case m.Kind != msgHello || m.Hello == nil:
+			got <- errors.New("it did not say hello")
+		case m.Hello.Err != "":
+			got <- errors.New(m.Hello.Err)
+		default:
+			p.hello = *m.Hello
+			got <- nil
+		}
+	}()
+	timer := time.NewTimer(30 * time.Second)
+	defer timer.Stop()
+	select {
+	case err = <-got:
+	case <-timer.C:
+		err = errors.New("no hello in 30 s")
+	}
+	if err != nil {
+		cmd.Process.Kill()
+		p.c.uc.Close() // ends the receive above, whoever else holds the other end
+		<-got
+		p.c.close()
+		cmd.Wait()
+		select {
+		case <-p.said:
+		case <-time.After(5 * time.Second):
+		}
+		if last := p.lastLine(); last != "" {
+			err = fmt.Errorf("%w (it said: %s)", err, last)
+		}
+		return nil, fmt.Errorf("decoder helper (pid %d) failed to start: %w; --decoders in-process decodes without helpers", p.pid, err)
+	}
+	go p.read()
+	return p, nil
+}

@@ -1,0 +1,223 @@
+//go:build vidfstest
+
+package isolate_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/testvideo"
+	"github.com/vidfs/vidfs/isolate"
+)
+
+// Tests of faults in helpers, with the hooks of test builds (hooks_vidfstest.go).
+
+// TestSandbox: from inside a helper, reading a file, making a socket, running a program,
+// tracing or signalling the mount, and executable memory all fail.
+func TestSandbox(t *testing.T) {
+	d := start(t, isolate.Options{Helpers: 2})
+	all := d.Probe()
+	if len(all) != 2 {
+		t.Fatalf("%d helpers answered, want 2", len(all))
+	}
+	for _, got := range all {
+		if len(got) < 7 {
+			t.Fatalf("a helper tried %d things, want 7: %v", len(got), got)
+		}
+		for _, r := range got {
+			if r.Err == "" {
+				t.Errorf("a helper could %s", r.What)
+			} else {
+				t.Logf("%s: %s", r.What, r.Err)
+			}
+		}
+	}
+	if st := d.Isolation(); st.LandlockABI == 0 {
+		t.Log("this kernel has no Landlock: seccomp alone refused the above")
+	}
+}
+
+// poisoned links a test video under a name that makes the test hook crash its helper.
+func poisoned(t *testing.T, mark string) *decode.Info {
+	p := filepath.Join(t.TempDir(), mark+".mp4")
+	if err := os.Symlink(testvideo.Path("h264_gop16.mp4"), p); err != nil {
+		t.Fatal(err)
+	}
+	return probe(t, p)
+}
+
+// TestPoison: a video that crashes its helper is decoded once more, alone; when that crashes
+// too it is held damaged, with the signal, and the clips of other videos decoding beside it
+// are decoded exactly.
+func TestPoison(t *testing.T) {
+	for _, tc := range []struct{ mark, signal string }{{"poison-segv", "SIGSEGV"}, {"poison-abort", "SIGABRT"}} {
+		t.Run(tc.mark, func(t *testing.T) {
+			d := start(t, isolate.Options{Helpers: 1, PerHelper: 4})
+			bad := poisoned(t, tc.mark)
+			jobs := clipsOf(t, []string{"h264_gop250.mp4", "vp9.webm", "mpeg4.avi"})
+			var wg sync.WaitGroup
+			for _, j := range jobs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					want, _ := fresh(t, j)
+					got := make([]byte, len(want))
+					if err := d.DecodeClip(context.Background(), j.info, j.clip, out, got); err != nil {
+						t.Errorf("%s beside a poison video: %v", j.info.Path, err)
+					} else if !bytes.Equal(got, want) {
+						t.Errorf("%s beside a poison video: bytes differ", j.info.Path)
+					}
+				}()
+			}
+			err := d.DecodeClip(context.Background(), bad, decode.Clip{Start: 0, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes()))
+			wg.Wait()
+			if !errors.Is(err, decode.ErrCrashed) || !strings.Contains(err.Error(), tc.signal) {
+				t.Fatalf("the poison video: %v, want crashed twice by %s", err, tc.signal)
+			}
+			if decode.Permanent(err) {
+				t.Error("a crash is Permanent: the probe cache would remember it across mounts")
+			}
+			// Held: it fails at once, without a helper dying again.
+			before := d.Isolation()
+			err = d.DecodeClip(context.Background(), bad, decode.Clip{Start: 4, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes()))
+			after := d.Isolation()
+			if !errors.Is(err, decode.ErrCrashed) || after.Crashes != before.Crashes {
+				t.Errorf("held video again: %v, crashes %d then %d", err, before.Crashes, after.Crashes)
+			}
+			if after.Held != 1 || after.Crashes < 2 || after.Retries < 1 {
+				t.Errorf("stats %+v: want 1 held, 2 crashes, a retry", after)
+			}
+			waitServing(t, d, 1)
+		})
+	}
+}
+
+// waitServing waits until n helpers serve (dead ones are replaced).
+func waitServing(t *testing.T, d *isolate.Decoders, n int) {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); d.Isolation().Helpers < n; {
+		if time.Now().After(end) {
+			t.Fatalf("%d helpers serve after 30 s, want %d", d.Isolation().Helpers, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestKilled: helpers killed under load by SIGSEGV, SIGKILL and SIGABRT cost nothing: their
+// clips are decoded again, exactly, and the helpers replaced.
+func TestKilled(t *testing.T) {
+	d := start(t, isolate.Options{Helpers: 3, PerHelper: 2})
+	jobs := clipsOf(t, videos)
+	want := make([][]byte, len(jobs))
+	for i, j := range jobs {
+		var err error
+		if want[i], err = fresh(t, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	decoded, failed := 0, 0
+	for r := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := r; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := k % len(jobs)
+				got := make([]byte, len(want[i]))
+				err := d.DecodeClip(context.Background(), jobs[i].info, jobs[i].clip, out, got)
+				mu.Lock()
+				if err != nil {
+					failed++
+					t.Errorf("%s: %v", jobs[i].info.Path, err)
+				} else {
+					decoded++
+					if !bytes.Equal(got, want[i]) {
+						t.Errorf("%s clip %d: bytes differ after a helper was killed", jobs[i].info.Path, jobs[i].clip.Start)
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGSEGV, syscall.SIGKILL, syscall.SIGABRT} {
+		time.Sleep(300 * time.Millisecond)
+		pids := d.Pids()
+		if len(pids) == 0 {
+			t.Fatal("no helper serves")
+		}
+		if err := syscall.Kill(pids[0], sig); err != nil {
+			t.Fatal(err)
+		}
+		waitServing(t, d, 3)
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	st := d.Isolation()
+	t.Logf("%d clips decoded, %d failed; %+v", decoded, failed, st)
+	if st.Retries == 0 || st.Started < 6 {
+		t.Errorf("stats %+v: want retries, and 3 helpers replaced", st)
+	}
+	if st.Held != 0 {
+		t.Errorf("%d videos held damaged for a helper killed from outside", st.Held)
+	}
+}
+
+// TestStopped: a helper stopped (SIGSTOP) is caught by the deadline: killed, its clip decoded
+// again elsewhere, and the caller waits about the deadline, not for ever.
+func TestStopped(t *testing.T) {
+	const deadline = 2 * time.Second
+	d := start(t, isolate.Options{Helpers: 1, PerHelper: 1, Deadline: deadline})
+	pid := d.Pids()[0]
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	j := clipsOf(t, []string{"h264_gop16.mp4"})[1]
+	want, _ := fresh(t, j)
+	got := make([]byte, len(want))
+	began := time.Now()
+	err := d.DecodeClip(context.Background(), j.info, j.clip, out, got)
+	took := time.Since(began)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("after a stopped helper: %v (equal %v)", err, bytes.Equal(got, want))
+	}
+	if took < deadline || took > deadline+20*time.Second {
+		t.Errorf("the clip took %v; the deadline is %v", took, deadline)
+	}
+	if st := d.Isolation(); st.Hangs != 1 || st.Crashes != 0 {
+		t.Errorf("stats %+v: want one hang", st)
+	}
+	waitServing(t, d, 1)
+	if d.Pids()[0] == pid {
+		t.Error("the stopped helper still serves")
+	}
+}
+
+// TestHang: a video whose decode never ends is killed at the deadline, tried once more, and held.
+func TestHang(t *testing.T) {
+	d := start(t, isolate.Options{Helpers: 1, Deadline: time.Second})
+	bad := poisoned(t, "poison-hang")
+	err := d.DecodeClip(context.Background(), bad, decode.Clip{Start: 0, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes()))
+	if !errors.Is(err, decode.ErrCrashed) || !strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("a hanging video: %v", err)
+	}
+	if st := d.Isolation(); st.Hangs != 2 || st.Held != 1 {
+		t.Errorf("stats %+v: want 2 hangs, 1 held", st)
+	}
+}

@@ -1,0 +1,291 @@
+package isolate_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/leakcheck"
+	"github.com/vidfs/vidfs/internal/testvideo"
+	"github.com/vidfs/vidfs/isolate"
+)
+
+func TestMain(m *testing.M) {
+	if isolate.IsHelper() {
+		os.Exit(isolate.Main()) // the helpers these tests start are this binary
+	}
+	testvideo.QuietFFmpeg()
+	os.Exit(leakcheck.Main(m))
+}
+
+// videos are the test videos that decode (every container and codec testdata has).
+var videos = []string{"av1.mp4", "cfr24.mp4", "cfr60.mp4", "flv1.flv", "h264_bframes.avi", "h264_gop16.mp4",
+	"h264_gop250.mp4", "h264_noreorder.mp4", "hevc.mkv", "mirrored.mp4", "mjpeg.avi", "mpeg2_cut.mpg", "mpeg4.avi",
+	"ntsc.mp4", "odd_321x241.webm", "rotated.mp4", "short8.mp4", "start10.ts", "theora.ogv", "vfr.mkv", "vp8.webm", "vp9.webm"}
+
+var out = decode.Output{Width: 48, Height: 32, Resize: decode.Crop}
+
+func probe(t testing.TB, path string) *decode.Info {
+	t.Helper()
+	info, err := decode.Probe(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func testLog(t testing.TB) *slog.Logger { return slog.New(slog.NewTextHandler(tw{t}, nil)) }
+
+type tw struct{ t testing.TB }
+
+func (w tw) Write(b []byte) (int, error) { w.t.Log(string(bytes.TrimSpace(b))); return len(b), nil }
+
+func start(t testing.TB, opts isolate.Options) *isolate.Decoders {
+	t.Helper()
+	if opts.Log == nil {
+		opts.Log = testLog(t)
+	}
+	d, err := isolate.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d
+}
+
+// clips are a few clips of every video, from its start, its end, and between.
+type job struct {
+	info *decode.Info
+	clip decode.Clip
+}
+
+func clipsOf(t testing.TB, names []string) []job {
+	var jobs []job
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, name := range names {
+		info := probe(t, testvideo.Path(name))
+		n := info.Frames
+		for _, s := range []int{0, n / 2, max(0, n-8), r.IntN(n)} {
+			jobs = append(jobs, job{info, decode.Clip{Start: s, Frames: 4, Stride: 2, PadEnd: true}})
+		}
+	}
+	return jobs
+}
+
+// fresh decodes a clip in this process: what helpers must give.
+func fresh(t testing.TB, j job) ([]byte, error) {
+	buf := make([]byte, j.clip.Frames*out.FrameBytes())
+	err := decode.DecodeClip(context.Background(), j.info, j.clip, out, buf, 1)
+	return buf, err
+}
+
+// TestExact: every clip of every test video decodes in helpers to a fresh decode's bytes, into
+// shared memory (the cache's buffers) and into memory of the caller's own (copied from scratch).
+func TestExact(t *testing.T) {
+	d := start(t, isolate.Options{Helpers: 2, PerHelper: 2})
+	jobs := clipsOf(t, videos)
+	arena, err := d.Buffers(int64(4*out.FrameBytes()), len(jobs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		want, werr := fresh(t, j)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			shared, err := arena.Alloc()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer arena.Free(shared)
+			own := make([]byte, len(want))
+			for _, dst := range [][]byte{shared, own} {
+				err := d.DecodeClip(context.Background(), j.info, j.clip, out, dst)
+				if (err == nil) != (werr == nil) {
+					t.Errorf("%s clip %d: helper %v, in-process %v", filepath.Base(j.info.Path), j.clip.Start, err, werr)
+					continue
+				}
+				if err == nil && !bytes.Equal(dst, want) {
+					t.Errorf("%s clip %d: helper's bytes differ from a fresh decode's", filepath.Base(j.info.Path), j.clip.Start)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := d.Stats()
+	if st.ClipsCPU != int64(2*len(jobs)) {
+		t.Errorf("helpers counted %d clips, want %d", st.ClipsCPU, 2*len(jobs))
+	}
+}
+
+// TestErrorsCross: a damaged video fails in a helper as it does in-process: the same kind,
+// file, frame and reason.
+func TestErrorsCross(t *testing.T) {
+	d := start(t, isolate.Options{Helpers: 1})
+	info := probe(t, testvideo.Path("corrupt.mp4"))
+	failed := 0
+	for s := 0; s+8 <= info.Frames; s += 4 {
+		j := job{info, decode.Clip{Start: s, Frames: 8, Stride: 1}}
+		_, werr := fresh(t, j)
+		buf := make([]byte, 8*out.FrameBytes())
+		err := d.DecodeClip(context.Background(), info, j.clip, out, buf)
+		if fmt.Sprint(err) != fmt.Sprint(werr) {
+			t.Errorf("clip %d: helper %v, in-process %v", s, err, werr)
+		}
+		if werr != nil {
+			failed++
+			if !errors.Is(err, decode.ErrCorrupt) || !decode.Permanent(err) {
+				t.Errorf("clip %d: %v is not the corrupt kind", s, err)
+			}
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no clip of corrupt.mp4 failed: the test shows nothing")
+	}
+	gone := &decode.Info{Path: filepath.Join(t.TempDir(), "gone.mp4"), Frames: 10}
+	err := d.DecodeClip(context.Background(), gone, decode.Clip{Start: 0, Frames: 1, Stride: 1}, out, make([]byte, out.FrameBytes()))
+	if !errors.Is(err, decode.ErrUnreadable) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing file: %v, want cannot read file (no such file)", err)
+	}
+}
+
+// readerAtSource is a decode.Source over a file, as a bucket's objects are: the helper reads it
+// through the mount.
+type readerAtSource struct {
+	io.ReaderAt
+	size  int64
+	reads *int64
+	mu    *sync.Mutex
+}
+
+func (s readerAtSource) Size() int64 { return s.size }
+func (s readerAtSource) ReadAt(p []byte, off int64) (int, error) {
+	s.mu.Lock()
+	*s.reads++
+	s.mu.Unlock()
+	return s.ReaderAt.ReadAt(p, off)
+}
+
+// TestStreamed: videos that are no local file (Options.Open) decode exactly, their bytes read
+// by the mount for the helper.
+func TestStreamed(t *testing.T) {
+	var reads int64
+	var mu sync.Mutex
+	open := func(path string) (decode.Source, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return readerAtSource{ReaderAt: bytes.NewReader(b), size: int64(len(b)), reads: &reads, mu: &mu}, nil
+	}
+	d := start(t, isolate.Options{Helpers: 1, Open: open})
+	for _, j := range clipsOf(t, []string{"h264_gop16.mp4", "vp9.webm", "mpeg4.avi", "hevc.mkv"}) {
+		want, werr := fresh(t, j)
+		got := make([]byte, len(want))
+		err := d.DecodeClip(context.Background(), j.info, j.clip, out, got)
+		if werr != nil || err != nil {
+			t.Fatalf("%s: helper %v, in-process %v", j.info.Path, err, werr)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s clip %d: streamed bytes differ", filepath.Base(j.info.Path), j.clip.Start)
+		}
+	}
+	if reads == 0 {
+		t.Error("the Source was never read: the helper read the file itself")
+	}
+}
+
+// recordKeeper keeps what a decode passes through, as fs's training copy does.
+type recordKeeper struct {
+	want   func(i int) bool
+	max    int
+	frames map[int][]byte
+	order  []int
+}
+
+func (k *recordKeeper) Want(i int) bool { return k.want(i) && len(k.order) < k.max }
+func (k *recordKeeper) Keep(i int, rgb []byte) {
+	if len(k.order) > 0 && i <= k.order[len(k.order)-1] {
+		return
+	}
+	k.frames[i] = bytes.Clone(rgb)
+	k.order = append(k.order, i)
+}
+func (k *recordKeeper) Drop(from int) {
+	n, _ := slices.BinarySearch(k.order, from)
+	for _, i := range k.order[n:] {
+		delete(k.frames, i)
+	}
+	k.order = k.order[:n]
+}
+
+// TestKeep: the frames a decode passes through, kept for the training copy, are those an
+// in-process decode keeps, byte for byte.
+func TestKeep(t *testing.T) {
+	d := start(t, isolate.Options{Helpers: 1})
+	for _, name := range []string{"h264_gop250.mp4", "h264_bframes.avi", "vp9.webm"} {
+		info := probe(t, testvideo.Path(name))
+		c := decode.Clip{Start: info.Frames / 2, Frames: 4, Stride: 3}
+		even := func(i int) bool { return i%2 == 0 }
+		pool, err := decode.NewPool(decode.PoolOptions{Concurrency: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keeps [2]*recordKeeper
+		for k, dec := range []interface {
+			DecodeClip(context.Context, *decode.Info, decode.Clip, decode.Output, []byte) error
+		}{pool, d} {
+			keeps[k] = &recordKeeper{want: even, max: c.Frames, frames: map[int][]byte{}}
+			c.Keep = keeps[k]
+			if err := dec.DecodeClip(context.Background(), info, c, out, make([]byte, c.Frames*out.FrameBytes())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pool.Close()
+		if len(keeps[0].order) == 0 {
+			t.Fatalf("%s: in-process decode kept nothing: the test shows nothing", name)
+		}
+		if !slices.Equal(keeps[0].order, keeps[1].order) {
+			t.Errorf("%s: kept %v in-process, %v in a helper", name, keeps[0].order, keeps[1].order)
+			continue
+		}
+		for _, i := range keeps[0].order {
+			if !bytes.Equal(keeps[0].frames[i], keeps[1].frames[i]) {
+				t.Errorf("%s: kept frame %d differs", name, i)
+			}
+		}
+	}
+}
+
+// TestCancel: a caller that gives up gets its context's error once the helper let go of its
+// buffer, and the helper serves on.
+func TestCancel(t *testing.T) {
+	d := start(t, isolate.Options{Helpers: 1, PerHelper: 1})
+	info := probe(t, testvideo.Path("h264_gop250.mp4"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := d.DecodeClip(ctx, info, decode.Clip{Start: 200, Frames: 8, Stride: 4}, out, make([]byte, 8*out.FrameBytes()))
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+	j := job{info, decode.Clip{Start: 10, Frames: 4, Stride: 1}}
+	want, _ := fresh(t, j)
+	got := make([]byte, len(want))
+	if err := d.DecodeClip(context.Background(), info, j.clip, out, got); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("after a cancel: %v, equal %v", err, bytes.Equal(got, want))
+	}
+	_ = time.Second
+}

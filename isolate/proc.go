@@ -1,0 +1,403 @@
+package isolate
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vidfs/vidfs/decode"
+)
+
+// deathError is a clip's end when its helper died before answering: crashed, exited, or killed
+// as hung.
+type deathError struct{ reason string }
+
+func (e *deathError) Error() string { return "the decoder helper died: " + e.reason }
+
+// proc is one helper process, from the mount's side.
+type proc struct {
+	d     *Decoders
+	pid   int
+	cmd   *exec.Cmd
+	c     *conn
+	hello hello
+
+	gone   chan struct{} // closed once the process is reaped and its calls failed
+	waited chan struct{} // closed once cmd.Wait returned
+	said   chan struct{} // closed once its stderr ended
+
+	// mu guards the fields below.
+	mu       sync.Mutex
+	calls    map[uint64]*pending
+	inflight int      // clips given to it and not yet ended (Decoders.mu guards it too: pick)
+	recent   []string // the videos of its last clips, most recent last
+	stats    decode.PoolStats
+	marksAsk chan map[string][]int
+	probeAsk chan []probeResult
+	hungWhy  string // set when it was killed for passing a deadline
+	dead     bool
+	lines    []string // the last lines it printed
+	signal   string   // the fatal signal the Go runtime reported, e.g. "SIGSEGV: segmentation violation"
+	fatal    string   // its first "fatal error:" or "panic:" line
+}
+
+// pending is a decode awaiting its reply.
+type pending struct{ done chan *reply }
+
+// load says how many clips p decodes, whether it decoded path last, and whether it serves.
+// Called with Decoders.mu held.
+func (p *proc) load(path string) (n int, has, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inflight, slices.Contains(p.recent, path), !p.dead
+}
+
+// begin counts a clip of path given to p. Called with Decoders.mu held.
+func (p *proc) begin(path string) {
+	p.mu.Lock()
+	p.inflight++
+	if i := slices.Index(p.recent, path); i >= 0 {
+		p.recent = slices.Delete(p.recent, i, i+1)
+	}
+	p.recent = append(p.recent, path)
+	if len(p.recent) > p.d.opts.PerHelper {
+		p.recent = p.recent[1:]
+	}
+	p.mu.Unlock()
+}
+
+// finish counts a clip ended. Called with Decoders.mu held.
+func (p *proc) finish() {
+	p.mu.Lock()
+	p.inflight--
+	p.mu.Unlock()
+}
+
+func (p *proc) alive() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.dead
+}
+
+func (p *proc) poolStats() decode.PoolStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+// call sends a decode and waits for its reply, the helper's death, or its deadline (when p is
+// killed). When ctx ends first, the helper is told, and the reply still awaited: dst is not
+// free until then.
+func (p *proc) call(ctx context.Context, req *decodeRequest, fds []int, deadline time.Duration) (*reply, error) {
+	id := p.d.nextID.Add(1)
+	w := &pending{done: make(chan *reply, 1)}
+	p.mu.Lock()
+	if p.dead {
+		p.mu.Unlock()
+		<-p.gone
+		return nil, &deathError{reason: p.reason()}
+	}
+	p.calls[id] = w
+	p.mu.Unlock()
+	if err := p.c.send(&message{Kind: msgDecode, ID: id, Decode: req}, fds...); err != nil {
+		p.kill("")
+	}
+	timer := time.NewTimer(deadline)
+	defer timer.Stop()
+	done := ctx.Done()
+	for {
+		select {
+		case r := <-w.done:
+			return r, nil
+		case <-p.gone:
+			select {
+			case r := <-w.done: // it answered before it died
+				return r, nil
+			default:
+			}
+			return nil, &deathError{reason: p.reason()}
+		case <-done:
+			done = nil
+			p.c.send(&message{Kind: msgCancel, ID: id})
+		case <-timer.C:
+			p.kill(fmt.Sprintf("a decode of %s passed its deadline of %s", req.Info.Path, deadline.Round(time.Millisecond)))
+		}
+	}
+}
+
+// kill kills p; why, when not empty, says it hung.
+func (p *proc) kill(why string) {
+	p.mu.Lock()
+	if why != "" && p.hungWhy == "" && !p.dead {
+		p.hungWhy = why
+	}
+	p.mu.Unlock()
+	p.cmd.Process.Kill()
+}
+
+// read delivers p's replies until its socket ends, then reaps it, fails its calls and tells the
+// Decoders.
+func (p *proc) read() {
+	for {
+		m, err := p.c.receive()
+		if err != nil {
+			break
+		}
+		switch m.Kind {
+		case msgReply:
+			p.mu.Lock()
+			w := p.calls[m.ID]
+			delete(p.calls, m.ID)
+			if m.Reply != nil {
+				p.stats = m.Reply.Stats
+			}
+			p.mu.Unlock()
+			if w != nil && m.Reply != nil {
+				w.done <- m.Reply
+			}
+		case msgMarks:
+			p.mu.Lock()
+			ask := p.marksAsk
+			p.marksAsk = nil
+			p.mu.Unlock()
+			if ask != nil {
+				ask <- m.Marks
+			}
+		case msgProbe:
+			p.mu.Lock()
+			ask := p.probeAsk
+			p.probeAsk = nil
+			p.mu.Unlock()
+			if ask != nil {
+				ask <- m.Probe
+			}
+		}
+	}
+	p.cmd.Process.Kill() // a helper whose socket broke is of no use
+	p.cmd.Wait()
+	<-p.said
+	close(p.waited)
+	p.c.close()
+	p.mu.Lock()
+	p.dead = true
+	busy := len(p.calls) > 0
+	hung := p.hungWhy != ""
+	if ask := p.marksAsk; ask != nil {
+		ask <- nil
+		p.marksAsk = nil
+	}
+	if ask := p.probeAsk; ask != nil {
+		ask <- nil
+		p.probeAsk = nil
+	}
+	p.mu.Unlock()
+	close(p.gone)
+	p.d.died(p, p.reason(), hung, busy)
+}
+
+// reason says how p died: the deadline it passed, or the signal that killed it (the one the Go
+// runtime reported: it dies of SIGABRT after printing a fatal signal's traceback), or its exit
+// status, and what it said of it.
+func (p *proc) reason() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hungWhy != "" {
+		return p.hungWhy + "; killed"
+	}
+	s := "it ended"
+	if st := p.cmd.ProcessState; st != nil {
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			s = "killed by " + signalName(ws.Signal())
+		} else {
+			s = "exit status " + strconv.Itoa(st.ExitCode())
+		}
+	}
+	switch {
+	case p.signal != "":
+		s = "killed by " + p.signal
+	case p.fatal != "":
+		s += ": " + p.fatal
+	case len(p.lines) > 0:
+		s += ": " + p.lines[len(p.lines)-1]
+	}
+	return s
+}
+
+// fatalSignal finds the signal in the Go runtime's report of one: "SIGSEGV: segmentation
+// violation" (in C code) or "[signal SIGSEGV: segmentation violation code=...]" (in Go's).
+var fatalSignal = regexp.MustCompile(`^\[?(?:signal )?(SIG[A-Z]+): ([a-z ]+[a-z])`)
+
+// signalName is a signal's name as kill -l gives it: SIGSEGV.
+func signalName(sig syscall.Signal) string {
+	names := map[syscall.Signal]string{syscall.SIGSEGV: "SIGSEGV", syscall.SIGABRT: "SIGABRT", syscall.SIGKILL: "SIGKILL",
+		syscall.SIGBUS: "SIGBUS", syscall.SIGILL: "SIGILL", syscall.SIGFPE: "SIGFPE", syscall.SIGSYS: "SIGSYS",
+		syscall.SIGTERM: "SIGTERM", syscall.SIGTRAP: "SIGTRAP"}
+	if n, ok := names[sig]; ok {
+		return n
+	}
+	return "signal " + strconv.Itoa(int(sig)) + " (" + sig.String() + ")"
+}
+
+// stop ends p: its socket closes, it exits, it is reaped.
+func (p *proc) stop() {
+	p.c.uc.CloseWrite()
+	select {
+	case <-p.waited:
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+	}
+	<-p.gone
+}
+
+// logLines logs what p prints, and keeps its last lines for the reason it died.
+func (p *proc) logLines(r io.ReadCloser) {
+	defer close(p.said)
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 4096), 64<<10)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		p.mu.Lock()
+		if m := fatalSignal.FindStringSubmatch(line); m != nil && p.signal == "" {
+			p.signal = m[1] + " (" + m[2] + ")"
+		}
+		if p.fatal == "" && (strings.HasPrefix(line, "fatal error:") || strings.HasPrefix(line, "panic:")) {
+			p.fatal = line
+		}
+		p.lines = append(p.lines, line)
+		if len(p.lines) > 8 {
+			p.lines = p.lines[1:]
+		}
+		p.mu.Unlock()
+		p.d.opts.Log.Debug("decoder helper", "pid", p.pid, "said", line)
+	}
+}
+
+func (p *proc) lastLine() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.lines); n > 0 {
+		return p.lines[n-1]
+	}
+	return ""
+}
+
+// sendArena hands p the cache's shared memory.
+func (p *proc) sendArena(a *Arena) {
+	if err := p.c.send(&message{Kind: msgArena, Arena: int64(len(a.mem))}, a.fd); err != nil {
+		p.kill("")
+	}
+}
+
+// marks asks p for the keyframes it found unusable.
+func (p *proc) marks() map[string][]int {
+	ask := make(chan map[string][]int, 1)
+	p.mu.Lock()
+	if p.dead || p.marksAsk != nil {
+		p.mu.Unlock()
+		return nil
+	}
+	p.marksAsk = ask
+	p.mu.Unlock()
+	if p.c.send(&message{Kind: msgMarks}) != nil {
+		return nil
+	}
+	select {
+	case m := <-ask:
+		return m
+	case <-time.After(10 * time.Second):
+		return nil
+	}
+}
+
+// resident is p's resident memory in bytes, from /proc (0 when it cannot be read).
+func (p *proc) resident() int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+// addStats adds b's counters to a's.
+func addStats(a *decode.PoolStats, b decode.PoolStats) {
+	a.ClipsCPU += b.ClipsCPU
+	a.ClipsGPU += b.ClipsGPU
+	a.Frames += b.Frames
+	a.Opens += b.Opens
+	a.Adoptions += b.Adoptions
+	a.Seeks += b.Seeks
+	a.GPUFallbacks += b.GPUFallbacks
+	a.KeyframeFallbacks += b.KeyframeFallbacks
+	a.FlushesSaved += b.FlushesSaved
+	a.GPUReclaims += b.GPUReclaims
+}
+
+// Probe asks every serving helper to try what its sandbox forbids (test builds only: a release
+// build's helpers try nothing and answer nil), and returns each helper's results.
+func (d *Decoders) Probe() [][]ProbeResult {
+	d.mu.Lock()
+	procs := append([]*proc(nil), d.procs...)
+	d.mu.Unlock()
+	var out [][]ProbeResult
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		ask := make(chan []probeResult, 1)
+		p.mu.Lock()
+		if p.dead || p.probeAsk != nil {
+			p.mu.Unlock()
+			continue
+		}
+		p.probeAsk = ask
+		p.mu.Unlock()
+		if p.c.send(&message{Kind: msgProbe}) != nil {
+			continue
+		}
+		var got []ProbeResult
+		for _, r := range <-ask {
+			got = append(got, ProbeResult(r))
+		}
+		out = append(out, got)
+	}
+	return out
+}
+
+// ProbeResult is one forbidden thing a helper tried (Probe), and the error it got ("" when it
+// succeeded: a hole in the sandbox).
+type ProbeResult struct {
+	What string
+	Err  string
+}
+
+// Pids lists the helpers serving now, for tests and `vidfs top`.
+func (d *Decoders) Pids() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var pids []int
+	for _, p := range d.procs {
+		if p != nil && p.alive() {
+			pids = append(pids, p.pid)
+		}
+	}
+	return pids
+}

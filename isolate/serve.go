@@ -1,0 +1,359 @@
+package isolate
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/vidfs/vidfs/decode"
+)
+
+// helperFD is the descriptor a helper finds its socket to the mount on.
+const helperFD = 3
+
+// IsHelper tells whether this process was started as a decoder helper (os.Args[1] is
+// HelperArg): its main must call Main at once, and nothing else.
+func IsHelper() bool { return len(os.Args) > 1 && os.Args[1] == HelperArg }
+
+// Main is a helper's main (`PROGRAM __decoder-helper CLIPS`, as Decoders starts it): it
+// serves, and returns the exit status.
+func Main() int {
+	each := 2
+	if len(os.Args) > 2 {
+		if n, err := strconv.Atoi(os.Args[2]); err == nil && n > 0 {
+			each = n
+		}
+	}
+	decode.TuneMalloc(each + 1)
+	if err := Serve(each); err != nil {
+		fmt.Fprintln(os.Stderr, "vidfs decoder helper:", err)
+		return 1
+	}
+	return 0
+}
+
+// Serve is a helper's life, in the process `vidfs __decoder-helper` starts: confined already
+// (sandbox.go), it loads the seccomp filter, says hello, and decodes what the mount asks until
+// the mount goes. concurrency is how many clips it decodes at once.
+func Serve(concurrency int) error {
+	isHelper, abi, cerr := confinement()
+	if !isHelper {
+		return errors.New("not started as a decoder helper")
+	}
+	// A crash dies of its signal, for the mount to name; no core file is written (sandbox.go).
+	debug.SetTraceback("crash")
+	f := os.NewFile(helperFD, "mount")
+	fc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("the socket to the mount: %w", err)
+	}
+	uc, ok := fc.(*net.UnixConn)
+	if !ok {
+		return errors.New("the socket to the mount is not a Unix socket")
+	}
+	c := newConn(uc)
+	h := &helper{c: c, calls: map[uint64]context.CancelFunc{}, sources: map[string][]*fdSource{}}
+	hi := &hello{Pid: os.Getpid(), UID: os.Getuid(), LandlockABI: abi}
+	if cerr == nil {
+		cerr = loadSeccomp()
+	}
+	if cerr != nil {
+		hi.Err = cerr.Error()
+		c.send(&message{Kind: msgHello, Hello: hi})
+		return cerr
+	}
+	hi.Seccomp = true
+	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: concurrency, Idle: concurrency, Threads: 1, Open: h.open})
+	if err != nil {
+		hi.Err = err.Error()
+		c.send(&message{Kind: msgHello, Hello: hi})
+		return err
+	}
+	h.pool = pool
+	if err := c.send(&message{Kind: msgHello, Hello: hi}); err != nil {
+		return err
+	}
+	return h.serve()
+}
+
+// helper is the helper's side of the conversation.
+type helper struct {
+	c     *conn
+	pool  *decode.Pool
+	arena []byte // the cache's shared memory, mapped whole
+
+	// mu guards calls and sources.
+	mu      sync.Mutex
+	calls   map[uint64]context.CancelFunc // decodes running, by request
+	sources map[string][]*fdSource        // descriptors handed over with the decodes running, by path
+}
+
+// serve reads the mount's messages until it goes (the socket ends); decodes still running are
+// of no use then, and end with the process.
+func (h *helper) serve() error {
+	for {
+		m, err := h.c.receive()
+		if err != nil {
+			h.mu.Lock()
+			for _, cancel := range h.calls {
+				cancel()
+			}
+			h.mu.Unlock()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		switch m.Kind {
+		case msgArena:
+			fds, err := h.c.takeFDs(1)
+			if err != nil {
+				return err
+			}
+			if h.arena, err = mapShared(fds[0], m.Arena); err != nil {
+				return err
+			}
+		case msgDecode:
+			n := 1
+			if !m.Decode.InArena || m.Decode.Keep != nil {
+				n = 2
+			}
+			fds, err := h.c.takeFDs(n)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			h.mu.Lock()
+			h.calls[m.ID] = cancel
+			h.mu.Unlock()
+			go func() {
+				r := h.decode(ctx, m.Decode, fds)
+				h.mu.Lock()
+				delete(h.calls, m.ID)
+				h.mu.Unlock()
+				cancel()
+				h.c.send(&message{Kind: msgReply, ID: m.ID, Reply: r})
+			}()
+		case msgCancel:
+			h.mu.Lock()
+			if cancel := h.calls[m.ID]; cancel != nil {
+				cancel()
+			}
+			h.mu.Unlock()
+		case msgMarks:
+			h.c.send(&message{Kind: msgMarks, ID: m.ID, Marks: h.pool.UnusableKeyframes()})
+		case msgProbe:
+			h.c.send(&message{Kind: msgProbe, ID: m.ID, Probe: probeSandbox()})
+		}
+	}
+}
+
+// decode runs one request: fds are its source, and its scratch memory if it has any.
+func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *reply {
+	var scratch []byte
+	if len(fds) > 1 {
+		var st syscall.Stat_t
+		err := syscall.Fstat(fds[1], &st)
+		if err == nil {
+			scratch, err = mapShared(fds[1], st.Size)
+		}
+		syscall.Close(fds[1])
+		if err != nil {
+			syscall.Close(fds[0])
+			return &reply{Err: toWire(&decode.Error{Path: req.Info.Path, Kind: decode.ErrInternal, Detail: "mapping scratch memory", Err: err})}
+		}
+		defer syscall.Munmap(scratch)
+	}
+	mem := scratch
+	if req.InArena {
+		mem = h.arena // mapped before: the mount sends the arena before any decode into it
+	}
+	if req.Off < 0 || req.Len < 0 || req.Off+req.Len > int64(len(mem)) {
+		syscall.Close(fds[0])
+		return &reply{Err: toWire(&decode.Error{Path: req.Info.Path, Kind: decode.ErrBadRequest, Detail: "destination outside shared memory"})}
+	}
+	dst := mem[req.Off : req.Off+req.Len : req.Off+req.Len]
+	src := newFDSource(fds[0], req.Stream, req.Size)
+	h.mu.Lock()
+	h.sources[req.Info.Path] = append(h.sources[req.Info.Path], src)
+	h.mu.Unlock()
+	defer h.unregister(req.Info.Path, src)
+
+	var path decode.Path
+	c := decode.Clip{Start: req.Clip.Start, Frames: req.Clip.Frames, Stride: req.Clip.Stride, PadEnd: req.Clip.PadEnd,
+		Strict: req.Clip.Strict, FPS: req.Clip.FPS, Path: &path}
+	var k *keeper
+	if req.Keep != nil {
+		k = &keeper{spec: req.Keep}
+		if req.KeepOff >= 0 && req.KeepOff <= int64(len(scratch)) {
+			k.out = scratch[req.KeepOff:]
+		}
+		c.Keep = k
+	}
+	poison(req.Info.Path) // test builds only: a marked video crashes the helper
+	err := h.pool.DecodeClip(ctx, req.Info, c, req.Out, dst)
+	r := &reply{Err: toWire(err), Path: path, Stats: h.pool.Stats()}
+	if k != nil {
+		r.Kept = k.units
+	}
+	return r
+}
+
+// open is the pool's decode.Opener: a descriptor of its own (a dup) of one a request running
+// handed over for the path. A decoder may open its video more than once in a decode (a rewind),
+// and keeps what it opened while it is idle, after the request.
+func (h *helper) open(path string) (decode.Source, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	list := h.sources[path]
+	if len(list) == 0 {
+		return nil, errors.New("no descriptor was handed over for it")
+	}
+	s := list[len(list)-1]
+	fd, err := syscall.Dup(int(s.f.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	syscall.CloseOnExec(fd)
+	return &fdSource{f: os.NewFile(uintptr(fd), "video"), stream: s.stream, size: s.size, mu: s.mu}, nil
+}
+
+// unregister closes the descriptor a request handed over, and forgets it; decoders that opened
+// it hold their own.
+func (h *helper) unregister(path string, src *fdSource) {
+	h.mu.Lock()
+	list := h.sources[path]
+	if i := slices.Index(list, src); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(h.sources, path)
+	} else {
+		h.sources[path] = list
+	}
+	h.mu.Unlock()
+	src.Close()
+}
+
+// mapShared maps size bytes of the shared memory fd, to read and write.
+func mapShared(fd int, size int64) ([]byte, error) {
+	if size == 0 {
+		return nil, nil
+	}
+	b, err := syscall.Mmap(fd, 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping shared memory: %w", err)
+	}
+	return b, nil
+}
+
+// fdSource is a video's bytes from a descriptor the mount handed over: the file itself, read
+// where asked, or a socket the mount answers reads on (streamed sources: objects in a bucket).
+type fdSource struct {
+	f      *os.File
+	stream bool
+	size   int64
+	// mu guards a socket's request and answer going together; the dups of one descriptor
+	// share it.
+	mu *sync.Mutex
+}
+
+func newFDSource(fd int, stream bool, size int64) *fdSource {
+	s := &fdSource{f: os.NewFile(uintptr(fd), "video"), stream: stream, size: size, mu: new(sync.Mutex)}
+	if !stream {
+		if st, err := s.f.Stat(); err == nil {
+			s.size = st.Size()
+		}
+	}
+	return s
+}
+
+// Size is the video's size in bytes (decode.Source).
+func (s *fdSource) Size() int64 { return s.size }
+
+// ReadAt reads the video's bytes at off (decode.Source).
+func (s *fdSource) ReadAt(p []byte, off int64) (int, error) {
+	if !s.stream {
+		return s.f.ReadAt(p, off)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return streamRead(s.f, p, off)
+}
+
+// Close lets the descriptor go (the decoder that opened it closed).
+func (s *fdSource) Close() error { return s.f.Close() }
+
+// streamRead asks the mount for len(p) bytes at off over a stream socket: a request of 12
+// bytes (offset, length), an answer of 4 (the length read, or minus an errno) and the bytes.
+func streamRead(rw io.ReadWriter, p []byte, off int64) (int, error) {
+	n := min(len(p), maxStreamRead)
+	var req [12]byte
+	binary.LittleEndian.PutUint64(req[:], uint64(off))
+	binary.LittleEndian.PutUint32(req[8:], uint32(n))
+	if _, err := rw.Write(req[:]); err != nil {
+		return 0, err
+	}
+	var ans [4]byte
+	if _, err := io.ReadFull(rw, ans[:]); err != nil {
+		return 0, err
+	}
+	got := int32(binary.LittleEndian.Uint32(ans[:]))
+	if got < 0 {
+		return 0, syscall.Errno(-got)
+	}
+	if got > int32(n) {
+		return 0, fmt.Errorf("the mount answered %d bytes for %d", got, n)
+	}
+	if _, err := io.ReadFull(rw, p[:got]); err != nil {
+		return 0, err
+	}
+	if int(got) < len(p) {
+		return int(got), io.EOF
+	}
+	return int(got), nil
+}
+
+// maxStreamRead bounds one read of a streamed source (FFmpeg asks for 64 KiB at a time).
+const maxStreamRead = 1 << 20
+
+// keeper is fs's passKeeper's rule on the helper's side (decode.Keeper): the frames wanted
+// are written one after another into out, and their numbers listed in units.
+type keeper struct {
+	spec  *keepSpec
+	out   []byte
+	units []int
+}
+
+// Want tells whether frame i is wanted: its bit is set, and there is room.
+func (k *keeper) Want(i int) bool {
+	need := k.spec.Need
+	return i >= 0 && i < len(need)*64 && need[i/64]&(1<<(i%64)) != 0 && len(k.units) < k.spec.Max
+}
+
+// Keep writes frame i after those kept, if it comes after them and there is room.
+func (k *keeper) Keep(i int, rgb []byte) {
+	fb := k.spec.FrameBytes
+	at := len(k.units) * fb
+	if len(rgb) != fb || len(k.units) >= k.spec.Max || at+fb > len(k.out) || (len(k.units) > 0 && i <= k.units[len(k.units)-1]) {
+		return
+	}
+	copy(k.out[at:], rgb)
+	k.units = append(k.units, i)
+}
+
+// Drop forgets the frames kept from frame from on.
+func (k *keeper) Drop(from int) {
+	n, _ := slices.BinarySearch(k.units, from)
+	k.units = k.units[:n]
+}
