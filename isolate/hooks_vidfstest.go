@@ -82,4 +82,3 @@ func errnoErr(e syscall.Errno) error {
 	}
 	return e
 }
-
