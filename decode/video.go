@@ -8,6 +8,7 @@ import (
 	"math"
 	"runtime"
 	"sort"
+	"time"
 
 	"github.com/asticode/go-astiav"
 )
@@ -35,6 +36,10 @@ type Clip struct {
 	// store of frames keeps each video's frames of one path: NVDEC's and the CPU's may differ
 	// (Output.Fast skips the CPU's in-loop filtering only).
 	Path *Path
+	// CPU, when not nil, is set by a decoder that decodes in another process (isolate's
+	// helpers) to the CPU time the decode took there, which the caller's thread does not see.
+	// Pool, whose decodes run on the caller's thread, leaves it alone.
+	CPU *time.Duration
 }
 
 // Path is where a clip's frames were decoded.

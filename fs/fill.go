@@ -267,11 +267,12 @@ func (r *filler) decodeClip(ctx context.Context, c decode.Clip, k int) error {
 		}
 	}
 	var path decode.Path
-	c.Strict, c.Path = true, &path
+	var elsewhere time.Duration // a helper's CPU, where it decodes in one
+	c.Strict, c.Path, c.CPU = true, &path, &elsewhere
 	began := threadCPU()
 	err := r.f.cfg.Decoder.DecodeClip(ctx, r.info, c, r.f.out, r.b.chunk[:k*r.fb])
 	if b != nil {
-		b.paid(threadCPU()-began, budgeted)
+		b.paid(threadCPU()-began+elsewhere, budgeted)
 	}
 	if err != nil {
 		return err

@@ -334,13 +334,13 @@ func SampleOutput(lay *layout.Layout, resize decode.Resize, fast bool) decode.Ou
 // decodeSample decodes sample i into buf, for the cache (the decoder counts what it decodes),
 // giving keep, if not nil, the frames it passes through (decode.Clip.Keep), and telling path, if
 // not nil, where it was decoded.
-func (f *FS) decodeSample(ctx context.Context, i int, buf []byte, keep decode.Keeper, path *decode.Path) error {
+func (f *FS) decodeSample(ctx context.Context, i int, buf []byte, keep decode.Keeper, path *decode.Path, elsewhere *time.Duration) error {
 	info, err := f.cfg.Infos.Info(f.lay.Sample(i).Video)
 	if err != nil {
 		return err
 	}
 	c := SampleClip(f.lay, i)
-	c.Keep, c.Path = keep, path
+	c.Keep, c.Path, c.CPU = keep, path, elsewhere
 	if err := f.cfg.Decoder.DecodeClip(ctx, info, c, f.out, buf); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"time"
 
 	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
@@ -66,12 +67,14 @@ func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
 		keep = f.copy.keeper(f, f.lay.Sample(i).Video)
 		defer f.copy.keepers.Put(keep)
 	}
-	// The decode's CPU, which the budget of --copy-fill auto is reckoned in, is the thread's.
+	// The decode's CPU, which the budget of --copy-fill auto is reckoned in, is the thread's, and
+	// a helper process's where it decodes there.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	began := threadCPU()
 	path := decode.PathCPU
-	if err := f.decodeSample(ctx, i, buf, keep.decodeKeeper(), &path); err != nil {
+	var elsewhere time.Duration
+	if err := f.decodeSample(ctx, i, buf, keep.decodeKeeper(), &path, &elsewhere); err != nil {
 		if !heldFailed(err) && ctx.Err() == nil {
 			f.log.Warn("sample not decoded, for a reason that may pass; the next read tries again", "sample", i, "file", f.sampleFile(i), "err", err)
 		}
@@ -82,7 +85,7 @@ func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
 		b = f.copy.budget
 	}
 	if b != nil {
-		b.decoded(threadCPU() - began)
+		b.decoded(threadCPU() - began + elsewhere)
 		f.copy.served.set(i, false)
 	}
 	if f.tier != nil && f.current(i) {

@@ -37,7 +37,8 @@ type Options struct {
 	Deadline time.Duration
 	// Log receives helpers' starts, deaths and what they print. Nil: no logging.
 	Log *slog.Logger
-	// Exe is the program to start as a helper (default: this one, os.Executable).
+	// Exe is the program to start as a helper (default: this one, /proc/self/exe, which stays
+	// the running binary if its file is replaced or removed).
 	Exe string
 }
 
@@ -76,8 +77,9 @@ type Decoders struct {
 	arena    *Arena
 	changed  chan struct{} // closed (and replaced) when a helper starts, or a clip ends
 	closed   bool
-	lastFail error // the last failure to start a helper
-	wg       sync.WaitGroup
+	lastFail error          // the last failure to start a helper
+	wg       sync.WaitGroup // replacements and streamed sources running; Add with mu held, before closed
+	calls    sync.WaitGroup // DecodeClips running; Add with mu held, before closed
 
 	// Helpers are started from one thread, locked, that lives as long as the Decoders: a
 	// helper dies with the thread that started it (PR_SET_PDEATHSIG), and the Go runtime ends
@@ -101,10 +103,7 @@ func New(opts Options) (*Decoders, error) {
 	}
 	exe := opts.Exe
 	if exe == "" {
-		var err error
-		if exe, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("decoder helpers: finding this program: %w", err)
-		}
+		exe = "/proc/self/exe"
 	}
 	d := &Decoders{opts: opts, exe: exe, slots: make(chan struct{}, opts.Helpers*opts.PerHelper),
 		procs: make([]*proc, opts.Helpers), held: map[string]string{}, changed: make(chan struct{}), spawn: make(chan func())}
@@ -181,8 +180,14 @@ func DeadlineFor(info *decode.Info, c decode.Clip) time.Duration {
 // contract). It returns once no helper can write dst any more.
 func (d *Decoders) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
 	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return decode.ErrPoolClosed
+	}
 	reason, held := d.held[info.Path]
+	d.calls.Add(1)
 	d.mu.Unlock()
+	defer d.calls.Done()
 	if held {
 		return &decode.Error{Path: info.Path, Kind: decode.ErrCrashed, Detail: reason}
 	}
@@ -192,32 +197,37 @@ func (d *Decoders) DecodeClip(ctx context.Context, info *decode.Info, c decode.C
 		return ctx.Err()
 	}
 	defer func() { <-d.slots }()
-	p, err := d.pick(ctx, info.Path)
-	if err != nil {
-		return err
+	var err error
+	for try := 0; ; try++ {
+		var p *proc
+		if p, err = d.pick(ctx, info.Path); err != nil {
+			return err
+		}
+		err = d.run(ctx, p, info, c, o, dst)
+		if !errors.Is(err, errGone) || try == 3 {
+			break
+		}
+		// It died before the clip was sent to it: another takes it, as if nothing happened.
 	}
-	err = d.run(ctx, p, info, c, o, dst)
 	var died *deathError
-	if !errors.As(err, &died) || ctx.Err() != nil {
+	if !errors.As(err, &died) || ctx.Err() != nil || d.isClosed() {
 		return err
 	}
 	// Its helper died under it, maybe for another clip's video: once more, alone, in a fresh
 	// helper, where a second death is this video's.
 	d.opts.Log.Warn("a decoder helper died; decoding its clip again alone in a fresh one", "file", info.Path, "clip_start", c.Start, "reason", died.reason)
-	d.mu.Lock()
-	d.stats.Retries++
-	d.mu.Unlock()
 	alone, err := d.start()
 	if err != nil {
 		return &decode.Error{Path: info.Path, Kind: decode.ErrInternal, Detail: "starting a decoder helper", Err: err}
 	}
-	if a := d.sharedArena(); a != nil {
-		alone.sendArena(a)
-	}
+	d.mu.Lock()
+	d.stats.Retries++
+	d.mu.Unlock()
+	alone.begin(info.Path)
 	err = d.run(ctx, alone, info, c, o, dst)
 	alone.stop()
 	var again *deathError
-	if !errors.As(err, &again) || ctx.Err() != nil {
+	if !errors.As(err, &again) || ctx.Err() != nil || d.isClosed() {
 		return err
 	}
 	reason = fmt.Sprintf("the decoder crashed on it twice (%s; then, alone, %s)", died.reason, again.reason)
@@ -229,6 +239,13 @@ func (d *Decoders) DecodeClip(ctx context.Context, info *decode.Info, c decode.C
 	d.mu.Unlock()
 	d.opts.Log.Error("a video crashed the decoder twice; its samples fail for the rest of the mount", "file", info.Path, "reason", reason)
 	return &decode.Error{Path: info.Path, Kind: decode.ErrCrashed, Detail: reason}
+}
+
+// isClosed tells whether Close began.
+func (d *Decoders) isClosed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
 }
 
 // pick returns a serving helper with room for a clip: one that decoded the video last (its
@@ -285,7 +302,7 @@ func (d *Decoders) notify() {
 }
 
 // run decodes one clip in helper p. An error that is a *deathError says p died (or was killed
-// as hung) before it answered.
+// as hung) with the clip sent to it; errGone, that it died before.
 func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
 	defer d.end(p)
 	req := &decodeRequest{Info: info, Out: o, Len: int64(len(dst)),
@@ -323,6 +340,9 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 	if err != nil {
 		return err
 	}
+	if c.CPU != nil {
+		*c.CPU = max(r.CPU, 0)
+	}
 	if r.Err == nil {
 		if !req.InArena {
 			copy(dst, scratch[:len(dst)])
@@ -332,11 +352,16 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 		}
 	}
 	if req.Keep != nil {
-		fb := req.Keep.FrameBytes
+		// What the helper says it kept is checked as the Keeper would have: frames it wants,
+		// in order, at most a clip's worth, each within the scratch memory.
+		fb, last := req.Keep.FrameBytes, -1
 		for j, i := range r.Kept {
-			if at := req.KeepOff + int64(j*fb); at+int64(fb) <= int64(len(scratch)) {
-				c.Keep.Keep(i, scratch[at:at+int64(fb)])
+			at := req.KeepOff + int64(j)*int64(fb)
+			if j >= req.Keep.Max || i <= last || i >= info.Frames || at+int64(fb) > int64(len(scratch)) || !c.Keep.Want(i) {
+				break
 			}
+			c.Keep.Keep(i, scratch[at:at+int64(fb)])
+			last = i
 		}
 	}
 	return r.Err.error()
@@ -422,7 +447,9 @@ func (d *Decoders) source(info *decode.Info, req *decodeRequest) (fd int, stop f
 	}
 	req.Stream, req.Size = true, src.Size()
 	mine := os.NewFile(uintptr(pair[0]), "stream")
+	d.mu.Lock()
 	d.wg.Add(1)
+	d.mu.Unlock()
 	go func() {
 		defer d.wg.Done()
 		defer mine.Close()
@@ -432,6 +459,7 @@ func (d *Decoders) source(info *decode.Info, req *decodeRequest) (fd int, stop f
 }
 
 // serveStream answers a helper's reads of src (streamRead's requests) until it closes its end.
+// A request out of the video's bounds ends it: only a helper gone wrong asks one.
 func serveStream(rw io.ReadWriter, src decode.Source) {
 	buf := make([]byte, 64<<10)
 	var req [12]byte
@@ -441,25 +469,37 @@ func serveStream(rw io.ReadWriter, src decode.Source) {
 		}
 		off := int64(le64(req[:8]))
 		n := int(le32(req[8:]))
-		if n > maxStreamRead || n < 0 {
+		if n > maxStreamRead || n < 0 || off < 0 || off > src.Size() {
 			return
 		}
 		if cap(buf) < n {
 			buf = make([]byte, n)
 		}
-		got, err := src.ReadAt(buf[:n], off)
+		got, err := readAt(src, buf[:n], off)
 		ans := int32(got)
+		var why []byte
 		if got == 0 && err != nil && !errors.Is(err, io.EOF) {
+			// The error crosses as an errno (ESTALE: the video changed since it was probed)
+			// and its text.
 			ans = -int32(syscall.EIO)
 			var errno syscall.Errno
-			if errors.As(err, &errno) {
+			switch {
+			case errors.Is(err, decode.ErrChanged):
+				ans = -int32(syscall.ESTALE)
+			case errors.As(err, &errno):
 				ans = -int32(errno)
 			}
+			why = []byte(err.Error())[:min(len(err.Error()), 1<<10)]
 		}
 		var head [4]byte
 		put32(head[:], uint32(ans))
 		if _, err := rw.Write(head[:]); err != nil {
 			return
+		}
+		if ans < 0 {
+			if _, err := rw.Write(append([]byte{byte(len(why)), byte(len(why) >> 8)}, why...)); err != nil {
+				return
+			}
 		}
 		if ans > 0 {
 			if _, err := rw.Write(buf[:got]); err != nil {
@@ -467,6 +507,16 @@ func serveStream(rw io.ReadWriter, src decode.Source) {
 			}
 		}
 	}
+}
+
+// readAt is src.ReadAt, with a panic in it an error: a Source's bug must not end the mount.
+func readAt(src decode.Source, b []byte, off int64) (n int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			n, err = 0, fmt.Errorf("reading at %d: %v", off, r)
+		}
+	}()
+	return src.ReadAt(b, off)
 }
 
 func le64(b []byte) uint64 {
@@ -515,19 +565,26 @@ func (d *Decoders) UnusableKeyframes() map[string][]int {
 	d.mu.Lock()
 	procs := append([]*proc(nil), d.procs...)
 	d.mu.Unlock()
-	out := map[string][]int{}
-	for _, p := range procs {
-		if p == nil {
-			continue
+	got := make([]map[string][]int, len(procs))
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		if p != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); got[i] = p.marks() }()
 		}
-		for path, frames := range p.marks() {
+	}
+	wg.Wait()
+	out := map[string][]int{}
+	for _, m := range got {
+		for path, frames := range m {
 			out[path] = append(out[path], frames...)
 		}
 	}
 	return out
 }
 
-// Close stops the helpers, and lets the shared memory go: nothing may use its buffers after.
+// Close waits for the decodes running, stops the helpers, and lets the shared memory go:
+// nothing may use its buffers after.
 func (d *Decoders) Close() {
 	d.mu.Lock()
 	if d.closed {
@@ -535,14 +592,20 @@ func (d *Decoders) Close() {
 		return
 	}
 	d.closed = true
-	procs := append([]*proc(nil), d.procs...)
 	d.notify()
 	d.mu.Unlock()
+	d.calls.Wait()
+	d.mu.Lock()
+	procs := append([]*proc(nil), d.procs...)
+	d.mu.Unlock()
+	var stops sync.WaitGroup
 	for _, p := range procs {
 		if p != nil {
-			p.stop()
+			stops.Add(1)
+			go func() { defer stops.Done(); p.stop() }()
 		}
 	}
+	stops.Wait()
 	d.wg.Wait()
 	d.spawnMu.Lock()
 	d.spawnClosed = true
@@ -576,21 +639,23 @@ func (d *Decoders) died(p *proc, reason string, hung, busy bool) {
 			slot, d.procs[i] = i, nil
 		}
 	}
-	if busy {
+	closed := d.closed
+	if busy && !closed {
 		if hung {
 			d.stats.Hangs++
 		} else {
 			d.stats.Crashes++
 		}
 	}
-	closed := d.closed
 	d.notify()
+	if slot >= 0 && !closed {
+		d.wg.Add(1)
+	}
 	d.mu.Unlock()
 	if slot < 0 || closed {
 		return
 	}
 	d.opts.Log.Warn("a decoder helper died; starting another", "pid", p.pid, "reason", reason)
-	d.wg.Add(1)
 	go d.replace(slot)
 }
 
@@ -617,7 +682,7 @@ func (d *Decoders) replace(slot int) {
 			d.notify()
 			d.mu.Unlock()
 			if arena != nil {
-				p.sendArena(arena)
+				p.sendArena(arena) // if Buffers came after start sent it none
 			}
 			return
 		}
@@ -665,9 +730,10 @@ func (d *Decoders) start() (*proc, error) {
 		return nil, fmt.Errorf("decoder helper: starting %s: %w", d.exe, err)
 	}
 	d.started.Add(1)
-	p := &proc{d: d, pid: cmd.Process.Pid, cmd: cmd, c: newConn(fc.(*net.UnixConn)), calls: map[uint64]*pending{},
+	p := &proc{d: d, pid: cmd.Process.Pid, cmd: cmd, c: newConn(fc.(*net.UnixConn), false), calls: map[uint64]*pending{},
 		gone: make(chan struct{}), waited: make(chan struct{}), said: make(chan struct{})}
 	go p.logLines(stderr)
+	go p.wait()
 	got := make(chan error, 1)
 	go func() {
 		m, err := p.c.receive()
@@ -692,18 +758,16 @@ func (d *Decoders) start() (*proc, error) {
 	}
 	if err != nil {
 		cmd.Process.Kill()
-		p.c.uc.Close() // ends the receive above, whoever else holds the other end
+		<-p.waited // and its socket closed: the receive above ends
 		<-got
 		p.c.close()
-		cmd.Wait()
-		select {
-		case <-p.said:
-		case <-time.After(5 * time.Second):
-		}
 		if last := p.lastLine(); last != "" {
 			err = fmt.Errorf("%w (it said: %s)", err, last)
 		}
 		return nil, fmt.Errorf("decoder helper (pid %d) failed to start: %w; --decoders in-process decodes without helpers", p.pid, err)
+	}
+	if a := d.sharedArena(); a != nil {
+		p.sendArena(a) // before it is given a clip
 	}
 	go p.read()
 	return p, nil

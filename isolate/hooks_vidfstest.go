@@ -7,10 +7,21 @@ package isolate
 // its sandbox forbids.
 
 /*
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 static void vidfs_segv(void) { volatile int *p = 0; *p = 1; }
 static void vidfs_abort(void) { abort(); }
+// vidfs_clone makes a process (flags without CLONE_THREAD), which exits at once: 0, or the errno.
+static int vidfs_clone(unsigned long flags) {
+	long pid = syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
+	if (pid == 0) _exit(0);
+	return pid < 0 ? errno : 0;
+}
 */
 import "C"
 
@@ -73,7 +84,28 @@ func probeSandbox() []probeResult {
 	try("kill the mount", syscall.Kill(os.Getppid(), syscall.SIGCONT))
 	_, err = syscall.Mmap(-1, 0, 4096, syscall.PROT_READ|syscall.PROT_WRITE|syscall.PROT_EXEC, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	try("mmap executable memory", err)
+	try("fork a process", errnoErr(syscall.Errno(C.vidfs_clone(0))))
+	try("a new user namespace", errnoErr(syscall.Errno(C.vidfs_clone(syscall.CLONE_NEWUSER))))
+	_, err = os.Stat("/etc/passwd")
+	try("stat /etc/passwd", err)
+	// Aimed at a process that does not exist: only the filter answers EPERM (the kernel: ESRCH).
+	const nobody = 0x3ffffff0
+	_, _, errno = syscall.RawSyscall(syscall.SYS_TGKILL, nobody, nobody, 0)
+	try("tgkill another process", filtered(errno))
+	_, _, errno = syscall.RawSyscall6(syscall.SYS_PRLIMIT64, nobody, syscall.RLIMIT_NOFILE, 0, 0, 0, 0)
+	try("prlimit another process", filtered(errno))
+	_, _, errno = syscall.RawSyscall(syscall.SYS_FCNTL, 0, syscall.F_SETOWN, uintptr(os.Getpid()))
+	try("fcntl F_SETOWN", errnoErr(errno))
 	return out
+}
+
+// filtered is the error of a call the filter must refuse: EPERM, or nil for any other answer
+// (the call went through to the kernel).
+func filtered(e syscall.Errno) error {
+	if e == syscall.EPERM {
+		return e
+	}
+	return nil
 }
 
 func errnoErr(e syscall.Errno) error {

@@ -3,6 +3,7 @@ package isolate
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,6 +26,9 @@ type deathError struct{ reason string }
 
 func (e *deathError) Error() string { return "the decoder helper died: " + e.reason }
 
+// errGone is a clip's end when its helper was found dead before the clip was sent to it.
+var errGone = errors.New("the decoder helper is gone")
+
 // proc is one helper process, from the mount's side.
 type proc struct {
 	d     *Decoders
@@ -32,9 +37,10 @@ type proc struct {
 	c     *conn
 	hello hello
 
-	gone   chan struct{} // closed once the process is reaped and its calls failed
-	waited chan struct{} // closed once cmd.Wait returned
-	said   chan struct{} // closed once its stderr ended
+	gone      chan struct{} // closed once the process is reaped and its calls failed
+	waited    chan struct{} // closed once it was reaped (and its socket closed)
+	said      chan struct{} // closed once its stderr ended
+	arenaSent atomic.Bool
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -96,27 +102,41 @@ func (p *proc) poolStats() decode.PoolStats {
 }
 
 // call sends a decode and waits for its reply, the helper's death, or its deadline (when p is
-// killed). When ctx ends first, the helper is told, and the reply still awaited: dst is not
-// free until then.
+// killed: a helper that stopped reading is caught as well as one that stopped answering). When
+// ctx ends first, the helper is told, and the reply still awaited: dst is not free until then,
+// nor are fds until the request is sent.
 func (p *proc) call(ctx context.Context, req *decodeRequest, fds []int, deadline time.Duration) (*reply, error) {
+	timer := time.NewTimer(deadline)
+	defer timer.Stop()
 	id := p.d.nextID.Add(1)
 	w := &pending{done: make(chan *reply, 1)}
 	p.mu.Lock()
 	if p.dead {
 		p.mu.Unlock()
-		<-p.gone
-		return nil, &deathError{reason: p.reason()}
+		return nil, errGone
 	}
 	p.calls[id] = w
 	p.mu.Unlock()
-	if err := p.c.send(&message{Kind: msgDecode, ID: id, Decode: req}, fds...); err != nil {
-		p.kill("")
-	}
-	timer := time.NewTimer(deadline)
-	defer timer.Stop()
+	sending := make(chan error, 1)
+	go func() { sending <- p.c.send(&message{Kind: msgDecode, ID: id, Decode: req}, fds...) }()
+	sent := false
+	defer func() {
+		if !sent {
+			<-sending // the descriptors are the caller's to close once sent (or failed)
+		}
+	}()
 	done := ctx.Done()
 	for {
+		var sendDone <-chan error
+		if !sent {
+			sendDone = sending
+		}
 		select {
+		case err := <-sendDone:
+			sent = true
+			if err != nil {
+				p.kill("")
+			}
 		case r := <-w.done:
 			return r, nil
 		case <-p.gone:
@@ -128,7 +148,7 @@ func (p *proc) call(ctx context.Context, req *decodeRequest, fds []int, deadline
 			return nil, &deathError{reason: p.reason()}
 		case <-done:
 			done = nil
-			p.c.send(&message{Kind: msgCancel, ID: id})
+			go p.c.send(&message{Kind: msgCancel, ID: id})
 		case <-timer.C:
 			p.kill(fmt.Sprintf("a decode of %s passed its deadline of %s", req.Info.Path, deadline.Round(time.Millisecond)))
 		}
@@ -145,8 +165,19 @@ func (p *proc) kill(why string) {
 	p.cmd.Process.Kill()
 }
 
-// read delivers p's replies until its socket ends, then reaps it, fails its calls and tells the
-// Decoders.
+// wait reaps p, then closes its socket: the end of read, whatever else holds the other end.
+func (p *proc) wait() {
+	p.cmd.Wait()
+	select {
+	case <-p.said: // what it printed last, for the reason it died
+	case <-time.After(2 * time.Second):
+	}
+	close(p.waited)
+	p.c.uc.Close()
+}
+
+// read delivers p's replies until its socket ends, then kills and reaps it, fails its calls and
+// tells the Decoders.
 func (p *proc) read() {
 	for {
 		m, err := p.c.receive()
@@ -183,10 +214,8 @@ func (p *proc) read() {
 			}
 		}
 	}
-	p.cmd.Process.Kill() // a helper whose socket broke is of no use
-	p.cmd.Wait()
-	<-p.said
-	close(p.waited)
+	p.cmd.Process.Kill() // a helper whose socket broke, or that sent nonsense, is of no use
+	<-p.waited
 	p.c.close()
 	p.mu.Lock()
 	p.dead = true
@@ -259,30 +288,33 @@ func (p *proc) stop() {
 	<-p.gone
 }
 
-// logLines logs what p prints, and keeps its last lines for the reason it died.
+// logLines logs what p prints, and keeps its last lines for the reason it died. It reads to the
+// end: a helper must never block on, or die of, a full pipe.
 func (p *proc) logLines(r io.ReadCloser) {
 	defer close(p.said)
 	defer r.Close()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 4096), 64<<10)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
+	br := bufio.NewReaderSize(r, 4096)
+	for {
+		raw, err := br.ReadSlice('\n')
+		line := strings.TrimSpace(string(raw)) // a line longer than the buffer comes in pieces
+		if line != "" {
+			p.mu.Lock()
+			if m := fatalSignal.FindStringSubmatch(line); m != nil && p.signal == "" {
+				p.signal = m[1] + " (" + m[2] + ")"
+			}
+			if p.fatal == "" && (strings.HasPrefix(line, "fatal error:") || strings.HasPrefix(line, "panic:")) {
+				p.fatal = line
+			}
+			p.lines = append(p.lines, line)
+			if len(p.lines) > 8 {
+				p.lines = p.lines[1:]
+			}
+			p.mu.Unlock()
+			p.d.opts.Log.Debug("decoder helper", "pid", p.pid, "said", line)
 		}
-		p.mu.Lock()
-		if m := fatalSignal.FindStringSubmatch(line); m != nil && p.signal == "" {
-			p.signal = m[1] + " (" + m[2] + ")"
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
 		}
-		if p.fatal == "" && (strings.HasPrefix(line, "fatal error:") || strings.HasPrefix(line, "panic:")) {
-			p.fatal = line
-		}
-		p.lines = append(p.lines, line)
-		if len(p.lines) > 8 {
-			p.lines = p.lines[1:]
-		}
-		p.mu.Unlock()
-		p.d.opts.Log.Debug("decoder helper", "pid", p.pid, "said", line)
 	}
 }
 
@@ -295,14 +327,17 @@ func (p *proc) lastLine() string {
 	return ""
 }
 
-// sendArena hands p the cache's shared memory.
+// sendArena hands p the cache's shared memory, once.
 func (p *proc) sendArena(a *Arena) {
+	if !p.arenaSent.CompareAndSwap(false, true) {
+		return
+	}
 	if err := p.c.send(&message{Kind: msgArena, Arena: int64(len(a.mem))}, a.fd); err != nil {
 		p.kill("")
 	}
 }
 
-// marks asks p for the keyframes it found unusable.
+// marks asks p for the keyframes it found unusable, waiting 2 s at most.
 func (p *proc) marks() map[string][]int {
 	ask := make(chan map[string][]int, 1)
 	p.mu.Lock()
@@ -312,29 +347,29 @@ func (p *proc) marks() map[string][]int {
 	}
 	p.marksAsk = ask
 	p.mu.Unlock()
-	if p.c.send(&message{Kind: msgMarks}) != nil {
-		return nil
-	}
+	go p.c.send(&message{Kind: msgMarks})
 	select {
 	case m := <-ask:
 		return m
-	case <-time.After(10 * time.Second):
+	case <-time.After(2 * time.Second):
 		return nil
 	}
 }
 
-// resident is p's resident memory in bytes, from /proc (0 when it cannot be read).
+// resident is p's private resident memory in bytes (RssAnon: the shared arena's pages it
+// touched are the mount's), from /proc (0 when it cannot be read).
 func (p *proc) resident() int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/statm")
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/status")
 	if err != nil {
 		return 0
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "RssAnon:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
 	}
-	pages, _ := strconv.ParseInt(f[1], 10, 64)
-	return pages * int64(os.Getpagesize())
+	return 0
 }
 
 // addStats adds b's counters to a's.
@@ -370,11 +405,14 @@ func (d *Decoders) Probe() [][]ProbeResult {
 		}
 		p.probeAsk = ask
 		p.mu.Unlock()
-		if p.c.send(&message{Kind: msgProbe}) != nil {
-			continue
+		go p.c.send(&message{Kind: msgProbe})
+		var answer []probeResult
+		select {
+		case answer = <-ask:
+		case <-time.After(10 * time.Second):
 		}
 		var got []ProbeResult
-		for _, r := range <-ask {
+		for _, r := range answer {
 			got = append(got, ProbeResult(r))
 		}
 		out = append(out, got)

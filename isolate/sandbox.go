@@ -25,6 +25,9 @@ package isolate
 #include <unistd.h>
 #include <signal.h>
 
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
 #ifndef SYS_landlock_create_ruleset
 #define SYS_landlock_create_ruleset 444
 #define SYS_landlock_restrict_self 446
@@ -51,6 +54,9 @@ __attribute__((constructor)) static void vidfs_confine(int argc, char **argv, ch
 		return;
 	}
 	vidfs_helper = 1;
+	// Nothing but the socket to the mount (3) and stdin, stdout and stderr: a descriptor the
+	// mount inherited without close-on-exec stays with the mount.
+	syscall(SYS_close_range, 4, ~0U, 0);
 	struct rlimit zero = {0, 0};
 	setrlimit(RLIMIT_CORE, &zero); // a crash writes no core file of a hostile video's decode
 	if (geteuid() == 0) {
@@ -63,7 +69,16 @@ __attribute__((constructor)) static void vidfs_confine(int argc, char **argv, ch
 		if (setresgid(65534, 65534, 65534) != 0) fail("setresgid(nogroup)");
 		if (setresuid(65534, 65534, 65534) != 0) fail("setresuid(nobody)");
 	}
+	// Whatever capabilities remain (a mount that is not root, given some: systemd's
+	// AmbientCapabilities=, file capabilities) go too: every set emptied.
 	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	for (int c = 0; c <= CAP_LAST_CAP; c++) {
+		prctl(PR_CAPBSET_DROP, c, 0, 0, 0); // refused without CAP_SETPCAP: then none is held anyway
+	}
+	struct __user_cap_header_struct caphead = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct capdata[2];
+	memset(capdata, 0, sizeof capdata);
+	if (syscall(SYS_capset, &caphead, capdata) != 0) fail("capset");
 	// A change of user clears these; set them after it.
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail("prctl(PR_SET_PDEATHSIG)");
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) fail("prctl(PR_SET_DUMPABLE)");

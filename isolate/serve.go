@@ -8,11 +8,15 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/vidfs/vidfs/decode"
 )
@@ -61,7 +65,7 @@ func Serve(concurrency int) error {
 	if !ok {
 		return errors.New("the socket to the mount is not a Unix socket")
 	}
-	c := newConn(uc)
+	c := newConn(uc, true)
 	h := &helper{c: c, calls: map[uint64]context.CancelFunc{}, sources: map[string][]*fdSource{}}
 	hi := &hello{Pid: os.Getpid(), UID: os.Getuid(), LandlockABI: abi}
 	if cerr == nil {
@@ -114,23 +118,23 @@ func (h *helper) serve() error {
 			}
 			return err
 		}
+		fds, err := h.c.takeFDs(m.FDs)
+		if err != nil {
+			return err
+		}
 		switch m.Kind {
 		case msgArena:
-			fds, err := h.c.takeFDs(1)
-			if err != nil {
-				return err
+			if len(fds) != 1 {
+				return fmt.Errorf("the arena came with %d descriptors", len(fds))
 			}
-			if h.arena, err = mapShared(fds[0], m.Arena); err != nil {
+			h.arena, err = mapShared(fds[0], m.Arena)
+			syscall.Close(fds[0])
+			if err != nil {
 				return err
 			}
 		case msgDecode:
-			n := 1
-			if !m.Decode.InArena || m.Decode.Keep != nil {
-				n = 2
-			}
-			fds, err := h.c.takeFDs(n)
-			if err != nil {
-				return err
+			if len(fds) < 1 || len(fds) > 2 || m.Decode == nil || m.Decode.Info == nil {
+				return fmt.Errorf("a decode with %d descriptors", len(fds))
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			h.mu.Lock()
@@ -201,12 +205,25 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 		c.Keep = k
 	}
 	poison(req.Info.Path) // test builds only: a marked video crashes the helper
+	// The decode runs on this thread (one FFmpeg thread a decoder): its CPU is the thread's.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	began := threadCPU()
 	err := h.pool.DecodeClip(ctx, req.Info, c, req.Out, dst)
-	r := &reply{Err: toWire(err), Path: path, Stats: h.pool.Stats()}
+	r := &reply{Err: toWire(err), Path: path, Stats: h.pool.Stats(), CPU: threadCPU() - began}
 	if k != nil {
 		r.Kept = k.units
 	}
 	return r
+}
+
+// threadCPU is the CPU time the calling thread has used.
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // open is the pool's decode.Opener: a descriptor of its own (a dup) of one a request running
@@ -310,7 +327,15 @@ func streamRead(rw io.ReadWriter, p []byte, off int64) (int, error) {
 	}
 	got := int32(binary.LittleEndian.Uint32(ans[:]))
 	if got < 0 {
-		return 0, syscall.Errno(-got)
+		var size [2]byte
+		if _, err := io.ReadFull(rw, size[:]); err != nil {
+			return 0, err
+		}
+		why := make([]byte, binary.LittleEndian.Uint16(size[:]))
+		if _, err := io.ReadFull(rw, why); err != nil {
+			return 0, err
+		}
+		return 0, &streamError{errno: syscall.Errno(-got), text: string(why)}
 	}
 	if got > int32(n) {
 		return 0, fmt.Errorf("the mount answered %d bytes for %d", got, n)
@@ -322,6 +347,23 @@ func streamRead(rw io.ReadWriter, p []byte, off int64) (int, error) {
 		return int(got), io.EOF
 	}
 	return int(got), nil
+}
+
+// streamError is the error the mount's Source gave a read: its text, its errno, and, for ESTALE,
+// decode.ErrChanged (the video changed since it was probed), as errors.Is asks.
+type streamError struct {
+	errno syscall.Errno
+	text  string
+}
+
+func (e *streamError) Error() string { return e.text }
+
+// Unwrap gives the errno, and decode.ErrChanged for ESTALE.
+func (e *streamError) Unwrap() []error {
+	if e.errno == syscall.ESTALE {
+		return []error{e.errno, decode.ErrChanged}
+	}
+	return []error{e.errno}
 }
 
 // maxStreamRead bounds one read of a streamed source (FFmpeg asks for 64 KiB at a time).

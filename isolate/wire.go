@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/vidfs/vidfs/decode"
 )
@@ -33,6 +34,7 @@ const (
 type message struct {
 	Kind kind
 	ID   uint64
+	FDs  int // descriptors it carries
 
 	Hello  *hello
 	Decode *decodeRequest
@@ -91,6 +93,7 @@ type reply struct {
 	Path  decode.Path
 	Kept  []int // the frames kept, in the order written
 	Stats decode.PoolStats
+	CPU   time.Duration // the decode's CPU time, on its thread
 }
 
 // probeResult is one forbidden thing a helper tried, and what it got.
@@ -178,15 +181,26 @@ type conn struct {
 	pending []int // descriptors to send with the next write
 
 	dec *gob.Decoder // read by one goroutine only
-	// fds are descriptors received and not yet taken, oldest first. Only the reading goroutine
-	// touches it.
-	fds []int
+	// fds are descriptors received and not yet taken, oldest first; the mount's side takes none
+	// (takesFDs false) and closes them as they come. Only the reading goroutine touches them.
+	fds      []int
+	takesFDs bool
+	// read counts the bytes read since the last message: the mount's side refuses a message
+	// over maxMessage, which only a helper gone wrong would send.
+	read, limit int
 }
 
-func newConn(uc *net.UnixConn) *conn {
-	c := &conn{uc: uc}
+// maxMessage bounds a helper's message to the mount (replies are a few KB; the keyframes found
+// unusable a few MB at most).
+const maxMessage = 64 << 20
+
+func newConn(uc *net.UnixConn, takesFDs bool) *conn {
+	c := &conn{uc: uc, takesFDs: takesFDs}
+	if !takesFDs {
+		c.limit = maxMessage
+	}
 	c.enc = gob.NewEncoder(writerFunc(c.write))
-	c.dec = gob.NewDecoder(readerFunc(c.read))
+	c.dec = gob.NewDecoder(readerFunc(c.readMsg))
 	return c
 }
 
@@ -214,19 +228,32 @@ func (c *conn) write(b []byte) (int, error) {
 	return n, err
 }
 
-func (c *conn) read(b []byte) (int, error) {
+func (c *conn) readMsg(b []byte) (int, error) {
+	if c.limit > 0 && c.read > c.limit {
+		return 0, fmt.Errorf("a message over %d bytes", c.limit)
+	}
 	oob := make([]byte, syscall.CmsgSpace(4*64)) // room for the descriptors of many messages
-	n, oobn, _, _, err := c.uc.ReadMsgUnix(b, oob)
+	n, oobn, flags, _, err := c.uc.ReadMsgUnix(b, oob)
 	n, oobn = max(n, 0), max(oobn, 0) // -1 with an error
+	c.read += n
 	if oobn > 0 {
 		msgs, perr := syscall.ParseSocketControlMessage(oob[:oobn])
 		if perr == nil {
 			for _, m := range msgs {
 				if fds, err := syscall.ParseUnixRights(&m); err == nil {
-					c.fds = append(c.fds, fds...)
+					if c.takesFDs {
+						c.fds = append(c.fds, fds...)
+					} else {
+						for _, fd := range fds {
+							syscall.Close(fd)
+						}
+					}
 				}
 			}
 		}
+	}
+	if err == nil && flags&syscall.MSG_CTRUNC != 0 && c.takesFDs {
+		err = errors.New("descriptors lost: too many in one read")
 	}
 	return n, err
 }
@@ -235,7 +262,7 @@ func (c *conn) read(b []byte) (int, error) {
 func (c *conn) send(m *message, fds ...int) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.pending = fds
+	c.pending, m.FDs = fds, len(fds)
 	err := c.enc.Encode(m)
 	c.pending = nil
 	return err
@@ -244,6 +271,7 @@ func (c *conn) send(m *message, fds ...int) error {
 // receive reads the next message and takes the n descriptors it carries.
 func (c *conn) receive() (*message, error) {
 	m := new(message)
+	c.read = 0
 	if err := c.dec.Decode(m); err != nil {
 		return nil, err
 	}
