@@ -38,6 +38,9 @@ func Main() int {
 		}
 	}
 	decode.TuneMalloc(each + 1)
+	// As the mount's own decoders (decode.FixMmapThreshold): half the resident memory of a helper
+	// at 1080p, for about 3 % more CPU (docs/benchmarks.md).
+	decode.FixMmapThreshold()
 	if err := Serve(each); err != nil {
 		fmt.Fprintln(os.Stderr, "vidfs decoder helper:", err)
 		return 1
