@@ -257,20 +257,7 @@ func New(cfg Config) (*FS, error) {
 	}
 	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.Due, f.plans.Upcoming
 	opts.Permanent = heldFailed
-	if sb, ok := cfg.Decoder.(SharedBuffers); ok {
-		// The cache's buffers in the decoder's shared memory: its helpers decode into them.
-		if opts.Memory, err = sb.Buffers(S, capacity); err != nil {
-			if f.tier != nil {
-				f.tier.t.Close()
-			}
-			if f.copy != nil {
-				f.copy.stop()
-				f.copy.c.Close()
-			}
-			return nil, err
-		}
-	}
-	c, err := cache.New(opts)
+	c, err := f.newCache(cfg, opts)
 	if err != nil {
 		if f.tier != nil {
 			f.tier.t.Close()
@@ -288,6 +275,18 @@ func New(cfg Config) (*FS, error) {
 		f.stopTag = f.startTagging()
 	}
 	return f, nil
+}
+
+// newCache makes the cache; its buffers are the decoder's shared memory where it has some
+// (SharedBuffers: its helpers decode into them).
+func (f *FS) newCache(cfg Config, opts cache.Options) (*cache.Cache, error) {
+	if sb, ok := cfg.Decoder.(SharedBuffers); ok {
+		var err error
+		if opts.Memory, err = sb.Buffers(opts.SampleBytes, opts.Capacity); err != nil {
+			return nil, err
+		}
+	}
+	return cache.New(opts)
 }
 
 // Close stops decoding, frees the cache, and closes the disk tier once what it has queued is

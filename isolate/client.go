@@ -574,10 +574,13 @@ func (d *Decoders) UnusableKeyframes() map[string][]int {
 		}
 	}
 	wg.Wait()
+	// A helper's word is taken only so far: the probe cache keeps marks only of keyframes of
+	// videos it holds (catalog.RememberUnusableOf), and a video's marks are bounded here.
+	const maxMarks = 4096
 	out := map[string][]int{}
 	for _, m := range got {
 		for path, frames := range m {
-			out[path] = append(out[path], frames...)
+			out[path] = append(out[path], frames[:min(len(frames), maxMarks)]...)
 		}
 	}
 	return out

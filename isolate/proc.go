@@ -165,6 +165,20 @@ func (p *proc) kill(why string) {
 	p.cmd.Process.Kill()
 }
 
+// answer hands the one who asked the marks or probe results m carries (nil ones: none).
+func (p *proc) answer(m *message) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case m.Kind == msgMarks && p.marksAsk != nil:
+		p.marksAsk <- m.Marks
+		p.marksAsk = nil
+	case m.Kind == msgProbe && p.probeAsk != nil:
+		p.probeAsk <- m.Probe
+		p.probeAsk = nil
+	}
+}
+
 // wait reaps p, then closes its socket: the end of read, whatever else holds the other end.
 func (p *proc) wait() {
 	p.cmd.Wait()
@@ -196,22 +210,8 @@ func (p *proc) read() {
 			if w != nil && m.Reply != nil {
 				w.done <- m.Reply
 			}
-		case msgMarks:
-			p.mu.Lock()
-			ask := p.marksAsk
-			p.marksAsk = nil
-			p.mu.Unlock()
-			if ask != nil {
-				ask <- m.Marks
-			}
-		case msgProbe:
-			p.mu.Lock()
-			ask := p.probeAsk
-			p.probeAsk = nil
-			p.mu.Unlock()
-			if ask != nil {
-				ask <- m.Probe
-			}
+		case msgMarks, msgProbe:
+			p.answer(m)
 		}
 	}
 	p.cmd.Process.Kill() // a helper whose socket broke, or that sent nonsense, is of no use
@@ -221,15 +221,9 @@ func (p *proc) read() {
 	p.dead = true
 	busy := len(p.calls) > 0
 	hung := p.hungWhy != ""
-	if ask := p.marksAsk; ask != nil {
-		ask <- nil
-		p.marksAsk = nil
-	}
-	if ask := p.probeAsk; ask != nil {
-		ask <- nil
-		p.probeAsk = nil
-	}
 	p.mu.Unlock()
+	p.answer(&message{Kind: msgMarks}) // nobody waits for a dead helper's answers
+	p.answer(&message{Kind: msgProbe})
 	close(p.gone)
 	p.d.died(p, p.reason(), hung, busy)
 }
