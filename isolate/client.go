@@ -89,7 +89,7 @@ type Decoders struct {
 	spawnClosed bool
 }
 
-// New starts the helpers; Close them when done. It fails when the first cannot start or confine
+// New starts the helpers; Close them when done. It fails when one cannot start or confine
 // itself, with its reason.
 func New(opts Options) (*Decoders, error) {
 	if opts.Helpers <= 0 {
