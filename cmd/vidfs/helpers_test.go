@@ -24,33 +24,6 @@ import (
 // Faults in the mount's decoder helpers, with the hooks of test builds (isolate's
 // hooks_vidfstest.go: a video named poison-segv crashes the helper decoding it).
 
-// helperPids lists the mount's helper processes: its children.
-func helperPids(t *testing.T, mount int) []int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(mount) + "/task/" + strconv.Itoa(mount) + "/children")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		pid, _ := strconv.Atoi(f)
-		pids = append(pids, pid)
-	}
-	// threads other than the main one start helpers too
-	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(mount) + "/task")
-	for _, task := range tasks {
-		if task.Name() == strconv.Itoa(mount) {
-			continue
-		}
-		b, _ := os.ReadFile("/proc/" + strconv.Itoa(mount) + "/task/" + task.Name() + "/children")
-		for _, f := range strings.Fields(string(b)) {
-			pid, _ := strconv.Atoi(f)
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // TestHelperFaults: under 16 readers with a plan, helpers killed by SIGSEGV, SIGKILL and
 // SIGABRT, and one stopped, cost no read of a good video; a poison video's samples fail with
 // EIO, listed with the signal; the mount serves on, and every sample equals an in-process

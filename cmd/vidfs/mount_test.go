@@ -180,9 +180,42 @@ func TestMountMemoryBound(t *testing.T) {
 	t.Run("training copy", func(t *testing.T) { memoryBound(t, 2, "--cache-dir", t.TempDir(), "--cache-disk", "1GiB") })
 }
 
+// procStatusKB reads a field of a process's /proc status, in KiB (0 when it is gone).
+func procStatusKB(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
+			v, _ := strconv.ParseInt(f[1], 10, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// helperPids lists the mount's decoder helpers: its children (of any of its threads).
+func helperPids(t *testing.T, mount int) []int {
+	t.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", mount))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, task := range tasks {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", mount, task.Name()))
+		for _, f := range strings.Fields(string(b)) {
+			pid, _ := strconv.Atoi(f)
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // memoryBound reads a mount for warm epochs, which fill the cache and run every part (each
 // video's decoder, the tier's writer and reader), then for 6 more, and bounds the peak resident
-// memory with what it measured before them: the idle process (the binary, the Go and race
+// memory (the mount's, and its decoder helpers' private memory) with what it measured before them: the idle process (the binary, the Go and race
 // runtimes), --cache-mem, and twice the working memory beside the cache at the warm epochs' peak
 // (FFmpeg's decoders, the Go heap with FUSE buffers, the tier's backlog and zstd's state, the race
 // detector's shadow of them: about 45 MiB without the race detector, up to 175 MiB with it and the
@@ -214,9 +247,38 @@ func memoryBound(t *testing.T, warm int, extra ...string) {
 		}
 		return r
 	}
-	idle := mp.statusKB(t, "VmRSS") << 10
-	w := read(0, warm)
-	warmPeak := mp.statusKB(t, "VmHWM") << 10
+	// The mount's footprint is its own resident memory and its decoder helpers' private memory
+	// (their shared pages are the cache's buffers, which the mount maps too, and the binary),
+	// sampled while it reads: a peak between samples is missed, a growth is not.
+	footprint := func() int64 {
+		n := mp.statusKB(t, "VmRSS")
+		for _, pid := range helperPids(t, mp.cmd.Process.Pid) {
+			n += procStatusKB(pid, "RssAnon")
+		}
+		return n << 10
+	}
+	peakOf := func(f func()) int64 {
+		stop, done := make(chan struct{}), make(chan int64)
+		go func() {
+			peak := footprint()
+			for tick := time.NewTicker(20 * time.Millisecond); ; {
+				select {
+				case <-stop:
+					tick.Stop()
+					done <- max(peak, footprint())
+					return
+				case <-tick.C:
+					peak = max(peak, footprint())
+				}
+			}
+		}()
+		f()
+		close(stop)
+		return <-done
+	}
+	idle := footprint()
+	var w result
+	warmPeak := peakOf(func() { w = read(0, warm) })
 	work := warmPeak - idle - cacheMem
 	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
 	buffers := func(r result) {
@@ -229,8 +291,8 @@ func memoryBound(t *testing.T, warm int, extra ...string) {
 		t.Fatalf("after %d epochs, %d samples, %d fit in the cache, %d evicted, %.1f MiB of buffers: the warm-up must fill the cache and evict",
 			warm, w.Samples, w.Capacity, w.Evicted, mib(w.CacheBytes))
 	}
-	r := read(warm, more)
-	peak := mp.statusKB(t, "VmHWM") << 10
+	var r result
+	peak := max(warmPeak, peakOf(func() { r = read(warm, more) }))
 	t.Logf("%d+%d epochs of %d samples (%d fit in the cache, %d evicted, hit rate %.2f): resident memory %.1f MiB idle, %.1f MiB at the warm-up's peak (%.1f MiB working beside the cache), %.1f MiB peak; bound %.1f + %d + 2 x %.1f = %.1f MiB",
 		warm, more, r.Samples, r.Capacity, r.Evicted, r.HitRate, mib(idle), mib(warmPeak), mib(work), mib(peak),
 		mib(idle), cacheMem>>20, mib(work), mib(idle+cacheMem+2*work))
