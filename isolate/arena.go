@@ -32,21 +32,30 @@ func newArena(size int64, n int) (*Arena, error) {
 	if size <= 0 || n <= 0 || slot > (1<<62)/int64(n) {
 		return nil, fmt.Errorf("shared memory for %d buffers of %d bytes: bad size", n, size)
 	}
-	fd, err := unix.MemfdCreate("vidfs-cache", unix.MFD_CLOEXEC)
+	fd, mem, err := sharedMemory("vidfs-cache", slot*int64(n))
 	if err != nil {
-		return nil, fmt.Errorf("shared memory: memfd_create: %w", err)
-	}
-	total := slot * int64(n)
-	if err := unix.Ftruncate(fd, total); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("shared memory of %d bytes: %w", total, err)
-	}
-	mem, err := unix.Mmap(fd, 0, int(total), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("mapping shared memory of %d bytes: %w", total, err)
+		return nil, err
 	}
 	return &Arena{fd: fd, mem: mem, slot: slot, size: size}, nil
+}
+
+// sharedMemory makes a memfd of size bytes named name, and maps it to read and write; its pages
+// are taken when first touched.
+func sharedMemory(name string, size int64) (int, []byte, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return -1, nil, fmt.Errorf("shared memory: memfd_create: %w", err)
+	}
+	if err := unix.Ftruncate(fd, size); err != nil {
+		unix.Close(fd)
+		return -1, nil, fmt.Errorf("shared memory of %d bytes: %w", size, err)
+	}
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return -1, nil, fmt.Errorf("mapping shared memory of %d bytes: %w", size, err)
+	}
+	return fd, mem, nil
 }
 
 // Alloc returns a buffer of the arena's size, or an error when every slot is taken

@@ -2,6 +2,7 @@ package isolate
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -408,22 +409,7 @@ func keepOf(c decode.Clip, info *decode.Info, o decode.Output) *keepSpec {
 }
 
 // newScratch makes shared memory of size bytes for one request.
-func newScratch(size int64) (int, []byte, error) {
-	fd, err := unix.MemfdCreate("vidfs-scratch", unix.MFD_CLOEXEC)
-	if err != nil {
-		return -1, nil, err
-	}
-	if err := unix.Ftruncate(fd, size); err != nil {
-		unix.Close(fd)
-		return -1, nil, err
-	}
-	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		unix.Close(fd)
-		return -1, nil, err
-	}
-	return fd, mem, nil
-}
+func newScratch(size int64) (int, []byte, error) { return sharedMemory("vidfs-scratch", size) }
 
 // source opens the video for a helper: the file itself, or for a video that is not a local
 // file, one end of a socket whose other end this process answers reads on from the Opener's
@@ -467,8 +453,8 @@ func serveStream(rw io.ReadWriter, src decode.Source) {
 		if _, err := io.ReadFull(rw, req[:]); err != nil {
 			return
 		}
-		off := int64(le64(req[:8]))
-		n := int(le32(req[8:]))
+		off := int64(binary.LittleEndian.Uint64(req[:8]))
+		n := int(binary.LittleEndian.Uint32(req[8:]))
 		if n > maxStreamRead || n < 0 || off < 0 || off > src.Size() {
 			return
 		}
@@ -492,7 +478,7 @@ func serveStream(rw io.ReadWriter, src decode.Source) {
 			why = []byte(err.Error())[:min(len(err.Error()), 1<<10)]
 		}
 		var head [4]byte
-		put32(head[:], uint32(ans))
+		binary.LittleEndian.PutUint32(head[:], uint32(ans))
 		if _, err := rw.Write(head[:]); err != nil {
 			return
 		}
@@ -517,16 +503,6 @@ func readAt(src decode.Source, b []byte, off int64) (n int, err error) {
 		}
 	}()
 	return src.ReadAt(b, off)
-}
-
-func le64(b []byte) uint64 {
-	return uint64(le32(b)) | uint64(le32(b[4:]))<<32
-}
-func le32(b []byte) uint32 {
-	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
-}
-func put32(b []byte, v uint32) {
-	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 }
 
 // Stats returns the helpers' decode counters, summed (decode.PoolStats, as fs.Decoder asks).

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vidfs/vidfs/decode"
 )
 
@@ -260,15 +262,12 @@ func (p *proc) reason() string {
 // violation" (in C code) or "[signal SIGSEGV: segmentation violation code=...]" (in Go's).
 var fatalSignal = regexp.MustCompile(`^\[?(?:signal )?(SIG[A-Z]+): ([a-z ]+[a-z])`)
 
-// signalName is a signal's name as kill -l gives it: SIGSEGV.
+// signalName is a signal's name as kill -l gives it (SIGSEGV), or its number.
 func signalName(sig syscall.Signal) string {
-	names := map[syscall.Signal]string{syscall.SIGSEGV: "SIGSEGV", syscall.SIGABRT: "SIGABRT", syscall.SIGKILL: "SIGKILL",
-		syscall.SIGBUS: "SIGBUS", syscall.SIGILL: "SIGILL", syscall.SIGFPE: "SIGFPE", syscall.SIGSYS: "SIGSYS",
-		syscall.SIGTERM: "SIGTERM", syscall.SIGTRAP: "SIGTRAP"}
-	if n, ok := names[sig]; ok {
+	if n := unix.SignalName(sig); n != "" {
 		return n
 	}
-	return "signal " + strconv.Itoa(int(sig)) + " (" + sig.String() + ")"
+	return "signal " + strconv.Itoa(int(sig))
 }
 
 // stop ends p: its socket closes, it exits, it is reaped.
