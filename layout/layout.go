@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -132,9 +133,10 @@ type Layout struct {
 	// first[v] is the index of video v's first sample; first[len(Videos)] is the number of
 	// samples.
 	first []int
-	// Classes are the first-level directories under SRC, sorted; label i names Classes[i].
+	// Classes are the class names (Classes: by default the first-level directories under SRC),
+	// sorted; label i names Classes[i].
 	Classes []string
-	labels  []int // per video: index into Classes, or -1 for a video at the top of SRC
+	labels  []int // per video: index into Classes, or -1 for a video of no class
 	// Directories under samples/: dir path ("" is samples/ itself) to its sorted entries.
 	dirs      map[string][]DirEntry
 	npyHeader []byte
@@ -146,15 +148,43 @@ type DirEntry struct {
 	Video int // the video whose samples the folder holds, or -1 for a plain folder
 }
 
-// New builds the layout of videos (in any order) under spec. Videos with no sample (too short)
-// stay listed in Videos but yield nothing.
+// Classes says what class each video is of. The zero value is the folder rule: a video's class
+// is its first-level folder under SRC, a video at the top of SRC has none, and the classes are
+// the folders of the videos laid out.
+type Classes struct {
+	// Of, when set, names a video's class by its path instead (a labels file): ok false gives
+	// the video no class (label -1).
+	Of func(path string) (class string, ok bool)
+	// Names, when set, lists every class (in any order; repeats are ignored), so that label
+	// numbers do not depend on which videos are laid out: a class Of gives that is not among
+	// them is an error. Unset: the classes Of gives the videos.
+	Names []string
+}
+
+// folderClass is the folder rule: a video's first-level folder under SRC.
+func folderClass(p string) (string, bool) {
+	dir, _, ok := strings.Cut(p, "/")
+	return dir, ok
+}
+
+// New builds the layout of videos (in any order) under spec, with the folder rule for classes.
+// Videos with no sample (too short) stay listed in Videos but yield nothing.
 func New(spec Spec, videos []Video) (*Layout, error) {
+	return NewClassified(spec, videos, Classes{})
+}
+
+// NewClassified is New with the videos' classes as classes says.
+func NewClassified(spec Spec, videos []Video, classes Classes) (*Layout, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	classOf := classes.Of
+	if classOf == nil {
+		classOf = folderClass
+	}
 	l := &Layout{Spec: spec, Videos: append([]Video(nil), videos...), dirs: map[string][]DirEntry{"": nil}}
 	sort.Slice(l.Videos, func(i, j int) bool { return l.Videos[i].Path < l.Videos[j].Path })
-	classSet := map[string]bool{}
+	l.Classes = append([]string(nil), classes.Names...)
 	for i, v := range l.Videos {
 		if v.Path == "" || strings.HasPrefix(v.Path, "/") || path.Clean(v.Path) != v.Path || strings.HasPrefix(v.Path, "../") {
 			return nil, fmt.Errorf("video path %q: want a clean path relative to the source directory", v.Path)
@@ -162,14 +192,15 @@ func New(spec Spec, videos []Video) (*Layout, error) {
 		if i > 0 && l.Videos[i-1].Path == v.Path {
 			return nil, fmt.Errorf("video %q listed twice", v.Path)
 		}
-		if dir, _, ok := strings.Cut(v.Path, "/"); ok {
-			classSet[dir] = true
+		if c, ok := classOf(v.Path); ok && classes.Names == nil {
+			l.Classes = append(l.Classes, c)
 		}
 	}
-	for c := range classSet {
-		l.Classes = append(l.Classes, c)
+	slices.Sort(l.Classes)
+	l.Classes = slices.Compact(l.Classes)
+	if len(l.Classes) > 0 && l.Classes[0] == "" {
+		return nil, errors.New("a class with an empty name")
 	}
-	sort.Strings(l.Classes)
 
 	l.first = make([]int, len(l.Videos)+1)
 	l.labels = make([]int, len(l.Videos))
@@ -179,8 +210,12 @@ func New(spec Spec, videos []Video) (*Layout, error) {
 		count, _ := spec.Count(v.Frames)
 		n += count
 		l.labels[vi] = -1
-		if dir, _, ok := strings.Cut(v.Path, "/"); ok {
-			l.labels[vi] = sort.SearchStrings(l.Classes, dir)
+		if c, ok := classOf(v.Path); ok {
+			label, found := slices.BinarySearch(l.Classes, c)
+			if !found {
+				return nil, fmt.Errorf("video %q: class %q is not among the %d classes", v.Path, c, len(l.Classes))
+			}
+			l.labels[vi] = label
 		}
 		if count > 0 {
 			l.addVideoDir(v.Path, vi)

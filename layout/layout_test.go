@@ -247,3 +247,62 @@ func TestSampleArithmetic(t *testing.T) {
 		t.Errorf("2,000 videos of 2 samples allocate %d B; of 2,000 samples %d B: the layout grows with its samples", few, many)
 	}
 }
+
+// TestClassesGiven: classes named per video (a labels file) replace the folder rule: the labels
+// are the names' places among the classes, a video of no class is -1, the classes given are all
+// listed (those of no video too, so that labels do not depend on which videos are laid out), and
+// the folders under samples/ and the samples are those of the folder rule.
+func TestClassesGiven(t *testing.T) {
+	spec := Spec{Frames: 4, Stride: 2, Height: 8, Width: 6}
+	videos := []Video{
+		{Path: "walk/b.mp4", Frames: 20}, {Path: "walk/a.mp4", Frames: 7}, {Path: "top.avi", Frames: 11},
+		{Path: "run/short.mp4", Frames: 5}, {Path: "run/x/deep.mkv", Frames: 10},
+	}
+	names := map[string]string{"walk/b.mp4": "pour", "walk/a.mp4": "cut", "top.avi": "pour", "run/x/deep.mkv": "stir"}
+	of := func(p string) (string, bool) { c, ok := names[p]; return c, ok }
+	folders, err := New(spec, videos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		given   []string
+		classes string
+		labels  []int // per video, sorted by path: run/short.mp4 run/x/deep.mkv top.avi walk/a.mp4 walk/b.mp4
+	}{
+		{nil, "cut,pour,stir", []int{-1, 2, 1, 0, 1}},
+		{[]string{"stir", "wash", "pour", "cut", "pour"}, "cut,pour,stir,wash", []int{-1, 2, 1, 0, 1}},
+	} {
+		l, err := NewClassified(spec, videos, Classes{Of: of, Names: tc.given})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(l.Classes, ","); got != tc.classes {
+			t.Errorf("given %v: classes %s, want %s", tc.given, got, tc.classes)
+		}
+		var labels []int
+		for v := range l.Videos {
+			labels = append(labels, l.Label(v))
+		}
+		if !reflect.DeepEqual(labels, tc.labels) {
+			t.Errorf("given %v: labels %v, want %v", tc.given, labels, tc.labels)
+		}
+		if l.Len() != folders.Len() || !reflect.DeepEqual(l.Dirs(), folders.Dirs()) || !reflect.DeepEqual(l.Videos, folders.Videos) {
+			t.Errorf("given %v: samples or folders differ from the folder rule's: %d samples, folders %v", tc.given, l.Len(), l.Dirs())
+		}
+	}
+	for _, tc := range []struct {
+		given []string
+		want  string
+	}{
+		{[]string{"cut", "pour"}, `class "stir" is not among the 2 classes`},
+		{[]string{"cut", "pour", "stir", ""}, "empty name"},
+	} {
+		if _, err := NewClassified(spec, videos, Classes{Of: of, Names: tc.given}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("given %q: %v, want an error saying %q", tc.given, err, tc.want)
+		}
+	}
+	empty := func(string) (string, bool) { return "", true }
+	if _, err := NewClassified(spec, videos, Classes{Of: empty}); err == nil {
+		t.Error("an empty class name accepted")
+	}
+}
