@@ -1,11 +1,12 @@
 package catalog
 
 import (
-	"container/list"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/vidfs/vidfs/decode"
@@ -19,15 +20,16 @@ type Tables struct {
 	loads singleflight.Group
 
 	// mu guards the fields below. A leaf lock: nothing is called while it is held.
-	mu       sync.Mutex
-	lru      *list.List // of *tableEntry, most recent first
-	byRef    map[Ref]*list.Element
-	bytes    int64
+	mu sync.Mutex
+	// lru holds the tables in memory, bounded in bytes (maxBytes), not in entries: its own
+	// bound on entries is never reached, and keep evicts the least recently used past maxBytes.
+	lru      *simplelru.LRU[Ref, tableEntry]
+	bytes    int64 // the tables' estimated memory, tableBytes summed over lru
 	maxBytes int64
 }
 
+// tableEntry is a table in memory and its estimated size.
 type tableEntry struct {
-	ref   Ref
 	info  *decode.Info
 	bytes int64
 }
@@ -36,7 +38,11 @@ type tableEntry struct {
 const DefaultTablesBytes = 32 << 20
 
 func newTables(segs []*segment, open decode.Opener) *Tables {
-	return &Tables{segs: segs, open: open, lru: list.New(), byRef: map[Ref]*list.Element{}, maxBytes: DefaultTablesBytes}
+	lru, err := simplelru.NewLRU[Ref, tableEntry](math.MaxInt, nil) // bounded in bytes by keep
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return &Tables{segs: segs, open: open, lru: lru, maxBytes: DefaultTablesBytes}
 }
 
 // Info returns the probe table r points at, with Path set to path. The table is shared with
@@ -76,9 +82,8 @@ func (t *Tables) Info(r Ref, path string) (*decode.Info, error) {
 func (t *Tables) cached(r Ref) *decode.Info {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e, ok := t.byRef[r]; ok {
-		t.lru.MoveToFront(e)
-		return e.Value.(*tableEntry).info
+	if e, ok := t.lru.Get(r); ok { // made the most recently used
+		return e.info
 	}
 	return nil
 }
@@ -88,11 +93,13 @@ func (t *Tables) keep(r Ref, info *decode.Info) {
 	size := tableBytes(info)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.byRef[r] = t.lru.PushFront(&tableEntry{ref: r, info: info, bytes: size})
+	if old, ok := t.lru.Peek(r); ok { // kept already (a load the single flight did not join): count it once
+		t.bytes -= old.bytes
+	}
+	t.lru.Add(r, tableEntry{info: info, bytes: size})
 	t.bytes += size
 	for t.bytes > t.maxBytes && t.lru.Len() > 1 {
-		old := t.lru.Remove(t.lru.Back()).(*tableEntry)
-		delete(t.byRef, old.ref)
+		_, old, _ := t.lru.RemoveOldest()
 		t.bytes -= old.bytes
 	}
 }

@@ -1,12 +1,12 @@
 package s3src
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/vidfs/vidfs/decode"
 )
@@ -374,7 +375,6 @@ type block struct {
 	done chan struct{} // closed once data or err is set
 	data []byte
 	err  error
-	elem *list.Element // in the cache's LRU list once it holds data
 }
 
 // blockCache holds the fetched blocks, least recently used evicted past its bound, and the
@@ -382,13 +382,19 @@ type block struct {
 type blockCache struct {
 	mu       sync.Mutex // guards everything below; taken after Bucket.mu, never before
 	capacity int64
-	used     int64               // bytes of the blocks in lru
-	blocks   map[blockKey]*block // in memory or on their way
-	lru      *list.List          // of *block holding data, most recently used at the front
+	used     int64 // bytes of the blocks in lru
+	// lru holds the blocks in memory, bounded in bytes (capacity), not in blocks: its own bound
+	// on entries is never reached, and fill evicts the least recently used past capacity.
+	lru     *simplelru.LRU[blockKey, *block]
+	pending map[blockKey]*block // on their way: not yet in lru
 }
 
 func (c *blockCache) init(capacity int64) {
-	c.capacity, c.blocks, c.lru = capacity, map[blockKey]*block{}, list.New()
+	lru, err := simplelru.NewLRU[blockKey, *block](math.MaxInt, nil) // bounded in bytes by fill
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	c.capacity, c.lru, c.pending = capacity, lru, map[blockKey]*block{}
 }
 
 // want returns blocks first..last of o, adding those missing as on their way, and the runs of
@@ -400,10 +406,12 @@ func (c *blockCache) want(o *object, first, last, maxRun int64, ahead bool, n *c
 	var run []*block
 	for i := first; i <= last; i++ {
 		k := blockKey{o, i}
-		bl := c.blocks[k]
+		bl, inMemory := c.lru.Get(k) // made the most recently used
+		if !inMemory {
+			bl = c.pending[k]
+		}
 		switch {
-		case bl != nil && bl.elem != nil:
-			c.lru.MoveToFront(bl.elem)
+		case inMemory:
 			if !ahead {
 				n.hits.Add(1)
 			}
@@ -418,7 +426,7 @@ func (c *blockCache) want(o *object, first, last, maxRun int64, ahead bool, n *c
 				n.misses.Add(1)
 			}
 			bl = &block{blockKey: k, done: make(chan struct{})}
-			c.blocks[k] = bl
+			c.pending[k] = bl
 			if len(run) > 0 && (run[len(run)-1].idx != i-1 || int64(len(run)) >= maxRun) {
 				runs, run = append(runs, run), nil
 			}
@@ -439,16 +447,15 @@ func (c *blockCache) fill(r []*block, data []byte, bs int64, n *counters) {
 	defer c.mu.Unlock()
 	for k, bl := range r {
 		bl.data = data[int64(k)*bs : min(int64(k+1)*bs, int64(len(data)))]
-		bl.elem = c.lru.PushFront(bl)
+		delete(c.pending, bl.blockKey)
+		c.lru.Add(bl.blockKey, bl) // the most recently used
 		c.used += int64(len(bl.data))
 		close(bl.done)
 	}
 	// The run's own blocks go last; those evicted still serve the reads waiting for them.
 	for c.used > c.capacity {
-		old := c.lru.Remove(c.lru.Back()).(*block)
-		old.elem = nil
+		_, old, _ := c.lru.RemoveOldest()
 		c.used -= int64(len(old.data))
-		delete(c.blocks, old.blockKey)
 		n.evicted.Add(1)
 	}
 }
@@ -459,7 +466,7 @@ func (c *blockCache) fail(r []*block, err error) {
 	defer c.mu.Unlock()
 	for _, bl := range r {
 		bl.err = err
-		delete(c.blocks, bl.blockKey)
+		delete(c.pending, bl.blockKey)
 		close(bl.done)
 	}
 }
