@@ -29,6 +29,9 @@ build: deps
 test:
 	scripts/setup.sh test
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "not gofmt-ed: $$unformatted"; exit 1; fi
+	@# go.mod and go.sum as go mod tidy leaves them: every module imported required directly, none
+	@# unused (go mod tidy -diff changes nothing, prints what it would change, and fails if any).
+	@if ! untidy=$$($(GO) mod tidy -diff 2>&1); then echo "go.mod/go.sum are not tidy (run: go mod tidy), or go mod tidy -diff could not check them:"; echo "$$untidy"; exit 1; fi
 	$(GOENV) $(GO) vet -tags vidfstest ./...
 	$(GOENV) $(GO) vet ./isolate/
 	# -tags vidfstest: the test-only hooks (a video that crashes its decoder helper, a helper that
