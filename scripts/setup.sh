@@ -29,6 +29,48 @@ case $purpose in
   *) echo "setup.sh: unknown purpose '$purpose' (build, test, demo, bench, dist, test-dist or image)" >&2; exit 2 ;;
 esac
 
+# apt_holder prints "PID (NAME) holding FILE" when another process holds one of apt's or dpkg's
+# locks (a POSIX lock on the file's inode in /proc/locks, as apt and dpkg take them), else nothing.
+apt_holder() {
+  local f ino pid
+  for f in /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock; do
+    ino=$(stat -c %i "$f" 2>/dev/null) || continue
+    pid=$(awk -v ino="$ino" '$2 == "POSIX" { n = split($6, d, ":"); if (d[n] == ino) { print $5; exit } }' /proc/locks 2>/dev/null) || true
+    if [ -n "$pid" ]; then
+      echo "$pid ($(cat /proc/"$pid"/comm 2>/dev/null || echo gone)) holding $f"
+      return
+    fi
+  done
+}
+
+# apt_get runs apt-get with its arguments once no other apt or dpkg holds their locks (unattended
+# upgrades do, for minutes, on a fresh cloud machine), waiting up to 10 minutes in all and saying
+# so. apt-get's own DPkg::Lock::Timeout covers dpkg's locks taken in the meantime; apt-get update
+# does not wait for the package lists' lock, so a run that fails while a lock is held by another
+# process is tried again, within the same 10 minutes.
+apt_get() {
+  local deadline=$((SECONDS + 600)) holder said= rc
+  while :; do
+    holder=$(apt_holder)
+    if [ -n "$holder" ] && [ "$SECONDS" -lt "$deadline" ]; then
+      if [ -z "$said" ]; then
+        echo "setup.sh: another apt or dpkg process is at work ($holder): waiting for it to finish, up to 10 minutes" >&2
+        said=1
+      fi
+      sleep 2
+      continue
+    fi
+    [ -z "$said" ] || echo "setup.sh: apt and dpkg are free; apt-get $*" >&2
+    said=
+    rc=0
+    apt-get -o DPkg::Lock::Timeout=$((deadline > SECONDS ? deadline - SECONDS : 0)) "$@" >&2 || rc=$?
+    if [ "$rc" -ne 0 ] && [ -n "$(apt_holder)" ] && [ "$SECONDS" -lt "$deadline" ]; then
+      continue # another apt took a lock between the look and apt-get's
+    fi
+    return "$rc"
+  done
+}
+
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
@@ -41,8 +83,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   echo "setup.sh: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >&2
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+  apt_get update -q
+  apt_get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
 # Go: go.mod asks for 1.26; any Go from 1.21 on fetches that toolchain through the module proxy.
