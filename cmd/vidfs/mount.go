@@ -21,6 +21,7 @@ import (
 	"github.com/vidfs/vidfs/decode"
 	vfs "github.com/vidfs/vidfs/fs"
 	"github.com/vidfs/vidfs/internal/catalog"
+	"github.com/vidfs/vidfs/internal/labels"
 	"github.com/vidfs/vidfs/internal/s3src"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
@@ -34,6 +35,7 @@ type layoutOptions struct {
 	resize                              resizeValue
 	decode                              decodeValue
 	short                               string
+	labels, unlabelled                  string // --labels FILE, and what becomes of a video it does not name
 	probeWorkers                        int
 	cores                               int // the CPUs this process may use, which the worker counts' defaults come from
 	probeCache                          string
@@ -56,6 +58,8 @@ func (l *layoutOptions) register(fs *pflag.FlagSet) {
 		fs.Var(&l.resize, "resize", "how frames are fitted: crop (short side, centre), stretch or pad")
 		fs.Var(&l.decode, "decode", "exact (bit-exact, as the ffmpeg CLI) or fast (skip H.264/HEVC deblocking, area scaling: 1.2x on H.264, about 44 dB from exact)")
 		fs.StringVar(&l.short, "short", "pad", "videos shorter than one sample: pad (repeat the last frame) or skip")
+		fs.StringVar(&l.labels, "labels", "", "classes from `FILE` instead of SRC's folders: CSV lines path,label (path relative to SRC; a header line path,label may come first) or JSON, {\"path\": \"label\", ...} or [{\"path\": ..., \"label\": ...}, ...]. classes.txt lists every label in it, sorted; index.csv and .vidfs/labels.npy give each sample's")
+		fs.StringVar(&l.unlabelled, "unlabelled", "skip", "with --labels, a video the file does not name: skip (leave it out, listed in the log and .vidfs/stats) or keep (label -1, no class)")
 	})
 	grouped(fs, tuningFlags, func(fs *pflag.FlagSet) {
 		fs.IntVar(&l.probeWorkers, "probe-workers", 0, "videos probed at once ("+coresHelp(l.cores, l.cores)+": probing reads more than it computes, and comes before training)")
@@ -69,6 +73,9 @@ func (l *layoutOptions) spec() (layout.Spec, error) {
 	if l.short != "pad" && l.short != "skip" {
 		return layout.Spec{}, usageError{fmt.Sprintf("--short %q: want pad or skip", l.short)}
 	}
+	if l.unlabelled != "skip" && l.unlabelled != "keep" {
+		return layout.Spec{}, usageError{fmt.Sprintf("--unlabelled %q: want skip or keep", l.unlabelled)}
+	}
 	spec := layout.Spec{Frames: l.frames, Stride: l.stride, Step: l.step, ClipsPerVideo: l.clipsPerVideo,
 		Height: l.size.h, Width: l.size.w, PadShort: l.short == "pad", FPS: layout.Rate{Num: l.fps.r.Num, Den: l.fps.r.Den}}
 	if err := spec.Validate(); err != nil {
@@ -78,11 +85,20 @@ func (l *layoutOptions) spec() (layout.Spec, error) {
 }
 
 // scan finds and probes the videos of src and lays them out under spec, reporting progress on w
-// and naming (on log) the first videos left out; figures gets the scan's. The caller closes the
-// tables.
+// and naming (on log) the first videos left out; figures gets the scan's. It returns the videos
+// left out as unreadable (skipped) apart from those left out for want of a label (unlabelled,
+// with --labels and --unlabelled skip). The caller closes the tables.
 // report, if set, is told the progress too.
 func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src catalog.Files, figures *wire.ScanStats,
-	report func(catalog.Progress)) (*layout.Layout, *videoTables, []wire.Problem, error) {
+	report func(catalog.Progress)) (lay *layout.Layout, infos *videoTables, skipped, unlabelled []wire.Problem, err error) {
+	var rule *labelRule
+	if l.labels != "" { // before the probe, which may take minutes
+		file, err := labels.Read(l.labels)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		rule = &labelRule{file: file, keep: l.unlabelled == "keep"}
+	}
 	show := newProgress(w)
 	var workers int // set before the scan reports
 	progress := func(p catalog.Progress) {
@@ -101,12 +117,12 @@ func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger,
 	}
 	tables, videos, err := catalog.Scan(ctx, catalog.Options{Files: src, Workers: workers, CacheDir: l.probeCache, Progress: progress, Log: log})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	lay, refs, skipped, err := arrange(spec, videos)
+	lay, refs, skipped, unlabelled, err := arrange(spec, videos, rule)
 	if err != nil {
 		tables.Close()
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	for _, p := range skipped[:min(len(skipped), 20)] {
 		log.Warn("video left out", "file", p.File, "reason", p.Reason)
@@ -114,14 +130,22 @@ func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger,
 	if len(skipped) > 20 {
 		log.Warn("more videos left out", "count", len(skipped))
 	}
+	if rule != nil {
+		rule.report(log, videos, lay)
+	}
 	if spec.FPS.Set() {
 		logTiming(log, videos)
 	}
 	if lay.Len() == 0 {
 		tables.Close()
-		return nil, nil, nil, fmt.Errorf("%s: no samples (%d videos found, %d readable, none with %d frames%s)", src.Root(), len(videos), len(lay.Videos), spec.Span(), atRate(spec))
+		unnamed := ""
+		if len(unlabelled) > 0 {
+			unnamed = fmt.Sprintf(", %d of them not named in %s", len(unlabelled), rule.file.Name)
+		}
+		return nil, nil, nil, nil, fmt.Errorf("%s: no samples (%d videos found, %d readable%s, none with %d frames%s)",
+			src.Root(), len(videos), len(videos)-len(skipped), unnamed, spec.Span(), atRate(spec))
 	}
-	return lay, &videoTables{tables: tables, refs: refs, src: src, lay: lay}, skipped, nil
+	return lay, &videoTables{tables: tables, refs: refs, src: src, lay: lay}, skipped, unlabelled, nil
 }
 
 // logTiming says once, under --fps, which videos are timed by their average frame rate because
@@ -194,7 +218,8 @@ STRIDE/F seconds apart, whatever each video's frame rate, variable ones included
                             sample K of SRC/DIR/VIDEO; folders of SRC stay folders (classes)
   MNT/index.csv             every sample: index, path, video, start frame, stride, label, class
                             (with --fps, also start_time and end_time in seconds)
-  MNT/classes.txt           the class names: SRC's first-level folders
+  MNT/classes.txt           the class names: SRC's first-level folders, or with --labels FILE
+                            every label FILE gives (CSV path,label or JSON), sorted
   MNT/.vidfs/order          write the sample indices the trainer will read, in order (text, or
                             a 1-D integer .npy): vidfs decodes them ahead of the reader.
                             Writing replaces the plan at close; appending queues the next epoch.
@@ -346,10 +371,12 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 		scanning.update(p)
 		notify.progress(p)
 	}
-	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, &figures, report)
+	lay, infos, skipped, unlabelled, err := o.scan(ctx, e.stderr, log, spec, source.files, &figures, report)
 	if err != nil {
 		return err
 	}
+	skipped = append(skipped, unlabelled...) // both listed in .vidfs/stats
+
 	decode.FixMmapThreshold() // after the probe, which it would slow 4x (decode.FixMmapThreshold)
 	defer infos.tables.Close()
 	// The scan's garbage (every video's brief table, the walk) can be as large as what the mount

@@ -35,7 +35,7 @@ func TestTableUnreadable(t *testing.T) {
 	o := &mountOptions{}
 	o.probeWorkers, o.probeCache = 1, t.TempDir()
 	spec := layout.Spec{Frames: 4, Stride: 1, Height: 32, Width: 32, PadShort: true}
-	lay, tables, _, err := o.scan(t.Context(), io.Discard, slog.New(slog.DiscardHandler), spec, catalog.Dir(src), nil, nil)
+	lay, tables, _, _, err := o.scan(t.Context(), io.Discard, slog.New(slog.DiscardHandler), spec, catalog.Dir(src), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

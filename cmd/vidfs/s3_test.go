@@ -433,7 +433,7 @@ func scanBucket(t *testing.T) (p *s3test.Proxy, lay *layout.Layout, infos *video
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tables.Close() })
-	lay, refs, _, err := arrange(layout.Spec{Frames: 4, Stride: 1, Height: 32, Width: 32, PadShort: true}, videos)
+	lay, refs, _, _, err := arrange(layout.Spec{Frames: 4, Stride: 1, Height: 32, Width: 32, PadShort: true}, videos, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,9 @@ the mount serves, and the samples it fails are the ones a mount would answer wit
 
 --all-frames decodes every frame of every video instead (at the sample size), to find all
 damage, not only the damage samples reach. Progress goes to stderr; --json prints the report as
-JSON on stdout. The exit status is 1 when a video is left out or a sample fails, 0 otherwise.
+JSON on stdout. The exit status is 1 when a video is left out or a sample fails, 0 otherwise:
+videos that --labels does not name, left out by --unlabelled skip, are listed (unlabelled) but
+do not fail.
 Keyframes found unusable are noted in the probe cache for the mounts that follow.`,
 		flags: func(fs *pflag.FlagSet) {
 			o.layoutOptions.register(fs)
@@ -78,7 +80,7 @@ type verifyReport struct {
 // videoReport is one video's verdict.
 type videoReport struct {
 	File   string `json:"file"`
-	Status string `json:"status"` // ok, no samples, left out, failing
+	Status string `json:"status"` // ok, no samples, left out, unlabelled (--labels), failing
 	Reason string `json:"reason,omitempty"`
 	// Checked counts what was decoded: samples, or with --all-frames, frames.
 	Checked  int            `json:"checked"`
@@ -101,6 +103,7 @@ type verifySummary struct {
 	OK             int     `json:"ok"`
 	NoSamples      int     `json:"no_samples"`
 	LeftOut        int     `json:"left_out"`
+	Unlabelled     int     `json:"unlabelled,omitempty"` // with --labels and --unlabelled skip: not named, left out
 	Failing        int     `json:"failing"`
 	Checked        int     `json:"checked"`
 	Failed         int     `json:"failed"`
@@ -133,7 +136,7 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 		return err
 	}
 	defer source.close() // after the pool's decoders
-	lay, infos, skipped, err := o.scan(ctx, e.stderr, log, spec, source.files, nil, nil)
+	lay, infos, skipped, unlabelled, err := o.scan(ctx, e.stderr, log, spec, source.files, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -185,6 +188,10 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	for _, p := range skipped {
 		rep.Videos = append(rep.Videos, videoReport{File: p.File, Status: "left out", Reason: p.Reason})
 	}
+	// Videos a labels file does not name are left out as a mount leaves them: reported, no failure.
+	for _, p := range unlabelled {
+		rep.Videos = append(rep.Videos, videoReport{File: p.File, Status: "unlabelled", Reason: p.Reason})
+	}
 	rep.Videos = append(rep.Videos, reports...)
 	s := &rep.Summary
 	for _, r := range rep.Videos {
@@ -201,6 +208,8 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 			s.NoSamples++
 		case "left out":
 			s.LeftOut++
+		case "unlabelled":
+			s.Unlabelled++
 		default:
 			s.Failing++
 		}
@@ -296,8 +305,12 @@ func verdict(rep verifyReport) string {
 	if rep.AllFrames {
 		what = "frames"
 	}
-	return fmt.Sprintf("%d videos: %d ok, %d without samples, %d left out, %d with failures (%d of %d %s checked fail)",
-		s.Videos, s.OK, s.NoSamples, s.LeftOut, s.Failing, s.Failed, s.Checked, what)
+	unlabelled := ""
+	if s.Unlabelled > 0 {
+		unlabelled = fmt.Sprintf(", %d not named in the labels file", s.Unlabelled)
+	}
+	return fmt.Sprintf("%d videos: %d ok, %d without samples, %d left out%s, %d with failures (%d of %d %s checked fail)",
+		s.Videos, s.OK, s.NoSamples, s.LeftOut, unlabelled, s.Failing, s.Failed, s.Checked, what)
 }
 
 func printVerify(w io.Writer, rep verifyReport) {
@@ -328,6 +341,18 @@ func printVerify(w io.Writer, rep verifyReport) {
 			}
 		case "no samples":
 			fmt.Fprintf(w, "NO SAMPLE %s: %s\n", r.File, r.Reason)
+		}
+	}
+	if n := rep.Summary.Unlabelled; n > 0 {
+		shown := 0
+		for _, r := range rep.Videos {
+			if r.Status == "unlabelled" && shown < 10 {
+				fmt.Fprintf(w, "UNLABELLED %s: %s\n", r.File, r.Reason)
+				shown++
+			}
+		}
+		if n > shown {
+			fmt.Fprintf(w, "          ... %d more the labels file does not name (--json lists them all)\n", n-shown)
 		}
 	}
 	if n := rep.Summary.TimedByRate; n > 0 {

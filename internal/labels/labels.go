@@ -129,10 +129,13 @@ func (f *File) readCSV(data []byte) error {
 		}
 		if err != nil {
 			var pe *csv.ParseError
-			if errors.As(err, &pe) && errors.Is(pe.Err, csv.ErrFieldCount) {
+			switch {
+			case errors.As(err, &pe) && errors.Is(pe.Err, csv.ErrFieldCount):
 				return fmt.Errorf("line %d: %d fields, want 2 (path,label)", pe.StartLine, len(rec))
+			case errors.As(err, &pe):
+				return fmt.Errorf("line %d, column %d: %w", pe.Line, pe.Column, pe.Err)
 			}
-			return err // csv's errors name the line
+			return err
 		}
 		p, label := strings.TrimSpace(rec[0]), strings.TrimSpace(rec[1])
 		if first && strings.EqualFold(p, "path") && strings.EqualFold(label, "label") {
