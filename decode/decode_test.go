@@ -67,6 +67,8 @@ var classVideos = []struct {
 	{"mirrored.mp4", "h264", 30, decode.TimingPTS, 90, true, false},
 	{"h264_bframes.avi", "h264", 40, decode.TimingDecoded, 0, false, false},
 	{"h264_noreorder.mp4", "h264", 48, decode.TimingPTS, 0, false, false},
+	{"h264_editstart.mp4", "h264", 62, decode.TimingPTS, 0, false, false},
+	{"h264_editend.mp4", "h264", 49, decode.TimingPTS, 0, false, false},
 }
 
 func newPool(t testing.TB, opts decode.PoolOptions) *decode.Pool {

@@ -40,8 +40,12 @@ func (r *Resize) UnmarshalText(b []byte) (err error) { *r, err = ParseResize(str
 // a target rate shows, at an instant halfway between two frames of a video whose timestamps are
 // exact, the earlier frame (it showed the later), and its length at that rate counts the
 // instants in the video's last half tick; a video timed by its rate whose clock ticks once a
-// frame is timed at that rate rather than its average frame rate.
-const OutputVersion = 2
+// frame is timed at that rate rather than its average frame rate. 3: packets a container marks to
+// be discarded (an MP4 edit list's) are decoded, as the ffmpeg CLI decodes them, so frames shown
+// that refer to them are no longer concealed; and after a seek, a keyframe's packet is told from
+// others of the same size by its bytes (program streams numbered frames from the wrong group of
+// pictures).
+const OutputVersion = 3
 
 // Output is the shape every decoded frame is brought to: Height x Width RGB24.
 type Output struct {

@@ -17,6 +17,7 @@ import (
 // are not worked out (no IDCT, no loop filter): which frames come out does not depend on them,
 // and the scan runs several times faster.
 func scanOutput(info *Info, open Opener, out func(packet int, ts int64) bool) error {
+	const discarded = -1 // the tag of a packet decoded but not counted (decodable)
 	in, err := openInput(info.Path, open, nil)
 	if err != nil {
 		return err
@@ -41,6 +42,10 @@ func scanOutput(info *Info, open Opener, out func(packet int, ts int64) bool) er
 			case err != nil:
 				continue // a damaged packet: the decoder says so and carries on
 			}
+			if frameOpaque(frame) == discarded {
+				frame.Unref() // not one of the video's frames (FFmpeg itself drops them)
+				continue
+			}
 			more := out(int(frameOpaque(frame)), bestEffortTimestamp(frame))
 			frame.Unref()
 			if !more {
@@ -62,12 +67,16 @@ func scanOutput(info *Info, open Opener, out func(packet int, ts int64) bool) er
 			}
 			break // the end, or damaged data: decode what was read
 		}
-		if !countable(pkt, info.Stream) {
+		if !decodable(pkt, info.Stream) {
 			pkt.Unref()
 			continue
 		}
-		setPacketOpaque(pkt, int64(p))
-		p++
+		if countable(pkt, info.Stream) {
+			setPacketOpaque(pkt, int64(p))
+			p++
+		} else {
+			setPacketOpaque(pkt, discarded) // decoded (frames shown may refer to it), not counted
+		}
 		cc.SendPacket(pkt) // invalid data: the frames it held are simply missing
 		pkt.Unref()
 		if more, err := receive(); !more || err != nil {

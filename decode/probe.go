@@ -3,6 +3,7 @@ package decode
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
@@ -70,6 +71,10 @@ type Keyframe struct {
 	DTS    int64 `json:"dts"`    // NoPTS when unknown
 	Pos    int64 `json:"pos"`    // byte offset of its packet in the file, -1 when unknown
 	Size   int   `json:"size"`   // its packet's size
+	// Sum is a checksum of its packet's bytes (CRC-32C, never 0), which tells keyframes of the
+	// same size apart where a seek lands on one whose place in the file the demuxer does not
+	// give; 0 in tables probed before it was kept.
+	Sum uint32 `json:"sum,omitempty"`
 	// Unusable: decoding from here was seen to give damaged frames that decoding from an earlier
 	// keyframe does not (an I-frame marked as a sync point that is not a clean random access
 	// point). Clips are decoded from an earlier keyframe instead.
@@ -220,17 +225,35 @@ type packetInfo struct {
 	pts, dts, pos int64
 	size          int
 	key           bool
+	sum           uint32 // packetSum of a keyframe's bytes; 0 for other packets
 }
 
 // keyframe describes packet p, holding frame k, as a Keyframe.
 func (pk packetInfo) keyframe(k, p int) Keyframe {
-	return Keyframe{Frame: k, Packet: p, PTS: pk.pts, DTS: pk.dts, Pos: pk.pos, Size: pk.size}
+	return Keyframe{Frame: k, Packet: p, PTS: pk.pts, DTS: pk.dts, Pos: pk.pos, Size: pk.size, Sum: pk.sum}
+}
+
+// packetSum is Keyframe.Sum of a packet's bytes: their CRC-32C, never 0 (0 is "not known").
+// (crc32.MakeTable makes the Castagnoli table once, and returns it after.)
+func packetSum(pkt *astiav.Packet) uint32 {
+	return max(crc32.Checksum(pkt.Data(), crc32.MakeTable(crc32.Castagnoli)), 1)
 }
 
 // countable tells whether a packet read from the container is one of the stream's packets, as
 // the probe numbers them: of the video stream, not empty, not marked to be discarded.
 func countable(pkt *astiav.Packet, stream int) bool {
-	return pkt.StreamIndex() == stream && pkt.Size() > 0 && !pkt.Flags().Has(astiav.PacketFlagDiscard)
+	return decodable(pkt, stream) && !pkt.Flags().Has(astiav.PacketFlagDiscard)
+}
+
+// decodable tells whether a packet read from the container goes to the decoder: of the video
+// stream and not empty. Packets the container marks to be discarded (AV_PKT_FLAG_DISCARD: those
+// an MP4 edit list cuts off, before its start or after its end) are decoded too, as the ffmpeg
+// CLI decodes them, though their frames are not the video's: the frames shown may be predicted
+// from them. (Left out, they made the last B-frames of an MP4 whose edit list ends before a
+// P-frame they refer to come out concealed, and differently from one decoder's history to
+// another's.)
+func decodable(pkt *astiav.Packet, stream int) bool {
+	return pkt.StreamIndex() == stream && pkt.Size() > 0
 }
 
 // Probe reads a video's container and returns its probe table. Most videos need one pass over
@@ -307,7 +330,11 @@ func ProbeFrom(path string, open Opener) (*Info, error) {
 			break
 		}
 		if countable(pkt, info.Stream) {
-			pkts = append(pkts, packetInfo{pts: pkt.Pts(), dts: pkt.Dts(), pos: pkt.Pos(), size: pkt.Size(), key: pkt.Flags().Has(astiav.PacketFlagKey)})
+			pi := packetInfo{pts: pkt.Pts(), dts: pkt.Dts(), pos: pkt.Pos(), size: pkt.Size(), key: pkt.Flags().Has(astiav.PacketFlagKey)}
+			if pi.key {
+				pi.sum = packetSum(pkt)
+			}
+			pkts = append(pkts, pi)
 			if pkt.Flags().Has(astiav.PacketFlagCorrupt) {
 				info.Warnings = append(info.Warnings, fmt.Sprintf("packet %d is marked corrupt", len(pkts)-1))
 			}

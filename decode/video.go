@@ -528,25 +528,61 @@ func (v *video) seek(kf int) error {
 		return nil
 	}
 	// Frames are known by the packets they come from, so find out which packet the demuxer landed
-	// on: a keyframe's, at or before the one asked for, known by its size and, where the demuxer
-	// says, its place in the file. What comes before it is dropped: after a seek, the parser of an
-	// MPEG program stream first hands out a piece of a packet, and the keyframe's packet without
-	// its place.
+	// on: a keyframe's, at or before the one asked for (landing). What comes before it is dropped:
+	// after a seek, the parser of an MPEG program stream first hands out a piece of a packet, and
+	// the keyframe's packet without its place.
 	for range maxLanding {
 		if err := v.readPacket(); err != nil {
 			break
 		}
-		for _, kk := range v.info.Keyframes[1:] {
-			if kk.Frame > k.Frame {
-				break
-			}
-			if v.pkt.Flags().Has(astiav.PacketFlagKey) && kk.Size == v.pkt.Size() && (kk.Pos < 0 || v.pkt.Pos() < 0 || kk.Pos == v.pkt.Pos()) {
-				v.at.lastOut, v.at.nextPacket, v.at.pending = kk.Frame-1, kk.Packet, true
-				return nil
-			}
+		if !v.pkt.Flags().Has(astiav.PacketFlagKey) || !countable(v.pkt, v.info.Stream) {
+			continue // (a packet to discard is no keyframe of the table)
 		}
+		kk, ok, sure := v.info.landing(kf, v.pkt)
+		if !ok {
+			continue
+		}
+		if !sure {
+			break // it could be more than one keyframe's: numbering frames from it could be wrong
+		}
+		v.at.lastOut, v.at.nextPacket, v.at.pending = kk.Frame-1, kk.Packet, true
+		return nil
 	}
 	return v.rewind()
+}
+
+// landing finds the keyframe, at or before keyframe kf, whose packet pkt (a keyframe's, read
+// after a seek) is: one of the same size and, where the demuxer gives both, place in the file,
+// and where the table has it, the same checksum of its bytes. ok says some keyframe matches;
+// sure, that exactly one does, or one at the packet's own place. Keyframes alike in size whose places the demuxer does not give
+// are common in program streams of steady footage (a constant bit rate makes I-frames of nearly
+// equal size): taking the first that matched numbered every frame after a landing from another
+// group of pictures. Tables probed before checksums were kept may leave a landing unsure: the
+// decoder then starts from the start of the file.
+func (in *Info) landing(kf int, pkt *astiav.Packet) (kk Keyframe, ok, sure bool) {
+	var sum uint32 // the packet's, once a keyframe with a checksum needs it
+	n := 0
+	for _, c := range in.Keyframes[1 : kf+1] {
+		if c.Size != pkt.Size() || c.Pos >= 0 && pkt.Pos() >= 0 && c.Pos != pkt.Pos() {
+			continue
+		}
+		if c.Pos >= 0 && c.Pos == pkt.Pos() && (c.Sum == 0 || c.Sum == packetSum(pkt)) {
+			return c, true, true // one packet a place: this is it
+		}
+		if c.Sum != 0 {
+			if sum == 0 {
+				sum = packetSum(pkt)
+			}
+			if c.Sum != sum {
+				continue
+			}
+		}
+		if n == 0 {
+			kk = c
+		}
+		n++
+	}
+	return kk, n > 0, n == 1
 }
 
 // maxLanding is how many packets after a seek may come before one known as a keyframe's.
@@ -629,14 +665,15 @@ func (p *position) damageBefore(info *Info, i int) (int, bool) {
 	return b, ok
 }
 
-// readPacket reads the next of the stream's packets (as the probe counts them) into v.pkt.
+// readPacket reads the stream's next packet for the decoder into v.pkt: one of its packets as the
+// probe counts them, or one the container marks to be discarded (see decodable).
 func (v *video) readPacket() error {
 	for {
 		v.pkt.Unref()
 		if err := v.in.fc.ReadFrame(v.pkt); err != nil {
 			return err
 		}
-		if countable(v.pkt, v.info.Stream) {
+		if decodable(v.pkt, v.info.Stream) {
 			return nil
 		}
 	}
@@ -764,9 +801,12 @@ func (v *video) next(r *clipRun, rest []int) (int, bool, error) {
 			}
 		}
 		at.pending = false
-		p := at.nextPacket
-		at.nextPacket++
-		i := v.packetFrame(p)
+		p, i := -1, -1 // a packet to discard holds no frame, and is not counted
+		if countable(v.pkt, v.info.Stream) {
+			p = at.nextPacket
+			at.nextPacket++
+			i = v.packetFrame(p)
+		}
 		setPacketOpaque(v.pkt, v.tag(p, i)) // the frames decoded from it carry this
 		r.sending(i)
 		v.chooseSkip(r, i, rest)
@@ -823,13 +863,21 @@ const genShift = 40
 
 // tag is what packet p of the stream, which holds frame i (-1: not known), goes to the decoder
 // with, for identify: the position's number, and the packet under TimingDecoded, else its frame.
+// A packet to discard (p -1) holds no frame (noFrame).
 func (v *video) tag(p, i int) int64 {
 	key := int64(i + 1)
-	if v.info.Timing == TimingDecoded {
+	switch {
+	case p < 0:
+		key = noFrame
+	case v.info.Timing == TimingDecoded:
 		key = int64(p)
 	}
 	return v.gen<<genShift | key
 }
+
+// noFrame is the key in a tag of a packet whose frames are not the video's (a packet the
+// container marks to be discarded).
+const noFrame = 1<<genShift - 1
 
 // identify returns the presentation index of the frame in v.frame from the tag of the packet it
 // was decoded from, or -1 for a frame of no known packet, of a packet sent before the last seek
@@ -844,6 +892,9 @@ func (v *video) identify() int {
 		return -1
 	}
 	key := int(tag & (1<<genShift - 1))
+	if key == noFrame {
+		return -1
+	}
 	if v.info.Timing == TimingDecoded {
 		return v.info.frameOfPacket(key, last)
 	}

@@ -111,6 +111,16 @@ patch avi-declare "$tmp/h264.avi" "$out/h264_bframes.avi" 1
 #    decoder learns the delay from the frames themselves.
 ff $(moving 176 144 48) $(x264) -g 24 "$tmp/reorder.mp4"
 patch mp4-no-reorder "$tmp/reorder.mp4" "$out/h264_noreorder.mp4"
+# 7. H.264 with B-frames in MP4 cut without re-encoding (ffmpeg -ss with -c copy, as datasets cut
+#    from longer videos often are): an edit list starts the video after a keyframe, whose packet
+#    and those up to the cut are still in the file, marked to be discarded. The frames shown are
+#    predicted from them.
+ff $(moving 176 144 75) $(x264) -g 25 -keyint_min 25 -sc_threshold 0 "$tmp/long.mp4"
+ff -ss 0.5 -i "$tmp/long.mp4" -c copy "$out/h264_editstart.mp4"
+# 8. The same, trimmed at its end by an edit list that stops before its last P-frame (as editors
+#    that trim a clip without re-encoding write it): the B-frames shown before it refer to it.
+ff $(moving 176 144 50) $(x264) -g 25 -keyint_min 25 -sc_threshold 0 "$tmp/trim.mp4"
+patch mp4-edit-end "$tmp/trim.mp4" "$out/h264_editend.mp4" 1
 
 # A codec this build cannot know: the MPEG-4 AVI with its FourCC (FMP4) replaced by a made-up one.
 /usr/bin/python3 - "$out/mpeg4.avi" "$out/unknown_codec.avi" <<'PY'

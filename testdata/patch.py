@@ -10,6 +10,10 @@ have and Debian's ffmpeg CLI does not write:
   patch.py mp4-no-reorder IN OUT   H.264 MP4 whose SPS (in avcC) does not say how many frames the
                                    decoder reorders (no VUI bitstream_restriction), as many phones
                                    and cameras write it
+  patch.py mp4-edit-end IN OUT N   MP4 whose edit list ends N frames (of its first sample's
+                                   duration) before its media does, as editors that trim a clip
+                                   without re-encoding write it: the frames cut off are still
+                                   in the file, and frames shown may refer to them
 """
 import struct
 import sys
@@ -187,6 +191,23 @@ def mp4_matrix(src, dst, a, b, c, dd):
     open(dst, "wb").write(d)
 
 
+def mp4_edit_end(src, dst, n):
+    d = bytearray(open(src, "rb").read())
+    mvhd = d.find(b"mvhd")
+    assert d[mvhd + 4] == 0, "want a version 0 mvhd"
+    movie_scale = struct.unpack_from(">I", d, mvhd + 16)[0]
+    stts = d.find(b"stts")
+    assert stts > 0 and d.find(b"stts", stts + 1) < 0, "want one track"
+    media_scale = struct.unpack_from(">I", d, d.find(b"mdhd") + 16)[0]
+    delta = struct.unpack_from(">I", d, stts + 16)[0]  # the first entry's sample duration
+    elst = d.find(b"elst")
+    assert elst > 0 and d[elst + 4] == 0, "want a version 0 edit list"
+    dur = struct.unpack_from(">I", d, elst + 12)[0]
+    cut = n * delta * movie_scale // media_scale
+    struct.pack_into(">I", d, elst + 12, dur - cut)
+    open(dst, "wb").write(d)
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "avi-compact":
@@ -197,5 +218,7 @@ if __name__ == "__main__":
         mp4_matrix(args[0], args[1], *(float(x) for x in args[2:6]))
     elif cmd == "mp4-no-reorder":
         mp4_no_reorder(*args)
+    elif cmd == "mp4-edit-end":
+        mp4_edit_end(args[0], args[1], int(args[2]))
     else:
         sys.exit(__doc__)

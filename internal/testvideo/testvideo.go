@@ -25,6 +25,22 @@ func Dir() string {
 // Path is the path of the named test video.
 func Path(name string) string { return filepath.Join(Dir(), name) }
 
+// Real is the path of a real video testdata/real.sh fetched into the test cache (make test runs
+// it): one of movie-hello.mpeg, movie-hello.avi, tour.mp4. It fails the test when the file is not
+// there, saying how to fetch it.
+func Real(tb testing.TB, name string) string {
+	tb.Helper()
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	p := filepath.Join(dir, "vidfs", "realvideos", name)
+	if _, err := os.Stat(p); err != nil {
+		tb.Fatalf("real test video %s is missing: run testdata/real.sh (make test does): %v", name, err)
+	}
+	return p
+}
+
 // QuietFFmpeg silences FFmpeg's own messages, unless VIDFS_FFMPEG_LOG is set: those about the
 // damaged test videos would bury the test output, and the typed errors carry what matters.
 func QuietFFmpeg() {
