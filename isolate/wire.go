@@ -1,11 +1,15 @@
 package isolate
 
 import (
+	"bufio"
 	"context"
-	"encoding/gob"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -13,9 +17,13 @@ import (
 	"github.com/vidfs/vidfs/decode"
 )
 
-// The conversation between the mount and a helper: gob messages over a Unix stream socket, each
-// way. A message that hands over descriptors carries them (SCM_RIGHTS) on its first write, so
-// they arrive with its first bytes, before it is decoded.
+// The conversation between the mount and a helper: messages over a Unix stream socket, each
+// way, in frames of a fixed header (the body's length, the message's kind, the descriptors it
+// carries, its request's ID) and a body of fixed-width fields (codec.go), whose length is bounded
+// before it is read. A message that hands over descriptors carries them (SCM_RIGHTS) on its first
+// write, so they arrive with its first bytes, before it is parsed. The mount parses what helpers
+// send with the same bounded reader that fuzzing (FuzzParse) tries: never encoding/gob, which
+// is not hardened against hostile input.
 
 // kind is what a message is.
 type kind uint8
@@ -170,72 +178,195 @@ func (w *wireError) error() error {
 	return &decode.Error{Path: w.Path, Frame: w.Frame, Kind: k, Detail: w.Detail, Err: inner}
 }
 
-// conn is one end of the socket: gob both ways, descriptors with a message going out, and those
-// that came in kept in arrival order for the messages that take them.
+// body writes m's fields for its kind.
+func (m *message) body() []byte {
+	var e enc
+	switch m.Kind {
+	case msgHello:
+		h := m.Hello
+		e.int(h.Pid)
+		e.int(h.UID)
+		e.int(h.LandlockABI)
+		e.bool(h.Seccomp)
+		e.str(h.Err)
+	case msgArena:
+		e.i64(m.Arena)
+	case msgDecode:
+		r := m.Decode
+		e.info(r.Info)
+		c := r.Clip
+		e.int(c.Start)
+		e.int(c.Frames)
+		e.int(c.Stride)
+		e.bool(c.PadEnd)
+		e.bool(c.Strict)
+		e.rational(c.FPS)
+		e.output(r.Out)
+		e.bool(r.InArena)
+		e.i64(r.Off)
+		e.i64(r.Len)
+		e.bool(r.Keep != nil)
+		if r.Keep != nil {
+			e.u32(uint32(len(r.Keep.Need)))
+			for _, w := range r.Keep.Need {
+				e.u64(w)
+			}
+			e.int(r.Keep.Max)
+			e.int(r.Keep.FrameBytes)
+		}
+		e.i64(r.KeepOff)
+		e.bool(r.Stream)
+		e.i64(r.Size)
+	case msgReply:
+		r := m.Reply
+		e.bool(r.Err != nil)
+		if w := r.Err; w != nil {
+			e.str(w.Kind)
+			e.str(w.Path)
+			e.str(w.Detail)
+			e.str(w.Err)
+			e.bool(w.Frame != nil)
+			if w.Frame != nil {
+				e.int(*w.Frame)
+			}
+			e.int(w.Errno)
+			e.int(w.Context)
+		}
+		e.int(int(r.Path))
+		e.ints(r.Kept)
+		e.poolStats(r.Stats)
+		e.i64(int64(r.CPU))
+	case msgMarks:
+		e.u32(uint32(len(m.Marks)))
+		for _, path := range slices.Sorted(maps.Keys(m.Marks)) { // the same bytes for the same marks
+			e.str(path)
+			e.ints(m.Marks[path])
+		}
+	case msgProbe:
+		e.u32(uint32(len(m.Probe)))
+		for _, r := range m.Probe {
+			e.str(r.What)
+			e.str(r.Err)
+		}
+	}
+	return e.b
+}
+
+// parse reads the body of a message of kind k: the inverse of body, for any bytes whatever (a
+// helper's may be hostile). A body with bytes left over, or too few, is refused.
+func parse(k kind, id uint64, fds int, b []byte) (*message, error) {
+	m := &message{Kind: k, ID: id, FDs: fds}
+	d := dec{b: b}
+	switch k {
+	case msgHello:
+		m.Hello = &hello{Pid: d.int(), UID: d.int(), LandlockABI: d.int(), Seccomp: d.boolean(), Err: d.str()}
+	case msgArena:
+		m.Arena = d.i64()
+	case msgCancel:
+	case msgDecode:
+		r := &decodeRequest{Info: d.info()}
+		r.Clip = clipSpec{Start: d.int(), Frames: d.int(), Stride: d.int(), PadEnd: d.boolean(), Strict: d.boolean(), FPS: d.rational()}
+		r.Out, r.InArena, r.Off, r.Len = d.output(), d.boolean(), d.i64(), d.i64()
+		if d.boolean() {
+			k := &keepSpec{}
+			if n := d.count(8); n > 0 {
+				k.Need = make([]uint64, n)
+				for i := range k.Need {
+					k.Need[i] = d.u64()
+				}
+			}
+			k.Max, k.FrameBytes = d.int(), d.int()
+			r.Keep = k
+		}
+		r.KeepOff, r.Stream, r.Size = d.i64(), d.boolean(), d.i64()
+		m.Decode = r
+	case msgReply:
+		r := &reply{}
+		if d.boolean() {
+			w := &wireError{Kind: d.str(), Path: d.str(), Detail: d.str(), Err: d.str()}
+			if d.boolean() {
+				f := d.int()
+				w.Frame = &f
+			}
+			w.Errno, w.Context = d.int(), d.int()
+			r.Err = w
+		}
+		r.Path = decode.Path(d.int())
+		r.Kept = d.ints()
+		r.Stats = d.poolStats()
+		r.CPU = time.Duration(d.i64())
+		m.Reply = r
+	case msgMarks:
+		if n := d.count(8); n > 0 {
+			m.Marks = make(map[string][]int, n)
+			for range n {
+				path := d.str()
+				m.Marks[path] = append(m.Marks[path], d.ints()...)
+			}
+		}
+	case msgProbe:
+		if n := d.count(8); n > 0 {
+			m.Probe = make([]probeResult, n)
+			for i := range m.Probe {
+				m.Probe[i] = probeResult{What: d.str(), Err: d.str()}
+			}
+		}
+	default:
+		return nil, fmt.Errorf("a message of unknown kind %d", k)
+	}
+	if err := d.end(); err != nil {
+		return nil, fmt.Errorf("a message of kind %d: %w", k, err)
+	}
+	return m, nil
+}
+
+// headerBytes is a frame's header: the body's length (4 bytes), the message's kind (1), the
+// descriptors it carries (1), its ID (8).
+const headerBytes = 14
+
+// conn is one end of the socket: frames both ways, descriptors with a message going out, and
+// those that came in kept in arrival order for the messages that take them.
 type conn struct {
 	uc *net.UnixConn
 
-	// wmu guards the encoder and pending, and keeps a message's writes together.
-	wmu     sync.Mutex
-	enc     *gob.Encoder
-	pending []int // descriptors to send with the next write
+	// wmu guards writing: it keeps a message's writes together.
+	wmu sync.Mutex
 
-	dec *gob.Decoder // read by one goroutine only
+	// The fields below are the reading goroutine's alone (one reads).
+	r *bufio.Reader // over readMsg
 	// fds are descriptors received and not yet taken, oldest first; the mount's side takes none
-	// (takesFDs false) and closes them as they come. Only the reading goroutine touches them.
+	// (takesFDs false) and closes them as they come.
 	fds      []int
 	takesFDs bool
-	// read counts the bytes read since the last message: the mount's side refuses a message
-	// over maxMessage, which only a helper gone wrong would send.
-	read, limit int
+	limit    int // the longest body taken
 }
 
-// maxMessage bounds a helper's message to the mount (replies are a few KB; the keyframes found
-// unusable a few MB at most).
+// maxMessage bounds a helper's message to the mount (replies are a few KB; a probe table a few
+// MB at most: 8 bytes and more a frame).
 const maxMessage = 64 << 20
 
+// maxRequest bounds a message from the mount, which carries a probe table.
+const maxRequest = 256 << 20
+
 func newConn(uc *net.UnixConn, takesFDs bool) *conn {
-	c := &conn{uc: uc, takesFDs: takesFDs}
-	if !takesFDs {
-		c.limit = maxMessage
+	c := &conn{uc: uc, takesFDs: takesFDs, limit: maxMessage}
+	if takesFDs {
+		c.limit = maxRequest
 	}
-	c.enc = gob.NewEncoder(writerFunc(c.write))
-	c.dec = gob.NewDecoder(readerFunc(c.readMsg))
+	c.r = bufio.NewReaderSize(readerFunc(c.readMsg), 64<<10)
 	return c
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 type readerFunc func([]byte) (int, error)
 
 func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
 
-// write writes b, with the pending descriptors on its first bytes. Called with wmu held.
-func (c *conn) write(b []byte) (int, error) {
-	if len(c.pending) == 0 {
-		return c.uc.Write(b)
-	}
-	n, _, err := c.uc.WriteMsgUnix(b, syscall.UnixRights(c.pending...), nil)
-	if err == nil || n > 0 {
-		c.pending = nil
-	}
-	if err == nil && n < len(b) {
-		m, err := c.uc.Write(b[n:])
-		return n + m, err
-	}
-	return n, err
-}
-
+// readMsg reads what the socket has, keeping (or, on the mount's side, closing) the descriptors
+// that come with it.
 func (c *conn) readMsg(b []byte) (int, error) {
-	if c.limit > 0 && c.read > c.limit {
-		return 0, fmt.Errorf("a message over %d bytes", c.limit)
-	}
 	oob := make([]byte, syscall.CmsgSpace(4*64)) // room for the descriptors of many messages
 	n, oobn, flags, _, err := c.uc.ReadMsgUnix(b, oob)
 	n, oobn = max(n, 0), max(oobn, 0) // -1 with an error
-	c.read += n
 	if oobn > 0 {
 		msgs, perr := syscall.ParseSocketControlMessage(oob[:oobn])
 		if perr == nil {
@@ -260,22 +391,46 @@ func (c *conn) readMsg(b []byte) (int, error) {
 
 // send writes m, handing over fds with it (they stay the caller's to close).
 func (c *conn) send(m *message, fds ...int) error {
+	body := m.body()
+	if len(body) > maxRequest || len(fds) > 255 {
+		return fmt.Errorf("a message of %d bytes and %d descriptors: too large", len(body), len(fds))
+	}
+	b := make([]byte, headerBytes, headerBytes+len(body))
+	binary.LittleEndian.PutUint32(b, uint32(len(body)))
+	b[4], b[5] = byte(m.Kind), byte(len(fds))
+	binary.LittleEndian.PutUint64(b[6:], m.ID)
+	b = append(b, body...)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.pending, m.FDs = fds, len(fds)
-	err := c.enc.Encode(m)
-	c.pending = nil
+	if len(fds) == 0 {
+		_, err := c.uc.Write(b)
+		return err
+	}
+	n, _, err := c.uc.WriteMsgUnix(b, syscall.UnixRights(fds...), nil)
+	if err == nil && n < len(b) {
+		_, err = c.uc.Write(b[n:])
+	}
 	return err
 }
 
-// receive reads the next message and takes the n descriptors it carries.
+// receive reads the next message. The descriptors it carries are taken with takeFDs.
 func (c *conn) receive() (*message, error) {
-	m := new(message)
-	c.read = 0
-	if err := c.dec.Decode(m); err != nil {
+	var h [headerBytes]byte
+	if _, err := io.ReadFull(c.r, h[:]); err != nil {
 		return nil, err
 	}
-	return m, nil
+	n := binary.LittleEndian.Uint32(h[:])
+	if int64(n) > int64(c.limit) {
+		return nil, fmt.Errorf("a message of %d bytes, over %d", n, c.limit)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(c.r, body); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return parse(kind(h[4]), binary.LittleEndian.Uint64(h[6:]), int(h[5]), body)
 }
 
 // takeFDs takes the n oldest descriptors received: those the message just read carried.
