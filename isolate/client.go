@@ -180,17 +180,52 @@ func DeadlineFor(info *decode.Info, c decode.Clip) time.Duration {
 // DecodeClip decodes clip c of the video into dst in a helper (decode.Pool.DecodeClip's
 // contract). It returns once no helper can write dst any more.
 func (d *Decoders) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
+	return d.do(ctx, info.Path, "its clip", func(p *proc) error { return d.run(ctx, p, info, c, o, dst) })
+}
+
+// Probe makes the probe table of the video at path in a helper (decode.ProbeFrom's contract,
+// with the Options' Opener): the mount opens the video and hands it over, and reads none of its
+// bytes itself. A probe that crashes or hangs its helper is tried once more, alone, as a clip is;
+// a second death holds the video (decode.ErrCrashed). The table is checked (checkInfo) before it
+// is believed.
+func (d *Decoders) Probe(ctx context.Context, path string) (*decode.Info, error) {
+	if d.opts.Open == nil { // as decode.ProbeFrom checks a local file: no bytes read
+		if st, err := os.Stat(path); err != nil {
+			return nil, &decode.Error{Path: path, Kind: decode.ErrUnreadable, Err: err}
+		} else if st.IsDir() {
+			return nil, &decode.Error{Path: path, Kind: decode.ErrUnreadable, Detail: "is a directory"}
+		} else if st.Size() == 0 {
+			return nil, &decode.Error{Path: path, Kind: decode.ErrNotVideo, Detail: "empty file"}
+		}
+	}
+	var info *decode.Info
+	err := d.do(ctx, path, "its probe", func(p *proc) error {
+		var err error
+		info, err = d.probe(ctx, p, path)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return info, nil
+}
+
+// do runs one request of the video at path in a helper: attempt sends it to the helper it is
+// given and waits for its end. A helper that dies under it (maybe for another video) costs one
+// try more, alone in a fresh helper, where a second death is this video's: it is held, and every
+// later request of it fails at once with decode.ErrCrashed. what names the request in the log.
+func (d *Decoders) do(ctx context.Context, path, what string, attempt func(p *proc) error) error {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
 		return decode.ErrPoolClosed
 	}
-	reason, held := d.held[info.Path]
+	reason, held := d.held[path]
 	d.calls.Add(1)
 	d.mu.Unlock()
 	defer d.calls.Done()
 	if held {
-		return &decode.Error{Path: info.Path, Kind: decode.ErrCrashed, Detail: reason}
+		return &decode.Error{Path: path, Kind: decode.ErrCrashed, Detail: reason}
 	}
 	select {
 	case d.slots <- struct{}{}:
@@ -201,31 +236,31 @@ func (d *Decoders) DecodeClip(ctx context.Context, info *decode.Info, c decode.C
 	var err error
 	for try := 0; ; try++ {
 		var p *proc
-		if p, err = d.pick(ctx, info.Path); err != nil {
+		if p, err = d.pick(ctx, path); err != nil {
 			return err
 		}
-		err = d.run(ctx, p, info, c, o, dst)
+		err = attempt(p)
 		if !errors.Is(err, errGone) || try == 3 {
 			break
 		}
-		// It died before the clip was sent to it: another takes it, as if nothing happened.
+		// It died before the request was sent to it: another takes it, as if nothing happened.
 	}
 	var died *deathError
 	if !errors.As(err, &died) || ctx.Err() != nil || d.isClosed() {
 		return err
 	}
-	// Its helper died under it, maybe for another clip's video: once more, alone, in a fresh
-	// helper, where a second death is this video's.
-	d.opts.Log.Warn("a decoder helper died; decoding its clip again alone in a fresh one", "file", info.Path, "clip_start", c.Start, "reason", died.reason)
+	// Its helper died under it, maybe for another video: once more, alone, in a fresh helper,
+	// where a second death is this video's.
+	d.opts.Log.Warn("a decoder helper died; trying "+what+" again alone in a fresh one", "file", path, "reason", died.reason)
 	alone, err := d.start()
 	if err != nil {
-		return &decode.Error{Path: info.Path, Kind: decode.ErrInternal, Detail: "starting a decoder helper", Err: err}
+		return &decode.Error{Path: path, Kind: decode.ErrInternal, Detail: "starting a decoder helper", Err: err}
 	}
 	d.mu.Lock()
 	d.stats.Retries++
 	d.mu.Unlock()
-	alone.begin(info.Path)
-	err = d.run(ctx, alone, info, c, o, dst)
+	alone.begin(path)
+	err = attempt(alone)
 	alone.stop()
 	var again *deathError
 	if !errors.As(err, &again) || ctx.Err() != nil || d.isClosed() {
@@ -233,13 +268,13 @@ func (d *Decoders) DecodeClip(ctx context.Context, info *decode.Info, c decode.C
 	}
 	reason = fmt.Sprintf("the decoder crashed on it twice (%s; then, alone, %s)", died.reason, again.reason)
 	d.mu.Lock()
-	if _, ok := d.held[info.Path]; !ok {
-		d.held[info.Path] = reason
+	if _, ok := d.held[path]; !ok {
+		d.held[path] = reason
 		d.stats.Held++
 	}
 	d.mu.Unlock()
-	d.opts.Log.Error("a video crashed the decoder twice; its samples fail for the rest of the mount", "file", info.Path, "reason", reason)
-	return &decode.Error{Path: info.Path, Kind: decode.ErrCrashed, Detail: reason}
+	d.opts.Log.Error("a video crashed the decoder twice; it fails for the rest of the mount", "file", path, "reason", reason)
+	return &decode.Error{Path: path, Kind: decode.ErrCrashed, Detail: reason}
 }
 
 // isClosed tells whether Close began.
@@ -308,7 +343,7 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 	defer d.end(p)
 	req := &decodeRequest{Info: info, Out: o, Len: int64(len(dst)),
 		Clip: clipSpec{Start: c.Start, Frames: c.Frames, Stride: c.Stride, PadEnd: c.PadEnd, Strict: c.Strict, FPS: c.FPS}}
-	src, stop, err := d.source(info, req)
+	src, stop, err := d.source(info.Path, &req.Stream, &req.Size)
 	if err != nil {
 		return err
 	}
@@ -337,7 +372,7 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 		fds = append(fds, fd)
 		scratch = mem
 	}
-	r, err := p.call(ctx, req, fds, d.deadline(info, c))
+	r, err := p.call(ctx, &message{Kind: msgDecode, Decode: req}, fds, d.deadline(info, c), "a decode of "+info.Path, false)
 	if err != nil {
 		return err
 	}
@@ -383,6 +418,48 @@ func (d *Decoders) deadline(info *decode.Info, c decode.Clip) time.Duration {
 	return DeadlineFor(info, c)
 }
 
+// probe probes the video at path in helper p (Probe).
+func (d *Decoders) probe(ctx context.Context, p *proc, path string) (*decode.Info, error) {
+	defer d.end(p)
+	req := &probeRequest{Path: path}
+	src, stop, err := d.source(path, &req.Stream, &req.Size)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	deadline := d.opts.Deadline
+	if deadline <= 0 {
+		size := req.Size
+		if !req.Stream {
+			var st unix.Stat_t
+			if unix.Fstat(src, &st) == nil {
+				size = st.Size
+			}
+		}
+		deadline = ProbeDeadlineFor(size)
+	}
+	// No shared memory is lent to a probe: a caller that gives up need not wait for its end.
+	r, err := p.call(ctx, &message{Kind: msgProbeVideo, ProbeVideo: req}, []int{src}, deadline, "a probe of "+path, true)
+	if err != nil {
+		return nil, err
+	}
+	if r.Err != nil {
+		return nil, r.Err.error()
+	}
+	if err := checkInfo(r.Info, path); err != nil {
+		return nil, err
+	}
+	return r.Info, nil
+}
+
+// ProbeDeadlineFor is how long probing a video of size bytes may take before its helper is held
+// hung: a minute, and a second for each MiB (a probe reads every packet, and where timestamps
+// cannot tell the frames apart, decodes them all: about 2.5 MB of a 1080p or 4K stream a second
+// on one core).
+func ProbeDeadlineFor(size int64) time.Duration {
+	return time.Minute + time.Duration(max(size, 0)>>20)*time.Second
+}
+
 // end counts a clip done in p.
 func (d *Decoders) end(p *proc) {
 	d.mu.Lock()
@@ -411,27 +488,27 @@ func keepOf(c decode.Clip, info *decode.Info, o decode.Output) *keepSpec {
 // newScratch makes shared memory of size bytes for one request.
 func newScratch(size int64) (int, []byte, error) { return sharedMemory("vidfs-scratch", size) }
 
-// source opens the video for a helper: the file itself, or for a video that is not a local
-// file, one end of a socket whose other end this process answers reads on from the Opener's
-// Source (req says which, and its size). stop closes this process's descriptors once the
-// request is sent.
-func (d *Decoders) source(info *decode.Info, req *decodeRequest) (fd int, stop func(), err error) {
+// source opens the video at path for a helper: the file itself, or for a video that is not a
+// local file, one end of a socket whose other end this process answers reads on from the
+// Opener's Source (then *stream is set, and *size is its size). stop closes this process's
+// descriptors once the request is sent.
+func (d *Decoders) source(path string, stream *bool, size *int64) (fd int, stop func(), err error) {
 	if d.opts.Open == nil {
-		f, err := os.Open(info.Path)
+		f, err := os.Open(path)
 		if err != nil {
-			return -1, nil, &decode.Error{Path: info.Path, Kind: decode.ErrUnreadable, Err: err}
+			return -1, nil, &decode.Error{Path: path, Kind: decode.ErrUnreadable, Err: err}
 		}
 		return int(f.Fd()), func() { f.Close() }, nil
 	}
-	src, err := d.opts.Open(info.Path)
+	src, err := d.opts.Open(path)
 	if err != nil {
-		return -1, nil, &decode.Error{Path: info.Path, Kind: decode.ErrUnreadable, Err: err}
+		return -1, nil, &decode.Error{Path: path, Kind: decode.ErrUnreadable, Err: err}
 	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return -1, nil, &decode.Error{Path: info.Path, Kind: decode.ErrInternal, Detail: "a socket for the helper", Err: err}
+		return -1, nil, &decode.Error{Path: path, Kind: decode.ErrInternal, Detail: "a socket for the helper", Err: err}
 	}
-	req.Stream, req.Size = true, src.Size()
+	*stream, *size = true, src.Size()
 	mine := os.NewFile(uintptr(pair[0]), "stream")
 	d.mu.Lock()
 	d.wg.Add(1)

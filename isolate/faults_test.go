@@ -26,7 +26,7 @@ import (
 // taking a descriptor's signals, and executable memory all fail.
 func TestSandbox(t *testing.T) {
 	d := start(t, isolate.Options{Helpers: 2})
-	all := d.Probe()
+	all := d.TrySandbox()
 	if len(all) != 2 {
 		t.Fatalf("%d helpers answered, want 2", len(all))
 	}
@@ -220,5 +220,45 @@ func TestHang(t *testing.T) {
 	}
 	if st := d.Isolation(); st.Hangs != 2 || st.Held != 1 {
 		t.Errorf("stats %+v: want 2 hangs, 1 held", st)
+	}
+}
+
+// TestProbePoison: a video whose probe crashes its helper, or hangs it, is tried once more
+// alone and then held (decode.ErrCrashed, with the signal or the deadline), while the other
+// videos probed beside it, in the same helper, get their tables; later probes of it fail at once.
+func TestProbePoison(t *testing.T) {
+	for _, tc := range []struct{ mark, reason string }{{"poison-probe-segv", "SIGSEGV"}, {"poison-probe-hang", "deadline"}} {
+		t.Run(tc.mark, func(t *testing.T) {
+			d := start(t, isolate.Options{Helpers: 1, PerHelper: 4, Deadline: 3 * time.Second})
+			bad := filepath.Join(t.TempDir(), tc.mark+".mp4")
+			if err := os.Symlink(testvideo.Path("h264_gop16.mp4"), bad); err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for _, name := range []string{"h264_gop250.mp4", "vp9.webm", "mpeg4.avi", "hevc.mkv", "vfr.mkv", "theora.ogv"} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					want := probe(t, testvideo.Path(name))
+					got, err := d.Probe(context.Background(), testvideo.Path(name))
+					if err != nil || got.Frames != want.Frames || len(got.Keyframes) != len(want.Keyframes) {
+						t.Errorf("%s beside a poison video: %v", name, err)
+					}
+				}()
+			}
+			_, err := d.Probe(context.Background(), bad)
+			wg.Wait()
+			if !errors.Is(err, decode.ErrCrashed) || !strings.Contains(err.Error(), tc.reason) || decode.Permanent(err) {
+				t.Fatalf("the poison video: %v, want crashed twice (%s), not permanent", err, tc.reason)
+			}
+			before := d.Isolation()
+			if _, err := d.Probe(context.Background(), bad); !errors.Is(err, decode.ErrCrashed) {
+				t.Errorf("probed again: %v", err)
+			}
+			if after := d.Isolation(); after.Held != 1 || after.Crashes+after.Hangs != before.Crashes+before.Hangs {
+				t.Errorf("stats %+v then %+v: want 1 held, no more deaths", before, after)
+			}
+			waitServing(t, d, 1)
+		})
 	}
 }

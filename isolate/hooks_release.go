@@ -5,5 +5,8 @@ package isolate
 // poison does nothing in a release build (hooks_test.go's twin crashes on marked videos).
 func poison(string) {}
 
-// probeSandbox tries nothing in a release build.
-func probeSandbox() []probeResult { return nil }
+// trySandbox tries nothing in a release build.
+func trySandbox() []tryResult { return nil }
+
+// poisonProbe does nothing in a release build.
+func poisonProbe(string) {}

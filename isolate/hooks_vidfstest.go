@@ -48,12 +48,25 @@ func poison(path string) {
 	}
 }
 
-// probeSandbox tries, from inside the helper, what a hostile video's code would: read a file,
+// poisonProbe crashes the helper probing a video whose name holds "poison-probe-segv", or stops
+// it for ever on "poison-probe-hang" (decodes of such a video are not touched: poison's marks
+// are others).
+func poisonProbe(path string) {
+	base := filepath.Base(path)
+	switch {
+	case strings.Contains(base, "poison-probe-segv"):
+		C.vidfs_segv()
+	case strings.Contains(base, "poison-probe-hang"):
+		select {}
+	}
+}
+
+// trySandbox tries, from inside the helper, what a hostile video's code would: read a file,
 // make a socket, run a program, trace the mount.
-func probeSandbox() []probeResult {
-	var out []probeResult
+func trySandbox() []tryResult {
+	var out []tryResult
 	try := func(what string, err error) {
-		r := probeResult{What: what}
+		r := tryResult{What: what}
 		if err != nil {
 			r.Err = err.Error()
 		}

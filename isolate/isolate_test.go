@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -288,4 +289,54 @@ func TestCancel(t *testing.T) {
 		t.Errorf("after a cancel: %v, equal %v", err, bytes.Equal(got, want))
 	}
 	_ = time.Second
+}
+
+// TestProbe: every test video, damaged ones too, probed in a helper gives the table an
+// in-process probe gives, or the same error, from a local file and streamed through the mount.
+func TestProbe(t *testing.T) {
+	names, err := filepath.Glob(filepath.Join(testvideo.Dir(), "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = append(names, filepath.Join(t.TempDir(), "gone.mp4"))
+	open := func(path string) (decode.Source, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		var reads int64
+		return readerAtSource{ReaderAt: bytes.NewReader(b), size: int64(len(b)), reads: &reads, mu: new(sync.Mutex)}, nil
+	}
+	for _, streamed := range []bool{false, true} {
+		opts := isolate.Options{Helpers: 2}
+		var in decode.Opener
+		if streamed {
+			opts.Open, in = open, open
+		}
+		d := start(t, opts)
+		var wg sync.WaitGroup
+		good := 0
+		for _, p := range names {
+			want, werr := decode.ProbeFrom(p, in)
+			if werr == nil {
+				good++
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got, err := d.Probe(context.Background(), p)
+				if fmt.Sprint(err) != fmt.Sprint(werr) || decode.Permanent(err) != decode.Permanent(werr) {
+					t.Errorf("%s (streamed %v): helper %v, in-process %v", filepath.Base(p), streamed, err, werr)
+					return
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s (streamed %v): the helper's table differs from an in-process probe's", filepath.Base(p), streamed)
+				}
+			}()
+		}
+		wg.Wait()
+		if good < 25 {
+			t.Fatalf("%d videos probed: the test shows little", good)
+		}
+	}
 }

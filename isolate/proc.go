@@ -51,7 +51,7 @@ type proc struct {
 	recent   []string // the videos of its last clips, most recent last
 	stats    decode.PoolStats
 	marksAsk chan map[string][]int
-	probeAsk chan []probeResult
+	tryAsk   chan []tryResult
 	hungWhy  string // set when it was killed for passing a deadline
 	dead     bool
 	lines    []string // the last lines it printed
@@ -103,11 +103,12 @@ func (p *proc) poolStats() decode.PoolStats {
 	return p.stats
 }
 
-// call sends a decode and waits for its reply, the helper's death, or its deadline (when p is
-// killed: a helper that stopped reading is caught as well as one that stopped answering). When
-// ctx ends first, the helper is told, and the reply still awaited: dst is not free until then,
-// nor are fds until the request is sent.
-func (p *proc) call(ctx context.Context, req *decodeRequest, fds []int, deadline time.Duration) (*reply, error) {
+// call sends request m and waits for its reply, the helper's death, or its deadline (when p is
+// killed: a helper that stopped reading is caught as well as one that stopped answering; what
+// names the request in the reason). When ctx ends first, the helper is told, and the reply still
+// awaited, unless leave is set: a decode's memory is not free until then, nor are fds until the
+// request is sent.
+func (p *proc) call(ctx context.Context, m *message, fds []int, deadline time.Duration, what string, leave bool) (*reply, error) {
 	timer := time.NewTimer(deadline)
 	defer timer.Stop()
 	id := p.d.nextID.Add(1)
@@ -120,7 +121,8 @@ func (p *proc) call(ctx context.Context, req *decodeRequest, fds []int, deadline
 	p.calls[id] = w
 	p.mu.Unlock()
 	sending := make(chan error, 1)
-	go func() { sending <- p.c.send(&message{Kind: msgDecode, ID: id, Decode: req}, fds...) }()
+	m.ID = id
+	go func() { sending <- p.c.send(m, fds...) }()
 	sent := false
 	defer func() {
 		if !sent {
@@ -151,8 +153,14 @@ func (p *proc) call(ctx context.Context, req *decodeRequest, fds []int, deadline
 		case <-done:
 			done = nil
 			go p.c.send(&message{Kind: msgCancel, ID: id})
+			if leave {
+				p.mu.Lock()
+				delete(p.calls, id)
+				p.mu.Unlock()
+				return nil, ctx.Err()
+			}
 		case <-timer.C:
-			p.kill(fmt.Sprintf("a decode of %s passed its deadline of %s", req.Info.Path, deadline.Round(time.Millisecond)))
+			p.kill(fmt.Sprintf("%s passed its deadline of %s", what, deadline.Round(time.Millisecond)))
 		}
 	}
 }
@@ -175,9 +183,9 @@ func (p *proc) answer(m *message) {
 	case m.Kind == msgMarks && p.marksAsk != nil:
 		p.marksAsk <- m.Marks
 		p.marksAsk = nil
-	case m.Kind == msgProbe && p.probeAsk != nil:
-		p.probeAsk <- m.Probe
-		p.probeAsk = nil
+	case m.Kind == msgTry && p.tryAsk != nil:
+		p.tryAsk <- m.Tries
+		p.tryAsk = nil
 	}
 }
 
@@ -212,7 +220,7 @@ func (p *proc) read() {
 			if w != nil && m.Reply != nil {
 				w.done <- m.Reply
 			}
-		case msgMarks, msgProbe:
+		case msgMarks, msgTry:
 			p.answer(m)
 		}
 	}
@@ -225,7 +233,7 @@ func (p *proc) read() {
 	hung := p.hungWhy != ""
 	p.mu.Unlock()
 	p.answer(&message{Kind: msgMarks}) // nobody waits for a dead helper's answers
-	p.answer(&message{Kind: msgProbe})
+	p.answer(&message{Kind: msgTry})
 	close(p.gone)
 	p.d.died(p, p.reason(), hung, busy)
 }
@@ -379,43 +387,43 @@ func addStats(a *decode.PoolStats, b decode.PoolStats) {
 	a.GPUReclaims += b.GPUReclaims
 }
 
-// Probe asks every serving helper to try what its sandbox forbids (test builds only: a release
-// build's helpers try nothing and answer nil), and returns each helper's results.
-func (d *Decoders) Probe() [][]ProbeResult {
+// TrySandbox asks every serving helper to try what its sandbox forbids (test builds only: a
+// release build's helpers try nothing and answer nil), and returns each helper's results.
+func (d *Decoders) TrySandbox() [][]TryResult {
 	d.mu.Lock()
 	procs := append([]*proc(nil), d.procs...)
 	d.mu.Unlock()
-	var out [][]ProbeResult
+	var out [][]TryResult
 	for _, p := range procs {
 		if p == nil {
 			continue
 		}
-		ask := make(chan []probeResult, 1)
+		ask := make(chan []tryResult, 1)
 		p.mu.Lock()
-		if p.dead || p.probeAsk != nil {
+		if p.dead || p.tryAsk != nil {
 			p.mu.Unlock()
 			continue
 		}
-		p.probeAsk = ask
+		p.tryAsk = ask
 		p.mu.Unlock()
-		go p.c.send(&message{Kind: msgProbe})
-		var answer []probeResult
+		go p.c.send(&message{Kind: msgTry})
+		var answer []tryResult
 		select {
 		case answer = <-ask:
 		case <-time.After(10 * time.Second):
 		}
-		var got []ProbeResult
+		var got []TryResult
 		for _, r := range answer {
-			got = append(got, ProbeResult(r))
+			got = append(got, TryResult(r))
 		}
 		out = append(out, got)
 	}
 	return out
 }
 
-// ProbeResult is one forbidden thing a helper tried (Probe), and the error it got ("" when it
+// TryResult is one forbidden thing a helper tried (TrySandbox), and the error it got ("" when it
 // succeeded: a hole in the sandbox).
-type ProbeResult struct {
+type TryResult struct {
 	What string
 	Err  string
 }

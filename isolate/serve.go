@@ -38,9 +38,6 @@ func Main() int {
 		}
 	}
 	decode.TuneMalloc(each + 1)
-	// As the mount's own decoders (decode.FixMmapThreshold): half the resident memory of a helper
-	// at 1080p, for about 3 % more CPU (docs/benchmarks.md).
-	decode.FixMmapThreshold()
 	if err := Serve(each); err != nil {
 		fmt.Fprintln(os.Stderr, "vidfs decoder helper:", err)
 		return 1
@@ -98,6 +95,8 @@ type helper struct {
 	c     *conn
 	pool  *decode.Pool
 	arena []byte // the cache's shared memory, mapped whole
+	// fixMmap fixes glibc's mmap threshold once, at the first decode.
+	fixMmap sync.Once
 
 	// mu guards calls and sources.
 	mu      sync.Mutex
@@ -159,8 +158,16 @@ func (h *helper) serve() error {
 			h.mu.Unlock()
 		case msgMarks:
 			h.c.send(&message{Kind: msgMarks, ID: m.ID, Marks: h.pool.UnusableKeyframes()})
-		case msgProbe:
-			h.c.send(&message{Kind: msgProbe, ID: m.ID, Probe: probeSandbox()})
+		case msgTry:
+			h.c.send(&message{Kind: msgTry, ID: m.ID, Tries: trySandbox()})
+		case msgProbeVideo:
+			if len(fds) != 1 || m.ProbeVideo == nil {
+				return fmt.Errorf("a probe with %d descriptors", len(fds))
+			}
+			go func() {
+				r := h.probe(m.ProbeVideo, fds[0])
+				h.c.send(&message{Kind: msgReply, ID: m.ID, Reply: r})
+			}()
 		}
 	}
 }
@@ -207,6 +214,10 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 		}
 		c.Keep = k
 	}
+	// As the mount's own decoders (decode.FixMmapThreshold): half the resident memory of a helper
+	// at 1080p, for about 3 % more CPU (docs/benchmarks.md). Fixed at the first decode, not at
+	// the start: probes, which come first, run 4x slower with it fixed.
+	h.fixMmap.Do(decode.FixMmapThreshold)
 	poison(req.Info.Path) // test builds only: a marked video crashes the helper
 	// The decode runs on this thread (one FFmpeg thread a decoder): its CPU is the thread's.
 	runtime.LockOSThread()
@@ -218,6 +229,21 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 		r.Kept = k.units
 	}
 	return r
+}
+
+// probe makes the probe table of the video req names from descriptor fd.
+func (h *helper) probe(req *probeRequest, fd int) *reply {
+	src := newFDSource(fd, req.Stream, req.Size)
+	h.mu.Lock()
+	h.sources[req.Path] = append(h.sources[req.Path], src)
+	h.mu.Unlock()
+	defer h.unregister(req.Path, src)
+	poisonProbe(req.Path) // test builds only: a marked video crashes the helper
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	began := threadCPU()
+	info, err := decode.ProbeFrom(req.Path, h.open)
+	return &reply{Err: toWire(err), Info: info, CPU: threadCPU() - began}
 }
 
 // threadCPU is the CPU time the calling thread has used.

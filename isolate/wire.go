@@ -29,13 +29,14 @@ import (
 type kind uint8
 
 const (
-	msgHello  kind = iota + 1 // helper → mount, once: what the sandbox holds
-	msgArena                  // mount → helper: the cache's shared memory (1 descriptor)
-	msgDecode                 // mount → helper: decode a clip (descriptors: the source, then the scratch memory if any)
-	msgCancel                 // mount → helper: the caller of a decode gave up
-	msgReply                  // helper → mount: a decode's end
-	msgMarks                  // mount → helper: ask for the keyframes found unusable; helper → mount: them
-	msgProbe                  // mount → helper (test builds): try what the sandbox forbids
+	msgHello      kind = iota + 1 // helper → mount, once: what the sandbox holds
+	msgArena                      // mount → helper: the cache's shared memory (1 descriptor)
+	msgDecode                     // mount → helper: decode a clip (descriptors: the source, then the scratch memory if any)
+	msgCancel                     // mount → helper: the caller of a decode gave up
+	msgReply                      // helper → mount: a decode's end
+	msgMarks                      // mount → helper: ask for the keyframes found unusable; helper → mount: them
+	msgTry                        // mount → helper (test builds): try what the sandbox forbids; helper → mount: what it got
+	msgProbeVideo                 // mount → helper: probe a video (descriptor: the source); answered by a msgReply
 )
 
 // message is every message; Kind says which fields it uses.
@@ -49,7 +50,17 @@ type message struct {
 	Reply  *reply
 	Marks  map[string][]int
 	Arena  int64 // msgArena: its size
-	Probe  []probeResult
+	Tries  []tryResult
+	// ProbeVideo asks for a video's probe table.
+	ProbeVideo *probeRequest
+}
+
+// probeRequest is a decode.ProbeFrom call: the video's path (its name only: the helper reads the
+// descriptor handed over), and whether that is a socket answering reads, of Size bytes.
+type probeRequest struct {
+	Path   string
+	Stream bool
+	Size   int64
 }
 
 // hello is what a helper says once it is confined and ready.
@@ -102,10 +113,11 @@ type reply struct {
 	Kept  []int // the frames kept, in the order written
 	Stats decode.PoolStats
 	CPU   time.Duration // the decode's CPU time, on its thread
+	Info  *decode.Info  // a probe's table
 }
 
-// probeResult is one forbidden thing a helper tried, and what it got.
-type probeResult struct {
+// tryResult is one forbidden thing a helper tried, and what it got.
+type tryResult struct {
 	What string
 	Err  string // "" when it succeeded
 }
@@ -236,18 +248,23 @@ func (m *message) body() []byte {
 		e.ints(r.Kept)
 		e.poolStats(r.Stats)
 		e.i64(int64(r.CPU))
+		e.info(r.Info)
 	case msgMarks:
 		e.u32(uint32(len(m.Marks)))
 		for _, path := range slices.Sorted(maps.Keys(m.Marks)) { // the same bytes for the same marks
 			e.str(path)
 			e.ints(m.Marks[path])
 		}
-	case msgProbe:
-		e.u32(uint32(len(m.Probe)))
-		for _, r := range m.Probe {
+	case msgTry:
+		e.u32(uint32(len(m.Tries)))
+		for _, r := range m.Tries {
 			e.str(r.What)
 			e.str(r.Err)
 		}
+	case msgProbeVideo:
+		e.str(m.ProbeVideo.Path)
+		e.bool(m.ProbeVideo.Stream)
+		e.i64(m.ProbeVideo.Size)
 	}
 	return e.b
 }
@@ -295,6 +312,7 @@ func parse(k kind, id uint64, fds int, b []byte) (*message, error) {
 		r.Kept = d.ints()
 		r.Stats = d.poolStats()
 		r.CPU = time.Duration(d.i64())
+		r.Info = d.info()
 		m.Reply = r
 	case msgMarks:
 		if n := d.count(8); n > 0 {
@@ -304,13 +322,15 @@ func parse(k kind, id uint64, fds int, b []byte) (*message, error) {
 				m.Marks[path] = append(m.Marks[path], d.ints()...)
 			}
 		}
-	case msgProbe:
+	case msgTry:
 		if n := d.count(8); n > 0 {
-			m.Probe = make([]probeResult, n)
-			for i := range m.Probe {
-				m.Probe[i] = probeResult{What: d.str(), Err: d.str()}
+			m.Tries = make([]tryResult, n)
+			for i := range m.Tries {
+				m.Tries[i] = tryResult{What: d.str(), Err: d.str()}
 			}
 		}
+	case msgProbeVideo:
+		m.ProbeVideo = &probeRequest{Path: d.str(), Stream: d.boolean(), Size: d.i64()}
 	default:
 		return nil, fmt.Errorf("a message of unknown kind %d", k)
 	}

@@ -56,10 +56,10 @@ func fill(v reflect.Value, n *int) {
 // and reads back equal.
 func TestCodecFields(t *testing.T) {
 	n := 0
-	for _, k := range []kind{msgHello, msgArena, msgDecode, msgReply, msgMarks, msgProbe} {
+	for k, field := range map[kind]string{msgHello: "Hello", msgArena: "Arena", msgDecode: "Decode", msgReply: "Reply",
+		msgMarks: "Marks", msgTry: "Tries", msgProbeVideo: "ProbeVideo"} {
 		m := &message{Kind: k, ID: 77}
-		fill(reflect.ValueOf(m).Elem().FieldByName(map[kind]string{msgHello: "Hello", msgArena: "Arena", msgDecode: "Decode",
-			msgReply: "Reply", msgMarks: "Marks", msgProbe: "Probe"}[k]), &n)
+		fill(reflect.ValueOf(m).Elem().FieldByName(field), &n)
 		if k == msgReply {
 			m.Reply.Stats.GPUs = nil // a helper decodes on no GPU
 		}
@@ -141,14 +141,14 @@ func seeds(t testing.TB) []*message {
 		t.Fatal(err)
 	}
 	frame := 12
-	_ = info
 	return []*message{
 		{Kind: msgHello, Hello: &hello{Pid: os.Getpid(), UID: 65534, LandlockABI: 7, Seccomp: true}},
 		{Kind: msgReply, ID: 3, Reply: &reply{Path: decode.PathCPU, Kept: []int{1, 4, 9}, CPU: time.Millisecond,
 			Stats: decode.PoolStats{ClipsCPU: 3, Frames: 40}}},
 		{Kind: msgReply, ID: 4, Reply: &reply{Err: &wireError{Kind: decode.ErrCorrupt.Error(), Path: "/v.mp4", Frame: &frame, Errno: 5}}},
 		{Kind: msgMarks, ID: 5, Marks: map[string][]int{"/a.mp4": {30, 60}, "/b.mkv": {8}}},
-		{Kind: msgProbe, ID: 6, Probe: []probeResult{{What: "open", Err: "EPERM"}}},
+		{Kind: msgTry, ID: 6, Tries: []tryResult{{What: "open", Err: "EPERM"}}},
+		{Kind: msgReply, ID: 7, Reply: &reply{Info: info}},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/vidfs/vidfs/decode"
 	vfs "github.com/vidfs/vidfs/fs"
+	"github.com/vidfs/vidfs/internal/catalog"
 	"github.com/vidfs/vidfs/isolate"
 )
 
@@ -23,11 +24,13 @@ type mountDecoder interface {
 	Close()
 }
 
-// newDecoder makes the mount's decoders for workers: with --decoders isolated, helpers for as
-// many clips at once as the mount decodes (fs.Decoders), two each, unless NVDEC serves: GPU
-// decoders are not in helpers yet, so a mount that decodes on a GPU decodes in-process, and says
-// so.
-func (o *mountOptions) newDecoder(workers int, log *slog.Logger, open decode.Opener) (mountDecoder, error) {
+// newDecoder makes the mount's decoders for workers, and what probes its videos: with
+// --decoders isolated, helpers for as many clips at once as the mount decodes (fs.Decoders),
+// two each, which probe the videos too (prober), unless NVDEC serves: GPU decoders are not in
+// helpers yet, so a mount that decodes on a GPU decodes in-process, and says so, while its
+// probes still run in helpers of their own. With --decoders in-process, the prober is nil: the
+// scan probes in this process. It is made before the scan, which its helpers probe for.
+func (o *mountOptions) newDecoder(workers int, log *slog.Logger, open decode.Opener) (mountDecoder, catalog.Prober, error) {
 	inProcess := func() (*decode.Pool, error) {
 		// One decoder per load the cache may run at once; as many kept open between clips as it
 		// prefetches at once.
@@ -36,24 +39,48 @@ func (o *mountOptions) newDecoder(workers int, log *slog.Logger, open decode.Ope
 	}
 	switch o.decoders {
 	case decodersInProcess:
-		log.Info("decoding in the mount's own process (--decoders in-process): a crash in a decoder ends the mount")
-		return inProcess()
+		log.Info("decoding and probing in the mount's own process (--decoders in-process): a crash in a decoder ends the mount")
+		pool, err := inProcess()
+		return pool, nil, err
 	case decodersIsolated:
 	default:
-		return nil, usageError{fmt.Sprintf("--decoders %q: want isolated or in-process", o.decoders)}
+		return nil, nil, usageError{fmt.Sprintf("--decoders %q: want isolated or in-process", o.decoders)}
 	}
+	const each = 2
 	if o.hwaccel.h != decode.HWNone {
 		pool, err := inProcess()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(pool.Stats().GPUs) > 0 {
-			log.Warn("NVDEC decodes in the mount's own process: GPU decoders are not in sandboxed helpers yet, so a crash in one ends the mount and a hostile video reaches the mount's privileges; --hwaccel none isolates every decoder")
-			return pool, nil
+			log.Warn("NVDEC decodes in the mount's own process, not in sandboxed helpers: GPU decoders are not in helpers yet, so a crash in one ends the mount and a hostile video reaches the mount's privileges; probing stays in helpers; --hwaccel none isolates every decoder")
+			probes, err := isolate.New(isolate.Options{Helpers: (o.probeWorkersOr() + each - 1) / each, PerHelper: each, Open: open,
+				Deadline: o.decodeDeadline, Log: log})
+			if err != nil {
+				pool.Close()
+				return nil, nil, err
+			}
+			return gpuDecoder{pool, probes}, probes, nil
 		}
 		pool.Close()
 	}
-	const each = 2
-	return isolate.New(isolate.Options{Helpers: (vfs.Decoders(workers) + each - 1) / each, PerHelper: each, Open: open,
+	d, err := isolate.New(isolate.Options{Helpers: (vfs.Decoders(workers) + each - 1) / each, PerHelper: each, Open: open,
 		Deadline: o.decodeDeadline, Log: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, d, nil
+}
+
+// gpuDecoder is a mount's decoders when NVDEC decodes: in-process, with the helpers that probe
+// beside them.
+type gpuDecoder struct {
+	*decode.Pool
+	probes *isolate.Decoders
+}
+
+// Close closes the decoders, then the probing helpers.
+func (g gpuDecoder) Close() {
+	g.Pool.Close()
+	g.probes.Close()
 }

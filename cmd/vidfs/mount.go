@@ -40,6 +40,9 @@ type layoutOptions struct {
 	cores                               int // the CPUs this process may use, which the worker counts' defaults come from
 	probeCache                          string
 	s3                                  s3Options
+	// prober probes the videos the scan finds: the mount's sandboxed helpers; nil probes in
+	// this process (verify, --decoders in-process).
+	prober catalog.Prober
 }
 
 func newLayoutOptions() layoutOptions {
@@ -88,7 +91,7 @@ func (l *layoutOptions) spec() (layout.Spec, error) {
 // and naming (on log) the first videos left out; figures gets the scan's. It returns the videos
 // left out as unreadable (skipped) apart from those left out for want of a label (unlabelled,
 // with --labels and --unlabelled skip). The caller closes the tables.
-// report, if set, is told the progress too.
+// report, if set, is told the progress too. l.prober probes the videos (nil: this process).
 func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger, spec layout.Spec, src catalog.Files, figures *wire.ScanStats,
 	report func(catalog.Progress)) (lay *layout.Layout, infos *videoTables, skipped, unlabelled []wire.Problem, err error) {
 	var rule *labelRule
@@ -111,11 +114,9 @@ func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger,
 				Seconds: p.Elapsed.Seconds(), ProbesPerSecond: p.Rate(), Workers: workers, Cores: l.cores}
 		}
 	}
-	workers = l.probeWorkers
-	if workers <= 0 {
-		workers = l.cores
-	}
-	tables, videos, err := catalog.Scan(ctx, catalog.Options{Files: src, Workers: workers, CacheDir: l.probeCache, Progress: progress, Log: log})
+	workers = l.probeWorkersOr()
+	tables, videos, err := catalog.Scan(ctx, catalog.Options{Files: src, Workers: workers, CacheDir: l.probeCache, Progress: progress, Log: log,
+		Prober: l.prober})
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -146,6 +147,14 @@ func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger,
 			src.Root(), len(videos), len(videos)-len(skipped), unnamed, spec.Span(), atRate(spec))
 	}
 	return lay, &videoTables{tables: tables, refs: refs, src: src, lay: lay}, skipped, unlabelled, nil
+}
+
+// probeWorkersOr is --probe-workers, or the cores when not given.
+func (l *layoutOptions) probeWorkersOr() int {
+	if l.probeWorkers > 0 {
+		return l.probeWorkers
+	}
+	return l.cores
 }
 
 // logTiming says once, under --fps, which videos are timed by their average frame rate because
@@ -371,6 +380,18 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 		scanning.update(p)
 		notify.progress(p)
 	}
+	workers := o.workers
+	if workers <= 0 {
+		workers = decodeWorkers(o.cores)
+	}
+	// The decoders come first: with --decoders isolated, their helpers probe the videos, so that
+	// the mount reads none of a video's bytes itself.
+	pool, prober, err := o.newDecoder(workers, log, source.opener())
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	o.prober = prober
 	lay, infos, skipped, unlabelled, err := o.scan(ctx, e.stderr, log, spec, source.files, &figures, report)
 	if err != nil {
 		return err
@@ -386,15 +407,6 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 		log.Warn("sample size is not a multiple of 4 KiB: memory-mapped readers of clips.npy will also touch (and make vidfs decode) neighbouring samples; pread readers are unaffected",
 			"sample_bytes", S)
 	}
-	workers := o.workers
-	if workers <= 0 {
-		workers = decodeWorkers(o.cores)
-	}
-	pool, err := o.newDecoder(workers, log, source.opener())
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
 	defer rememberUnusable(o.probeCache, source.files, pool, log)
 	tierBytes, err := o.tierBytes(log)
 	if err != nil {

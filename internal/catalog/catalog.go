@@ -133,6 +133,34 @@ type Options struct {
 	Log *slog.Logger
 	// Progress is called now and then during probing, and once at the end.
 	Progress func(p Progress)
+	// Prober makes the probe tables: nil probes in this process (decode.ProbeFrom through the
+	// Files' Opener). The mount gives its sandboxed decoder helpers (isolate.Decoders), so that
+	// no process with privileges reads a video's bytes.
+	Prober Prober
+}
+
+// Prober makes a video's probe table by its path (decode.Info.Path), as decode.ProbeFrom does:
+// in this process, or in a sandboxed helper (isolate.Decoders). Its errors are decode's: those
+// decode.Permanent calls the video's own are kept in the probe cache; others (an error of the path
+// to the video, a helper that crashed on it twice) leave the video out of this scan only.
+type Prober interface {
+	Probe(ctx context.Context, path string) (*decode.Info, error)
+}
+
+// localProber probes in this process.
+type localProber struct{ open decode.Opener }
+
+// Probe is decode.ProbeFrom through the Opener.
+func (l localProber) Probe(_ context.Context, path string) (*decode.Info, error) {
+	return decode.ProbeFrom(path, l.open)
+}
+
+// proberOf is o's Prober, or one in this process through src's Opener.
+func proberOf(o Options, src Files) Prober {
+	if o.Prober != nil {
+		return o.Prober
+	}
+	return localProber{src.Opener()}
 }
 
 // Progress reports how far a scan has got.
@@ -181,7 +209,7 @@ func RememberUnusableOf(dir string, src Files, marks map[string][]int) error {
 	}
 	root := src.Root()
 	segs := openSegments(dir, root)
-	defer newTables(segs, nil).Close()
+	defer newTables(segs, localProber{}).Close()
 	type hit struct {
 		seg *segment
 		e   *indexEntry

@@ -32,7 +32,7 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 		return nil, nil, err
 	}
 	s := &scan{src: src, root: src.Root(), files: files, segs: openSegments(opts.CacheDir, src.Root()),
-		out: make([]Video, len(files)), counted: make(map[int]bool)}
+		out: make([]Video, len(files)), counted: make(map[int]bool), prober: proberOf(opts, src)}
 	todo, remark := s.fromCache()
 	store := ""
 	if opts.CacheDir != "" {
@@ -56,10 +56,11 @@ func Scan(ctx context.Context, opts Options) (*Tables, []Video, error) {
 
 // scan is one Scan's work between its steps.
 type scan struct {
-	src   Files
-	root  string
-	files []File     // the videos found, sorted by path
-	segs  []*segment // the probe cache's segments, as opened
+	src    Files
+	prober Prober
+	root   string
+	files  []File     // the videos found, sorted by path
+	segs   []*segment // the probe cache's segments, as opened
 	// marks: for each version of each file, the union of the unusable keyframes marked in any of
 	// its entries (several nodes may have marked different ones). Read-only once fromCache made it.
 	marks map[fileKey][]int
@@ -232,7 +233,7 @@ func (s *scan) probeRound(ctx context.Context, todo []int, workers int) (lost []
 		}
 		g.Go(func() error {
 			f := s.files[i]
-			info, err := decode.ProbeFrom(s.src.Path(f.Rel), s.src.Opener())
+			info, err := s.prober.Probe(gctx, s.src.Path(f.Rel))
 			// A video probed again because its table could not be read back keeps the marks its
 			// other entries hold.
 			m := s.marks[keyOf(f.Rel, f.FileID)]
@@ -306,7 +307,7 @@ func (s *scan) reportEvery(progress func(Progress), period time.Duration) (stop 
 // fail gives up the scan after err, closing what it opened.
 func (s *scan) fail(err error) (*Tables, []Video, error) {
 	s.k.abort()
-	newTables(s.k.segs, nil).Close()
+	newTables(s.k.segs, s.prober).Close()
 	return nil, nil, err
 }
 
@@ -338,7 +339,7 @@ func (s *scan) finish(log *slog.Logger) *Tables {
 			s.out[i].Brief.Path = s.src.Path(s.out[i].Rel)
 		}
 	}
-	return newTables(segs, s.src.Opener())
+	return newTables(segs, s.prober)
 }
 
 // passing counts the videos whose error is not their own (decode.Permanent), which the probe

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -15,9 +16,9 @@ import (
 // Tables reads the probe tables a scan found or made, one video at a time, keeping the most
 // recently used in memory up to a bound.
 type Tables struct {
-	segs  []*segment    // read-only after Scan
-	open  decode.Opener // how a table that cannot be read back is probed again (nil: local files)
-	loads singleflight.Group
+	segs   []*segment // read-only after Scan
+	prober Prober     // how a table that cannot be read back is probed again
+	loads  singleflight.Group
 
 	// mu guards the fields below. A leaf lock: nothing is called while it is held.
 	mu sync.Mutex
@@ -37,12 +38,12 @@ type tableEntry struct {
 // DefaultTablesBytes bounds the memory of the tables Tables keeps decoded.
 const DefaultTablesBytes = 32 << 20
 
-func newTables(segs []*segment, open decode.Opener) *Tables {
+func newTables(segs []*segment, prober Prober) *Tables {
 	lru, err := simplelru.NewLRU[Ref, tableEntry](math.MaxInt, nil) // bounded in bytes by keep
 	if err != nil {
 		panic(err) // only for a size below 1
 	}
-	return &Tables{segs: segs, open: open, lru: lru, maxBytes: DefaultTablesBytes}
+	return &Tables{segs: segs, prober: prober, lru: lru, maxBytes: DefaultTablesBytes}
 }
 
 // Info returns the probe table r points at, with Path set to path. The table is shared with
@@ -64,7 +65,7 @@ func (t *Tables) Info(r Ref, path string) (*decode.Info, error) {
 		info, err := t.segs[r.seg-1].record(r.off, r.n)
 		if err != nil {
 			var perr error
-			if info, perr = decode.ProbeFrom(path, t.open); perr != nil {
+			if info, perr = t.prober.Probe(context.Background(), path); perr != nil {
 				return nil, fmt.Errorf("reading the probe table of %s: %w (probing it again: %w)", path, err, perr)
 			}
 		}
