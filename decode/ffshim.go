@@ -75,15 +75,25 @@ func TuneMalloc(arenas int) {
 }
 
 // FixMmapThreshold fixes the size from which a malloc is a mapping of its own, returned to the
-// system when freed, at 256 KiB: glibc raises that size, up to 32 MiB, each time a mapped block
-// is freed, so once a decoder has closed, frame buffers come from the arenas and their holes stay
-// resident (the soak, bench/soak.py, 180 s twice in turns: FFmpeg's memory at the peak 67 MiB
-// against 93-98 MiB, 133-134 MiB above the cache against 162-166). It costs each large malloc a
-// mapping faulted in page by page: a mount calls it once its probe is done, as a probe opens a
-// decoder a video (probing with it fixed ran at 184 videos a second on 2 cores against 735
-// without). Process-wide.
+// system when freed, at 1 MiB, and keeps up to 4 MiB free at the top of each malloc arena rather
+// than trimming it: glibc raises that size, up to 32 MiB, each time a mapped block is freed, so
+// once a decoder has closed, frame buffers come from the arenas and their holes stay resident
+// (the soak, bench/soak.py, 180 s twice in turns, with the size fixed at 256 KiB: FFmpeg's memory
+// at the peak 67 MiB against 93-98 MiB, 133-134 MiB above the cache against 162-166). It costs each large malloc a mapping
+// faulted in page by page: a mount calls it once its probe is done, as a probe opens a decoder a
+// video (probing with it fixed ran at 184 videos a second on 2 cores against 735 without).
+// Process-wide.
+//
+// 1 MiB rather than 256 KiB: what a decoder allocates each time one opens, above all an H.264
+// decoder's context (some 400 KB, zeroed), was a fresh mapping each time, faulted in and unmapped
+// at the close; a mount reading at random opens a decoder for nearly every clip. Frame buffers,
+// the large ones, no longer churn (framepool.go). With both, a 480p clip took 100-160 page faults
+// fewer, about a tenth of its CPU where faults are dear (a virtual machine: docs/benchmarks.md,
+// issue 48). The trim threshold would otherwise stay at 128 KiB, handing the top of an arena back
+// as each decoder closes, to fault it in again at the next open.
 func FixMmapThreshold() {
-	C.mallopt(C.M_MMAP_THRESHOLD, 256<<10)
+	C.mallopt(C.M_MMAP_THRESHOLD, 1<<20)
+	C.mallopt(C.M_TRIM_THRESHOLD, 4<<20)
 }
 
 // download copies the GPU frame src into host memory in dst, reusing dst's buffer from the last

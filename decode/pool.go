@@ -73,6 +73,9 @@ type Pool struct {
 	// for the videos it taught something (for UnusableKeyframes, and so as not to learn it again):
 	// not one per video ever decoded.
 	states map[string]*videoState
+	// frames holds the frame buffers the CPU decoders share (framepool.go): attached under mu,
+	// while the pool is open, so that none is attached after Close let it go. Nil: FFmpeg's own.
+	frames *framePool
 }
 
 // PoolStats counts a pool's work since it was made.
@@ -130,7 +133,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	p := &Pool{opts: opts, slots: make(chan struct{}, opts.Concurrency), idle: list.New(),
-		cpuOnly: map[string]bool{}, logged: map[string]bool{}, states: map[string]*videoState{}}
+		cpuOnly: map[string]bool{}, logged: map[string]bool{}, states: map[string]*videoState{}, frames: newFramePool()}
 	if opts.openDevice == nil {
 		opts.openDevice = openCUDA
 	}
@@ -176,6 +179,7 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 		return ctx.Err()
 	}
 	defer func() { <-p.slots }()
+	populate(dst)
 	v, err := p.take(info, info.firstFrame(c))
 	if err != nil {
 		return err
@@ -292,11 +296,14 @@ func (p *Pool) takeFor(info *Info, start int, cpu bool) (*video, error) {
 	st.users++
 	p.mu.Unlock()
 	v, err := p.open(info, st, failed)
-	if err != nil {
-		p.mu.Lock()
+	p.mu.Lock()
+	switch {
+	case err != nil:
 		p.release(info.Path, st)
-		p.mu.Unlock()
+	case v.g == nil && !p.closed:
+		p.frames.attach(v.cc)
 	}
+	p.mu.Unlock()
 	return v, err
 }
 
@@ -423,6 +430,7 @@ func (p *Pool) reclaimGPUSlot() *gpu {
 	}
 	p.mu.Unlock()
 	if victim != nil {
+		detachFrames(victim.cc)
 		victim.close() // outside mu: destroying an NVDEC decoder takes a while
 	}
 	return p.takeGPU()
@@ -484,6 +492,7 @@ func (p *Pool) park(v *video, recent bool) {
 // closeLocked closes a decoder the pool opened, and forgets its video's state if no other decoder
 // uses it and it holds nothing learned. p.mu is held.
 func (p *Pool) closeLocked(v *video) {
+	detachFrames(v.cc)
 	v.close()
 	p.release(v.info.Path, v.state)
 }
@@ -501,6 +510,9 @@ func (p *Pool) release(path string, st *videoState) {
 func (p *Pool) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.closed {
+		p.frames.close() // decoders in use keep their buffers until they close
+	}
 	p.closed = true
 	for e := p.idle.Front(); e != nil; e = e.Next() {
 		p.closeLocked(e.Value.(*video))
