@@ -136,6 +136,9 @@ func cliFrames(t *testing.T, path string, frames []int, w, h int) [][]byte {
 }
 
 func psnr(a, b []byte) float64 {
+	if bytes.Equal(a, b) { // most frames are (and bytes.Equal is not slowed by the race detector)
+		return math.Inf(1)
+	}
 	var se float64
 	for i := range a {
 		d := float64(a[i]) - float64(b[i])
@@ -164,9 +167,9 @@ func conformanceVideos(t *testing.T) []string {
 		videos = append(videos, testvideo.Path(v.name))
 	}
 	// Real files vidfs served wrongly (testdata/real.sh): a program stream whose keyframes are of
-	// one size, their places often unknown after a seek; an MP4 whose edit list ends before a
-	// P-frame shown B-frames refer to; and H.264 in AVI.
-	for _, name := range []string{"movie-hello.mpeg", "tour.mp4", "movie-hello.avi"} {
+	// one size, their places often unknown after a seek, and an MP4 whose edit list ends before a
+	// P-frame shown B-frames refer to.
+	for _, name := range []string{"movie-hello.mpeg", "tour.mp4"} {
 		videos = append(videos, testvideo.Real(t, name))
 	}
 	return videos

@@ -45,7 +45,10 @@ type trainingCopy struct {
 	// wait is how long a load waits for the writer when its backlog is full before the frames
 	// it keeps are dropped (counted: Stats.Full); they are kept by a later decode then.
 	wait time.Duration
-	stop func() // ends the fills and the adopting of files found, and waits for them
+	// chunk is how many frames a whole video's decode converts at a time at most (fillChunk;
+	// tests make it small, so that chunks end everywhere).
+	chunk int
+	stop  func() // ends the fills and the adopting of files found, and waits for them
 }
 
 // keepWait is trainingCopy.wait.
@@ -185,7 +188,7 @@ func (f *FS) openCopy(cfg Config, workers int) error {
 	if err != nil {
 		return err
 	}
-	t := &trainingCopy{c: c, f: f, prefix: keyPrefix(f.out), mode: cfg.Fill, wait: keepWait}
+	t := &trainingCopy{c: c, f: f, prefix: keyPrefix(f.out), mode: cfg.Fill, wait: keepWait, chunk: fillChunk}
 	if cfg.Fill == FillAuto {
 		t.budget = newBudget()
 		t.served, t.seen, t.needed = newBits(f.lay.Len()), newBits(len(f.lay.Videos)), map[int]int{}

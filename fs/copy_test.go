@@ -94,16 +94,25 @@ func TestCopyServesDecodedBytes(t *testing.T) {
 		if codecs == nil {
 			codecs = []diskstore.Codec{diskstore.None}
 		}
+		// The reference, once for every codec: decoded in the test's process (what is decoded
+		// does not depend on where; the mounts with a copy decode in helpers, as vidfs mount does).
+		plain := mountSetup{files: allGood, spec: spec}
+		tc.set(&plain)
+		plain.src = sourceTree(t, plain.files, false)
+		var want [][32]byte
+		t.Run(tc.name+"/reference", func(t *testing.T) {
+			ref := plain
+			ref.inProcess = true
+			m := mountVideos(t, ref)
+			want = readAll(t, m)
+			m.close()
+		})
 		for _, codec := range codecs {
 			t.Run(tc.name+"/"+codec.String(), func(t *testing.T) {
-				plain := mountSetup{files: allGood, spec: spec}
-				tc.set(&plain)
-				ref := mountVideos(t, plain)
-				want := readAll(t, ref)
-				ref.close()
-
+				if want == nil {
+					t.Fatal("no reference")
+				}
 				withCopy := plain
-				withCopy.src = ref.src
 				withCopy.tierDir, withCopy.tierBytes, withCopy.tierCodec, withCopy.keep = t.TempDir(), 1<<30, codec, KeepFrames
 				a := mountVideos(t, withCopy)
 				fillWhole(t, a)

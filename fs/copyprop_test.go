@@ -119,7 +119,9 @@ func TestCopyProperty(t *testing.T) {
 			spec.ClipsPerVideo, spec.FPS.Num, spec.PadShort, resize, fast, cb.fill, cb.codec)
 		t.Run(name, func(t *testing.T) {
 			plain := mountSetup{files: files, spec: spec, resize: resize, fast: fast}
-			ref := mountVideos(t, plain)
+			inProcess := plain // the reference: decoded in the test's process (what is decoded does not depend on where)
+			inProcess.inProcess = true
+			ref := mountVideos(t, inProcess)
 			n := ref.lay.Len()
 			all := make([]int, n)
 			for i := range all {
@@ -132,46 +134,20 @@ func TestCopyProperty(t *testing.T) {
 			withCopy.src = ref.src
 			withCopy.tierDir, withCopy.tierBytes, withCopy.tierCodec, withCopy.keep, withCopy.fill = t.TempDir(), 1<<30, cb.codec, KeepFrames, cb.fill
 			withCopy.cacheBytes = int64(2*(2*2+2)+4) * spec.SampleBytes() // little beyond the loads' room: reads go to the copy
-			// The videos with a sample that fails, or cut short: which of their samples fail
-			// depends on where the decoder came from, in a mount without a disk too (a decoder
-			// that passed the damage fails samples of its group of pictures that a fresh one
-			// decodes).
-			damaged := map[int]bool{}
-			for i, o := range want {
-				if o.failed {
-					damaged[ref.lay.Sample(i).Video] = true
-				}
-			}
-			for v := range ref.lay.Videos {
-				if info, err := ref.fs.cfg.Infos.Info(v); err == nil && info.Truncated {
-					damaged[v] = true
-				}
-			}
-			check := func(m *testMount, got map[int]outcome, when string) {
-				t.Helper()
-				for i, g := range got {
-					if g == want[i] || g.failed && damaged[m.lay.Sample(i).Video] {
-						continue
-					}
-					if fresh := freshOutcome(t, m, i); g != fresh {
-						t.Errorf("%s: sample %d (%s): %s, a mount without a disk %s, a fresh decode %s",
-							when, i, m.fs.sampleFile(i), describe(g), describe(want[i]), describe(fresh))
-					}
-				}
-			}
+			check := newPropCheck(ref, want)
 			a := mountVideos(t, withCopy)
 			// Two epochs in a random order, planned (auto fills what the plans read again).
 			order := append(r.Perm(n), r.Perm(n)...)
 			writeOrder(t, a, order)
-			check(a, readOutcomes(t, a, order[:n]), "epoch 1")
-			check(a, readOutcomes(t, a, order[n:]), "epoch 2")
+			check.check(t, a, readOutcomes(t, a, order[:n]), "epoch 1")
+			check.check(t, a, readOutcomes(t, a, order[n:]), "epoch 2")
 			fillWhole(t, a)
-			check(a, readOutcomes(t, a, r.Perm(n)), "after vidfs copy")
+			check.check(t, a, readOutcomes(t, a, r.Perm(n)), "after vidfs copy")
 			a.close()
 
 			b := mountVideos(t, withCopy)
 			got := readOutcomes(t, b, r.Perm(n))
-			check(b, got, "remounted")
+			check.check(t, b, got, "remounted")
 			st := b.fs.Stats()
 			// What a remount decodes: only samples of videos the copy does not hold whole
 			// (damaged ones, and the samples that fail).
@@ -200,6 +176,46 @@ func TestCopyProperty(t *testing.T) {
 		})
 	}
 	t.Logf("%d layouts in %v (seed %d)", *propRounds, time.Since(began).Round(time.Second), *propSeed)
+}
+
+// propCheck holds what a mount without a disk gave (want), and the videos whose samples may fail
+// in one mount and not in another.
+type propCheck struct {
+	want map[int]outcome
+	// damaged holds the videos with a sample that fails, or cut short: which of their samples
+	// fail depends on where the decoder came from, in a mount without a disk too (a decoder that
+	// passed the damage fails samples of its group of pictures that a fresh one decodes).
+	damaged map[int]bool
+}
+
+func newPropCheck(ref *testMount, want map[int]outcome) *propCheck {
+	damaged := map[int]bool{}
+	for i, o := range want {
+		if o.failed {
+			damaged[ref.lay.Sample(i).Video] = true
+		}
+	}
+	for v := range ref.lay.Videos {
+		if info, err := ref.fs.cfg.Infos.Info(v); err == nil && info.Truncated {
+			damaged[v] = true
+		}
+	}
+	return &propCheck{want: want, damaged: damaged}
+}
+
+// check fails the test for each sample m gave otherwise than the mount without a disk, and
+// otherwise than a fresh decode of it alone.
+func (p *propCheck) check(t *testing.T, m *testMount, got map[int]outcome, when string) {
+	t.Helper()
+	for i, g := range got {
+		if g == p.want[i] || g.failed && p.damaged[m.lay.Sample(i).Video] {
+			continue
+		}
+		if fresh := freshOutcome(t, m, i); g != fresh {
+			t.Errorf("%s: sample %d (%s): %s, a mount without a disk %s, a fresh decode %s",
+				when, i, m.fs.sampleFile(i), describe(g), describe(p.want[i]), describe(fresh))
+		}
+	}
 }
 
 // freshOutcome decodes sample i of m alone, with a decoder of its own, as vidfs clip does.

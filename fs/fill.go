@@ -129,7 +129,7 @@ func (f *FS) fillVideo(ctx context.Context, fl *wholeFill) error {
 		return nil // whole from an earlier mount (counted now, if it was not yet)
 	}
 	r.n = min(r.extent, f.lay.Videos[v].Frames)
-	r.chunk = max(1, min(fillChunk, fillBytes/r.fb))
+	r.chunk = f.copy.chunkFrames()
 	b.chunk = grow(b.chunk, r.chunk*r.fb)
 	b.pack = grow(b.pack, r.chunk*r.fb)
 	b.held, b.heldUnits = b.held[:0], b.heldUnits[:0]
@@ -173,6 +173,10 @@ type fillBuffers struct {
 	held            []byte
 	heldUnits, unit []int
 }
+
+// chunkFrames is how many frames a whole video's decode converts at a time: t.chunk, fewer where
+// they would take more than fillBytes.
+func (t *trainingCopy) chunkFrames() int { return max(1, min(t.chunk, fillBytes/t.f.out.FrameBytes())) }
 
 // grow returns b with n bytes, reusing its array when it is large enough.
 func grow(b []byte, n int) []byte {

@@ -62,6 +62,10 @@ type mountSetup struct {
 	tierCodec  diskstore.Codec
 	keep       Keep
 	fill       Fill
+	// wrap, if set, is put around the mount's decoder (a test's delays); fillChunk, if set, is
+	// how many frames a whole video's decode converts at a time (trainingCopy.chunk).
+	wrap      func(Decoder) Decoder
+	fillChunk int
 }
 
 // allGood is a source tree of every decodable test video, in class folders.
@@ -77,20 +81,7 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 	t.Helper()
 	src, dir := s.src, t.TempDir()
 	if src == "" {
-		src = t.TempDir()
-		for dst, name := range s.files {
-			p := filepath.Join(src, dst)
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			link := os.Symlink
-			if s.copyFiles {
-				link = copyFile
-			}
-			if err := link(testvideo.Path(name), p); err != nil {
-				t.Fatal(err)
-			}
-		}
+		src = sourceTree(t, s.files, s.copyFiles)
 	}
 	lay, in, skipped := probeTree(t, src, s.spec)
 	if s.cacheBytes == 0 {
@@ -117,11 +108,17 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 		t.Cleanup(d.Close)
 		pool = d
 	}
+	if s.wrap != nil {
+		pool = s.wrap(pool)
+	}
 	f, err := New(Config{Source: src, Layout: lay, Infos: InfoList(in), Resize: s.resize, Fast: s.fast, Decoder: pool, CacheBytes: s.cacheBytes,
 		Workers: s.workers, Prefetch: s.prefetch, Skipped: skipped, OnError: s.onError, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 		TierDir: s.tierDir, TierBytes: s.tierBytes, TierCodec: s.tierCodec, Keep: s.keep, Fill: s.fill})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s.fillChunk > 0 && f.copy != nil {
+		f.copy.chunk = s.fillChunk
 	}
 	m, err := f.Mount(dir, MountOptions{})
 	if err != nil {
@@ -143,6 +140,31 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 	}
 	t.Cleanup(tm.close)
 	return tm
+}
+
+// sourceTree makes a source directory of files (path under SRC -> a test video's name, or a
+// path), linking the videos or, with copies, copying them; it lasts as long as t.
+func sourceTree(t *testing.T, files map[string]string, copies bool) string {
+	t.Helper()
+	src := t.TempDir()
+	for dst, name := range files {
+		p := filepath.Join(src, dst)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		link := os.Symlink
+		if copies {
+			link = copyFile
+		}
+		from := name // a test video's name, or a path (testvideo.Real's)
+		if !filepath.IsAbs(name) {
+			from = testvideo.Path(name)
+		}
+		if err := link(from, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return src
 }
 
 // probeTree probes the videos under src and lays out those that can be read; the rest are

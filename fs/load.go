@@ -118,7 +118,7 @@ func (f *FS) fillFor(ctx context.Context, i int) bool {
 	units := f.sampleUnits(i, ub[:0])
 	first, last := units[0], units[len(units)-1]
 	step := fillStride(f.lay.Spec)
-	ahead := fillAhead * max(1, min(fillChunk, fillBytes/f.out.FrameBytes())) * step
+	ahead := fillAhead * t.chunkFrames() * step
 	if fl := t.fills.of(v); fl != nil {
 		return fl.waitFor(ctx, first, last, ahead)
 	}

@@ -6,7 +6,6 @@
 #
 #   movie-hello.mpeg  forensics-samples-files, original-files/movie2/: MPEG-2 in a program stream
 #                     whose keyframes are of one size, their places in the file often not given
-#   movie-hello.avi   the same package: H.264 in AVI (decode timestamps only)
 #   tour.mp4          pampi, presentations/data/pampi-help/: H.264 in MP4 whose edit list ends before
 #                     a P-frame its last B-frames refer to, and whose first IDR picture is damaged
 #
@@ -14,7 +13,7 @@
 # Usage: testdata/real.sh [DIR]
 set -euo pipefail
 dir=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/vidfs/realvideos}
-want=(movie-hello.mpeg movie-hello.avi tour.mp4)
+want=(movie-hello.mpeg tour.mp4)
 missing=0
 for f in "${want[@]}"; do [ -s "$dir/$f" ] || missing=1; done
 [ "$missing" = 0 ] && exit 0
@@ -37,6 +36,5 @@ fetch forensics-samples-files
 fetch pampi
 for deb in *.deb; do dpkg-deb -x "$deb" x; done
 cp x/usr/share/forensics-samples/original-files/movie2/movie-hello.mpeg \
-   x/usr/share/forensics-samples/original-files/movie2/movie-hello.avi \
    x/usr/share/pampi/presentations/data/pampi-help/tour.mp4 "$dir/"
 for f in "${want[@]}"; do [ -s "$dir/$f" ] || { echo "real.sh: $f is not in the packages any more" >&2; exit 1; }; done

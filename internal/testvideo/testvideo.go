@@ -26,7 +26,7 @@ func Dir() string {
 func Path(name string) string { return filepath.Join(Dir(), name) }
 
 // Real is the path of a real video testdata/real.sh fetched into the test cache (make test runs
-// it): one of movie-hello.mpeg, movie-hello.avi, tour.mp4. It fails the test when the file is not
+// it): movie-hello.mpeg or tour.mp4. It fails the test when the file is not
 // there, saying how to fetch it.
 func Real(tb testing.TB, name string) string {
 	tb.Helper()
