@@ -131,3 +131,9 @@ if [ "$purpose" = test ] || [ "$purpose" = bench ]; then
     GOBIN=$vgw_dir "${GO:-go}" install github.com/versity/versitygw/cmd/versitygw@v1.8.0 >&2
   fi
 fi
+
+# Tests: real videos vidfs once served wrongly, from Debian's own packages (testdata/real.sh: a few
+# MB, fetched once into the cache; the tests that hold them fail, naming the script, without them).
+if [ "$purpose" = test ]; then
+  "$(dirname "$0")/../testdata/real.sh"
+fi
