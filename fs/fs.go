@@ -51,11 +51,12 @@ type Decoder interface {
 	Stats() decode.PoolStats
 }
 
-// SharedBuffers is a Decoder that decodes into memory of its own that other processes map
-// (isolate.Decoders: its sandboxed helpers'): the cache takes its n buffers of size bytes from
-// it, so that a sample is decoded straight into the buffer it is read from. Asked once.
+// SharedBuffers is a Decoder that decodes into memory of its own that other processes map: the
+// cache takes its n buffers of size bytes from it, so that a sample is decoded straight into the
+// buffer it is read from. Asked once. (isolate.Decoders no longer has it: its helpers write into
+// windows of their own, copied out, so that none can write the cache.)
 type SharedBuffers interface {
-	Buffers(size int64, n int) (*isolate.Arena, error)
+	Buffers(size int64, n int) (cache.Memory, error)
 }
 
 // Isolated is a Decoder whose decoders run in helper processes: what they met, for the stats.

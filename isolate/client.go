@@ -75,7 +75,6 @@ type Decoders struct {
 	held     map[string]string
 	stats    Stats
 	dead     decode.PoolStats // what helpers that died had done
-	arena    *Arena
 	changed  chan struct{} // closed (and replaced) when a helper starts, or a clip ends
 	closed   bool
 	lastFail error          // the last failure to start a helper
@@ -135,30 +134,6 @@ func New(opts Options) (*Decoders, error) {
 	opts.Log.Info("decoding in sandboxed helper processes", "helpers", opts.Helpers, "clips_each", opts.PerHelper,
 		"uid", first.hello.UID, "landlock_abi", first.hello.LandlockABI, "seccomp", first.hello.Seccomp)
 	return d, nil
-}
-
-// Buffers gives n buffers of size bytes in memory the helpers decode into directly: the cache's
-// (fs asks a Decoder that has it). Asked once.
-func (d *Decoders) Buffers(size int64, n int) (*Arena, error) {
-	a, err := newArena(size, n)
-	if err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	if d.arena != nil {
-		d.mu.Unlock()
-		a.close()
-		return nil, errors.New("decoder helpers: shared memory asked for twice")
-	}
-	d.arena = a
-	procs := append([]*proc(nil), d.procs...)
-	d.mu.Unlock()
-	for _, p := range procs {
-		if p != nil {
-			p.sendArena(a) // one that dies meanwhile is replaced, and its replacement maps it
-		}
-	}
-	return a, nil
 }
 
 // DeadlineFor is how long a clip may take to decode before its helper is held hung: 30 s, and
@@ -233,6 +208,9 @@ func (d *Decoders) do(ctx context.Context, path, what string, attempt func(p *pr
 		return ctx.Err()
 	}
 	defer func() { <-d.slots }()
+	if err := ctx.Err(); err != nil { // select chose the slot at random
+		return err
+	}
 	var err error
 	for try := 0; ; try++ {
 		var p *proc
@@ -349,28 +327,32 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 	}
 	defer stop()
 	fds := []int{src}
-	var scratch []byte
-	var scratchSize int64
-	if off, ok := d.sharedArena().locate(dst); ok {
-		req.InArena, req.Off = true, off
-	} else {
-		scratchSize = int64(len(dst))
-	}
+	// The frames go into a window of p's (or, over maxWindow, memory of this request's own), to
+	// be copied out once it answers: p can write no other memory of the mount's.
+	size := int64(len(dst))
 	if c.Keep != nil && !c.FPS.Valid() {
 		if spec := keepOf(c, info, o); spec != nil {
-			req.Keep, req.KeepOff = spec, scratchSize
-			scratchSize += int64(spec.Max * spec.FrameBytes)
+			req.Keep, req.KeepOff = spec, size
+			size += int64(spec.Max * spec.FrameBytes)
 		}
 	}
-	if scratchSize > 0 {
-		fd, mem, err := newScratch(scratchSize)
-		if err != nil {
-			return &decode.Error{Path: info.Path, Kind: decode.ErrInternal, Detail: "scratch memory", Err: err}
+	var mem []byte
+	req.Window = -1
+	if i, w, fresh, ok := p.lend(size); ok {
+		defer p.giveBack(i)
+		req.Window, mem = i, w.mem
+		if fresh {
+			fds = append(fds, w.fd)
 		}
-		defer unix.Munmap(mem)
+	} else {
+		fd, m, err := sharedMemory("vidfs-scratch", size)
+		if err != nil {
+			return &decode.Error{Path: info.Path, Kind: decode.ErrInternal, Detail: "shared memory for a helper", Err: err}
+		}
+		defer unix.Munmap(m)
 		defer unix.Close(fd)
 		fds = append(fds, fd)
-		scratch = mem
+		mem = m
 	}
 	r, err := p.call(ctx, &message{Kind: msgDecode, Decode: req}, fds, d.deadline(info, c), "a decode of "+info.Path, false)
 	if err != nil {
@@ -380,34 +362,25 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 		*c.CPU = max(r.CPU, 0)
 	}
 	if r.Err == nil {
-		if !req.InArena {
-			copy(dst, scratch[:len(dst)])
-		}
+		copy(dst, mem[:len(dst)])
 		if c.Path != nil {
 			*c.Path = r.Path
 		}
 	}
 	if req.Keep != nil {
 		// What the helper says it kept is checked as the Keeper would have: frames it wants,
-		// in order, at most a clip's worth, each within the scratch memory.
+		// in order, at most a clip's worth, each within the memory lent.
 		fb, last := req.Keep.FrameBytes, -1
 		for j, i := range r.Kept {
 			at := req.KeepOff + int64(j)*int64(fb)
-			if j >= req.Keep.Max || i <= last || i >= info.Frames || at+int64(fb) > int64(len(scratch)) || !c.Keep.Want(i) {
+			if j >= req.Keep.Max || i <= last || i >= info.Frames || at+int64(fb) > size || !c.Keep.Want(i) {
 				break
 			}
-			c.Keep.Keep(i, scratch[at:at+int64(fb)])
+			c.Keep.Keep(i, mem[at:at+int64(fb)])
 			last = i
 		}
 	}
 	return r.Err.error()
-}
-
-// sharedArena is the cache's shared memory, nil before Buffers.
-func (d *Decoders) sharedArena() *Arena {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.arena
 }
 
 // deadline is a clip's deadline: Options.Deadline, or DeadlineFor.
@@ -484,9 +457,6 @@ func keepOf(c decode.Clip, info *decode.Info, o decode.Output) *keepSpec {
 	}
 	return &keepSpec{Need: need, Max: c.Frames, FrameBytes: o.FrameBytes()}
 }
-
-// newScratch makes shared memory of size bytes for one request.
-func newScratch(size int64) (int, []byte, error) { return sharedMemory("vidfs-scratch", size) }
 
 // source opens the video at path for a helper: the file itself, or for a video that is not a
 // local file, one end of a socket whose other end this process answers reads on from the
@@ -667,9 +637,6 @@ func (d *Decoders) Close() {
 	d.spawnClosed = true
 	close(d.spawn)
 	d.spawnMu.Unlock()
-	if d.arena != nil {
-		d.arena.close()
-	}
 }
 
 // startOnSpawner runs cmd.Start on the spawning thread.
@@ -734,12 +701,8 @@ func (d *Decoders) replace(slot int) {
 		if err == nil {
 			d.procs[slot] = p
 			d.stats.ReplaceSeconds = time.Since(began).Seconds()
-			arena := d.arena
 			d.notify()
 			d.mu.Unlock()
-			if arena != nil {
-				p.sendArena(arena) // if Buffers came after start sent it none
-			}
 			return
 		}
 		d.lastFail = err
@@ -821,9 +784,6 @@ func (d *Decoders) start() (*proc, error) {
 			err = fmt.Errorf("%w (it said: %s)", err, last)
 		}
 		return nil, fmt.Errorf("decoder helper (pid %d) failed to start: %w; --decoders in-process decodes without helpers", p.pid, err)
-	}
-	if a := d.sharedArena(); a != nil {
-		p.sendArena(a) // before it is given a clip
 	}
 	go p.read()
 	return p, nil

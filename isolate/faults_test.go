@@ -262,3 +262,46 @@ func TestProbePoison(t *testing.T) {
 		})
 	}
 }
+
+// TestScribble: a helper whose decoder writes past the end of its clip's frames (the test hook:
+// poison-scribble, a buffer overflow) faults, as it reaches no memory of the mount's but its
+// window; its video is held after a second fault, the clips decoded beside it in the same helper
+// are exact, and no sample decoded before changes.
+func TestScribble(t *testing.T) {
+	d := start(t, isolate.Options{Helpers: 1, PerHelper: 4})
+	jobs := clipsOf(t, []string{"h264_gop250.mp4", "vp9.webm", "mpeg4.avi", "hevc.mkv"})
+	want := make([][]byte, len(jobs))
+	done := make([][]byte, len(jobs)) // decoded before: samples in memory
+	for i, j := range jobs {
+		var err error
+		if want[i], err = fresh(t, j); err != nil {
+			t.Fatal(err)
+		}
+		done[i] = make([]byte, len(want[i]))
+		if err := d.DecodeClip(context.Background(), j.info, j.clip, out, done[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := poisoned(t, "poison-scribble")
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got := make([]byte, len(want[i]))
+			if err := d.DecodeClip(context.Background(), j.info, j.clip, out, got); err != nil || !bytes.Equal(got, want[i]) {
+				t.Errorf("%s beside a scribbling video: %v (equal %v)", j.info.Path, err, bytes.Equal(got, want[i]))
+			}
+		}()
+	}
+	err := d.DecodeClip(context.Background(), bad, decode.Clip{Start: 0, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes()))
+	wg.Wait()
+	if !errors.Is(err, decode.ErrCrashed) || !strings.Contains(err.Error(), "SIGSEGV") {
+		t.Fatalf("the scribbling video: %v, want crashed twice by SIGSEGV", err)
+	}
+	for i := range jobs {
+		if !bytes.Equal(done[i], want[i]) {
+			t.Errorf("sample %d, decoded before, changed", i)
+		}
+	}
+}

@@ -61,6 +61,19 @@ func poisonProbe(path string) {
 	}
 }
 
+// scribble, for a video whose name holds "poison-scribble", writes past the end of the frames
+// it decoded into dst until it faults, as a decoder's buffer overflow would: over whatever
+// memory lies beyond them.
+func scribble(path string, dst []byte) {
+	if !strings.Contains(filepath.Base(path), "poison-scribble") || len(dst) == 0 {
+		return
+	}
+	p := unsafe.Pointer(unsafe.SliceData(dst))
+	for i := len(dst); ; i++ {
+		*(*byte)(unsafe.Add(p, i)) = 0xa5
+	}
+}
+
 // trySandbox tries, from inside the helper, what a hostile video's code would: read a file,
 // make a socket, run a program, trace the mount.
 func trySandbox() []tryResult {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,29 +92,19 @@ func fresh(t testing.TB, j job) ([]byte, error) {
 	return buf, err
 }
 
-// TestExact: every clip of every test video decodes in helpers to a fresh decode's bytes, into
-// shared memory (the cache's buffers) and into memory of the caller's own (copied from scratch).
+// TestExact: every clip of every test video decodes in helpers to a fresh decode's bytes, each
+// clip twice (the second time through the same helper's window, written over).
 func TestExact(t *testing.T) {
 	d := start(t, isolate.Options{Helpers: 2, PerHelper: 2})
 	jobs := clipsOf(t, videos)
-	arena, err := d.Buffers(int64(4*out.FrameBytes()), len(jobs))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var wg sync.WaitGroup
 	for _, j := range jobs {
 		want, werr := fresh(t, j)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			shared, err := arena.Alloc()
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer arena.Free(shared)
-			own := make([]byte, len(want))
-			for _, dst := range [][]byte{shared, own} {
+			for range 2 {
+				dst := make([]byte, len(want))
 				err := d.DecodeClip(context.Background(), j.info, j.clip, out, dst)
 				if (err == nil) != (werr == nil) {
 					t.Errorf("%s clip %d: helper %v, in-process %v", filepath.Base(j.info.Path), j.clip.Start, err, werr)
@@ -337,6 +328,57 @@ func TestProbe(t *testing.T) {
 		wg.Wait()
 		if good < 25 {
 			t.Fatalf("%d videos probed: the test shows little", good)
+		}
+	}
+}
+
+// sharedWritable sums the sizes of the shared memory a process has mapped writable (rw-s in
+// /proc/PID/maps): what it could write that another process reads.
+func sharedWritable(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[1] != "rw-s" {
+			continue
+		}
+		var lo, hi int64
+		if _, err := fmt.Sscanf(f[0], "%x-%x", &lo, &hi); err != nil {
+			t.Fatal(err)
+		}
+		n += hi - lo
+	}
+	return n
+}
+
+// TestSharedMemoryBound: a helper can write no more shared memory than the clips it decodes at
+// once and the frames they keep (its windows, /proc/PID/maps), however many clips it decoded.
+func TestSharedMemoryBound(t *testing.T) {
+	const each = 2
+	d := start(t, isolate.Options{Helpers: 2, PerHelper: each})
+	jobs := clipsOf(t, videos)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := j.clip
+			c.Keep = &recordKeeper{want: func(int) bool { return true }, max: c.Frames, frames: map[int][]byte{}}
+			d.DecodeClip(context.Background(), j.info, c, out, make([]byte, c.Frames*out.FrameBytes()))
+		}()
+	}
+	wg.Wait()
+	page := int64(os.Getpagesize())
+	bound := each * ((2*4*int64(out.FrameBytes()) + page - 1) / page * page) // a sample and its frames kept, each clip
+	for _, pid := range d.Pids() {
+		n := sharedWritable(t, pid)
+		t.Logf("helper %d: %d bytes of shared memory writable, bound %d", pid, n, bound)
+		if n == 0 || n > bound {
+			t.Errorf("helper %d can write %d bytes of shared memory; its clips at once hold %d", pid, n, bound)
 		}
 	}
 }

@@ -3,40 +3,48 @@ package isolate
 import (
 	"fmt"
 	"os"
-	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// Arena is shared memory the mount owns and every helper maps: the cache's sample buffers, so
-// that a helper decodes a sample straight into the buffer it is read from (no copy). It is one
-// memfd of slots of a fixed size; pages are taken only when first touched, as an anonymous
-// mapping's are.
-type Arena struct {
-	fd   int
-	mem  []byte
-	slot int64 // bytes a buffer spans: its size, rounded up to a page
-	size int64 // bytes a buffer holds
+// A helper writes its frames into shared memory of its own, never into the cache: each helper
+// has a window for each clip it may decode at once (a memfd the mount makes and maps, and hands
+// the helper once), and the mount copies a clip's frames out of its window into the cache's
+// buffer once the helper has answered, or lets them go if it died. A helper can therefore write
+// only the frames of the clips it holds: no other sample in memory, none the disk tier or the
+// training copy keep, and nothing of another helper's. Its windows hold at most its clips at
+// once, each a sample and the frames kept for the training copy (a few MiB at 224x224). A
+// request larger than maxWindow (a whole video's chunk for the training copy, a verify) gets
+// memory of its own for that request alone, copied out and let go after.
+//
+// The other way, a mapping of the cache's buffer made for each request (its own memfd, handed to
+// the helper), saves the copy but not its cost: the helper may keep the mapping after it answers,
+// so the buffer could only be lent once, and each request would pay for a memfd, two mappings and
+// the faults of fresh pages, more than a copy of pages already mapped (BenchmarkHandover).
 
-	// mu guards next and free.
-	mu   sync.Mutex
-	next int   // slots handed out so far
-	free []int // slots given back
+// maxWindow bounds a window a helper keeps between requests.
+const maxWindow = 16 << 20
+
+// window is shared memory lent to one helper for one request at a time.
+type window struct {
+	fd  int
+	mem []byte // the mount's mapping
 }
 
-// newArena makes shared memory for n buffers of size bytes.
-func newArena(size int64, n int) (*Arena, error) {
-	page := int64(os.Getpagesize())
-	slot := (size + page - 1) / page * page
-	if size <= 0 || n <= 0 || slot > (1<<62)/int64(n) {
-		return nil, fmt.Errorf("shared memory for %d buffers of %d bytes: bad size", n, size)
-	}
-	fd, mem, err := sharedMemory("vidfs-cache", slot*int64(n))
+// newWindow makes a window of size bytes.
+func newWindow(size int64) (*window, error) {
+	fd, mem, err := sharedMemory("vidfs-window", size)
 	if err != nil {
 		return nil, err
 	}
-	return &Arena{fd: fd, mem: mem, slot: slot, size: size}, nil
+	return &window{fd: fd, mem: mem}, nil
+}
+
+// close unmaps the window and lets its memory go (once the helper has too).
+func (w *window) close() {
+	unix.Munmap(w.mem)
+	unix.Close(w.fd)
 }
 
 // sharedMemory makes a memfd of size bytes named name, and maps it to read and write; its pages
@@ -58,60 +66,34 @@ func sharedMemory(name string, size int64) (int, []byte, error) {
 	return fd, mem, nil
 }
 
-// Alloc returns a buffer of the arena's size, or an error when every slot is taken
-// (cache.Memory).
-func (a *Arena) Alloc() ([]byte, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var i int
-	switch {
-	case len(a.free) > 0:
-		i = a.free[len(a.free)-1]
-		a.free = a.free[:len(a.free)-1]
-	case int64(a.next)*a.slot < int64(len(a.mem)):
-		i = a.next
-		a.next++
-	default:
-		return nil, fmt.Errorf("shared memory: all %d buffers taken", a.next)
+// mapGuarded maps size bytes of the shared memory fd to read and write, between two pages that
+// cannot be touched: a helper's write that runs off either end of its window faults, and the
+// mount sees a crash, where it would otherwise land in whatever memory lay beside it.
+func mapGuarded(fd int, size int64) ([]byte, error) {
+	if size <= 0 {
+		return nil, nil
 	}
-	off := int64(i) * a.slot
-	return a.mem[off : off+a.size : off+a.size], nil
+	page := int64(os.Getpagesize())
+	span := (size+page-1)/page*page + 2*page
+	reserved, err := unix.MmapPtr(-1, 0, nil, uintptr(span), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, fmt.Errorf("reserving %d bytes: %w", span, err)
+	}
+	at := unsafe.Add(reserved, page)
+	if _, err := unix.MmapPtr(fd, 0, at, uintptr(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED); err != nil {
+		unix.MunmapPtr(reserved, uintptr(span))
+		return nil, fmt.Errorf("mapping shared memory of %d bytes: %w", size, err)
+	}
+	return unsafe.Slice((*byte)(at), size), nil
 }
 
-// Discard gives a buffer's pages back to the system, keeping the buffer (cache.Memory).
-func (a *Arena) Discard(b []byte) {
-	if off, ok := a.locate(b); ok && off%a.slot == 0 {
-		unix.Fallocate(a.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, a.slot)
-	}
-}
-
-// Free gives a buffer back, and its pages to the system (cache.Memory).
-func (a *Arena) Free(b []byte) {
-	off, ok := a.locate(b)
-	if !ok || off%a.slot != 0 {
+// unmapGuarded unmaps what mapGuarded mapped, guards and all.
+func unmapGuarded(b []byte) {
+	if len(b) == 0 {
 		return
 	}
-	a.Discard(b)
-	a.mu.Lock()
-	a.free = append(a.free, int(off/a.slot))
-	a.mu.Unlock()
-}
-
-// locate gives b's offset in the arena, if it lies wholly in it.
-func (a *Arena) locate(b []byte) (int64, bool) {
-	if a == nil || len(b) == 0 || len(a.mem) == 0 {
-		return 0, false
-	}
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(a.mem)))
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	if p < base || p+uintptr(len(b)) > base+uintptr(len(a.mem)) {
-		return 0, false
-	}
-	return int64(p - base), true
-}
-
-// close unmaps the arena and lets its memory go. No buffer may be in use.
-func (a *Arena) close() {
-	unix.Munmap(a.mem)
-	unix.Close(a.fd)
+	page := os.Getpagesize()
+	start := unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), -page) // the reservation's, a page before b
+	span := (len(b)+page-1)/page*page + 2*page
+	unix.MunmapPtr(start, uintptr(span))
 }

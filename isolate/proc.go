@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,10 +38,9 @@ type proc struct {
 	c     *conn
 	hello hello
 
-	gone      chan struct{} // closed once the process is reaped and its calls failed
-	waited    chan struct{} // closed once it was reaped (and its socket closed)
-	said      chan struct{} // closed once its stderr ended
-	arenaSent atomic.Bool
+	gone   chan struct{} // closed once the process is reaped and its calls failed
+	waited chan struct{} // closed once it was reaped (and its socket closed)
+	said   chan struct{} // closed once its stderr ended
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -57,6 +55,10 @@ type proc struct {
 	lines    []string // the last lines it printed
 	signal   string   // the fatal signal the Go runtime reported, e.g. "SIGSEGV: segmentation violation"
 	fatal    string   // its first "fatal error:" or "panic:" line
+	// windows are the shared memory lent to it, one for each clip it may decode at once (nil:
+	// not made yet, or let go); lent marks those a request holds.
+	windows []*window
+	lent    []bool
 }
 
 // pending is a decode awaiting its reply.
@@ -234,6 +236,7 @@ func (p *proc) read() {
 	p.mu.Unlock()
 	p.answer(&message{Kind: msgMarks}) // nobody waits for a dead helper's answers
 	p.answer(&message{Kind: msgTry})
+	p.letWindowsGo()
 	close(p.gone)
 	p.d.died(p, p.reason(), hung, busy)
 }
@@ -268,7 +271,7 @@ func (p *proc) reason() string {
 
 // fatalSignal finds the signal in the Go runtime's report of one: "SIGSEGV: segmentation
 // violation" (in C code) or "[signal SIGSEGV: segmentation violation code=...]" (in Go's).
-var fatalSignal = regexp.MustCompile(`^\[?(?:signal )?(SIG[A-Z]+): ([a-z ]+[a-z])`)
+var fatalSignal = regexp.MustCompile(`^\[?(?:signal )?(SIG[A-Z]+): ([a-z]+(?: [a-z]+)*?)(?: code=|\]|$)`)
 
 // signalName is a signal's name as kill -l gives it (SIGSEGV), or its number.
 func signalName(sig syscall.Signal) string {
@@ -328,13 +331,62 @@ func (p *proc) lastLine() string {
 	return ""
 }
 
-// sendArena hands p the cache's shared memory, once.
-func (p *proc) sendArena(a *Arena) {
-	if !p.arenaSent.CompareAndSwap(false, true) {
-		return
+// lend lends a window of at least size bytes for one request: its index, and whether it is
+// new to p (its descriptor goes with the request, and p maps it in place of the last one of
+// that index). ok is false when none is free, or size is over maxWindow: the request then takes
+// memory of its own.
+func (p *proc) lend(size int64) (i int, w *window, fresh, ok bool) {
+	if size > maxWindow || size <= 0 {
+		return 0, nil, false, false
 	}
-	if err := p.c.send(&message{Kind: msgArena, Arena: int64(len(a.mem))}, a.fd); err != nil {
-		p.kill("")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead {
+		return 0, nil, false, false
+	}
+	if p.windows == nil {
+		n := p.d.opts.PerHelper
+		p.windows, p.lent = make([]*window, n), make([]bool, n)
+	}
+	i = slices.Index(p.lent, false)
+	if i < 0 {
+		return 0, nil, false, false
+	}
+	if w = p.windows[i]; w == nil || int64(len(w.mem)) < size {
+		nw, err := newWindow(size)
+		if err != nil {
+			return 0, nil, false, false
+		}
+		if w != nil {
+			w.close() // p unmaps its own mapping of it when the new one comes
+		}
+		p.windows[i], w, fresh = nw, nw, true
+	}
+	p.lent[i] = true
+	return i, w, fresh, true
+}
+
+// giveBack ends the loan of window i: its request has ended, and p will write it no more for it
+// (it answered, or died). A dead helper's windows are let go.
+func (p *proc) giveBack(i int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lent[i] = false
+	if p.dead && p.windows[i] != nil {
+		p.windows[i].close()
+		p.windows[i] = nil
+	}
+}
+
+// letWindowsGo lets go of the windows no request holds, once p died.
+func (p *proc) letWindowsGo() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, w := range p.windows {
+		if w != nil && !p.lent[i] {
+			w.close()
+			p.windows[i] = nil
+		}
 	}
 }
 
@@ -357,8 +409,8 @@ func (p *proc) marks() map[string][]int {
 	}
 }
 
-// resident is p's private resident memory in bytes (RssAnon: the shared arena's pages it
-// touched are the mount's), from /proc (0 when it cannot be read).
+// resident is p's private resident memory in bytes (RssAnon: its windows' pages are shared
+// memory, counted apart), from /proc (0 when it cannot be read).
 func (p *proc) resident() int64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/status")
 	if err != nil {

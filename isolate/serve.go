@@ -66,7 +66,7 @@ func Serve(concurrency int) error {
 		return errors.New("the socket to the mount is not a Unix socket")
 	}
 	c := newConn(uc, true)
-	h := &helper{c: c, calls: map[uint64]context.CancelFunc{}, sources: map[string][]*fdSource{}}
+	h := &helper{c: c, calls: map[uint64]context.CancelFunc{}, sources: map[string][]*fdSource{}, windows: make([][]byte, concurrency)}
 	hi := &hello{Pid: os.Getpid(), UID: os.Getuid(), LandlockABI: abi}
 	if cerr == nil {
 		cerr = loadSeccomp()
@@ -92,16 +92,18 @@ func Serve(concurrency int) error {
 
 // helper is the helper's side of the conversation.
 type helper struct {
-	c     *conn
-	pool  *decode.Pool
-	arena []byte // the cache's shared memory, mapped whole
+	c    *conn
+	pool *decode.Pool
 	// fixMmap fixes glibc's mmap threshold once, at the first decode.
 	fixMmap sync.Once
 
-	// mu guards calls and sources.
+	// mu guards calls, sources and windows.
 	mu      sync.Mutex
 	calls   map[uint64]context.CancelFunc // decodes running, by request
 	sources map[string][]*fdSource        // descriptors handed over with the decodes running, by path
+	// windows are the shared memory the mount lent, by index (memory.go), each mapped between
+	// guard pages; the mount lends one to one request at a time.
+	windows [][]byte
 }
 
 // serve reads the mount's messages until it goes (the socket ends); decodes still running are
@@ -125,18 +127,24 @@ func (h *helper) serve() error {
 			return err
 		}
 		switch m.Kind {
-		case msgArena:
-			if len(fds) != 1 {
-				return fmt.Errorf("the arena came with %d descriptors", len(fds))
-			}
-			h.arena, err = mapShared(fds[0], m.Arena)
-			syscall.Close(fds[0])
-			if err != nil {
-				return err
-			}
 		case msgDecode:
-			if len(fds) < 1 || len(fds) > 2 || m.Decode == nil || m.Decode.Info == nil {
-				return fmt.Errorf("a decode with %d descriptors", len(fds))
+			if len(fds) < 1 || len(fds) > 2 || m.Decode == nil || m.Decode.Info == nil || m.Decode.Window >= len(h.windows) ||
+				m.Decode.Window < -1 || (m.Decode.Window == -1 && len(fds) != 2) {
+				return fmt.Errorf("a decode with %d descriptors into window %d", len(fds), m.Decode.Window)
+			}
+			if w := m.Decode.Window; w >= 0 && len(fds) == 2 {
+				// A window new to this helper, in place of the last of its index: mapped here,
+				// in the order requests come, before the decode that uses it starts.
+				mem, err := mapFD(fds[1])
+				syscall.Close(fds[1])
+				if err != nil {
+					return err
+				}
+				h.mu.Lock()
+				unmapGuarded(h.windows[w])
+				h.windows[w] = mem
+				h.mu.Unlock()
+				fds = fds[:1]
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			h.mu.Lock()
@@ -172,31 +180,29 @@ func (h *helper) serve() error {
 	}
 }
 
-// decode runs one request: fds are its source, and its scratch memory if it has any.
+// decode runs one request: fds are its source, and its memory when that is the request's alone
+// (else the window it names).
 func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *reply {
-	var scratch []byte
+	var mem []byte
 	if len(fds) > 1 {
-		var st syscall.Stat_t
-		err := syscall.Fstat(fds[1], &st)
-		if err == nil {
-			scratch, err = mapShared(fds[1], st.Size)
-		}
+		var err error
+		mem, err = mapFD(fds[1])
 		syscall.Close(fds[1])
 		if err != nil {
 			syscall.Close(fds[0])
-			return &reply{Err: toWire(&decode.Error{Path: req.Info.Path, Kind: decode.ErrInternal, Detail: "mapping scratch memory", Err: err})}
+			return &reply{Err: toWire(&decode.Error{Path: req.Info.Path, Kind: decode.ErrInternal, Detail: "mapping shared memory", Err: err})}
 		}
-		defer syscall.Munmap(scratch)
+		defer unmapGuarded(mem)
+	} else {
+		h.mu.Lock()
+		mem = h.windows[req.Window]
+		h.mu.Unlock()
 	}
-	mem := scratch
-	if req.InArena {
-		mem = h.arena // mapped before: the mount sends the arena before any decode into it
-	}
-	if req.Off < 0 || req.Len < 0 || req.Off+req.Len > int64(len(mem)) {
+	if req.Len < 0 || req.Len > int64(len(mem)) {
 		syscall.Close(fds[0])
 		return &reply{Err: toWire(&decode.Error{Path: req.Info.Path, Kind: decode.ErrBadRequest, Detail: "destination outside shared memory"})}
 	}
-	dst := mem[req.Off : req.Off+req.Len : req.Off+req.Len]
+	dst := mem[:req.Len:req.Len]
 	src := newFDSource(fds[0], req.Stream, req.Size)
 	h.mu.Lock()
 	h.sources[req.Info.Path] = append(h.sources[req.Info.Path], src)
@@ -209,8 +215,8 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 	var k *keeper
 	if req.Keep != nil {
 		k = &keeper{spec: req.Keep}
-		if req.KeepOff >= 0 && req.KeepOff <= int64(len(scratch)) {
-			k.out = scratch[req.KeepOff:]
+		if req.KeepOff >= req.Len && req.KeepOff <= int64(len(mem)) {
+			k.out = mem[req.KeepOff:]
 		}
 		c.Keep = k
 	}
@@ -224,6 +230,7 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 	defer runtime.UnlockOSThread()
 	began := threadCPU()
 	err := h.pool.DecodeClip(ctx, req.Info, c, req.Out, dst)
+	scribble(req.Info.Path, dst) // test builds only: a marked video writes past its frames
 	r := &reply{Err: toWire(err), Path: path, Stats: h.pool.Stats(), CPU: threadCPU() - began}
 	if k != nil {
 		r.Kept = k.units
@@ -291,16 +298,13 @@ func (h *helper) unregister(path string, src *fdSource) {
 	src.Close()
 }
 
-// mapShared maps size bytes of the shared memory fd, to read and write.
-func mapShared(fd int, size int64) ([]byte, error) {
-	if size == 0 {
-		return nil, nil
+// mapFD maps the whole of the shared memory fd, between guard pages (mapGuarded).
+func mapFD(fd int) ([]byte, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("shared memory: %w", err)
 	}
-	b, err := syscall.Mmap(fd, 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("mapping shared memory: %w", err)
-	}
-	return b, nil
+	return mapGuarded(fd, st.Size)
 }
 
 // fdSource is a video's bytes from a descriptor the mount handed over: the file itself, read

@@ -49,7 +49,6 @@ type message struct {
 	Decode *decodeRequest
 	Reply  *reply
 	Marks  map[string][]int
-	Arena  int64 // msgArena: its size
 	Tries  []tryResult
 	// ProbeVideo asks for a video's probe table.
 	ProbeVideo *probeRequest
@@ -77,12 +76,13 @@ type decodeRequest struct {
 	Info *decode.Info
 	Clip clipSpec
 	Out  decode.Output
-	// Dst is where the frames go: in the arena (InArena) or in the scratch memory sent with
-	// the request, at Off, Len bytes.
-	InArena  bool
-	Off, Len int64
+	// Window is the window (memory.go) the frames go into, at its start, Len bytes: one the
+	// helper has mapped, or, when a descriptor comes with the request, new memory to map in its
+	// place. -1: the descriptor is memory for this request alone.
+	Window int
+	Len    int64
 	// Keep, when set, asks for the frames a decode passes through (decode.Keeper), written one
-	// after another into the scratch memory at KeepOff.
+	// after another into the same memory at KeepOff.
 	Keep    *keepSpec
 	KeepOff int64
 	// Stream: the source descriptor is a socket answering reads (streamSource), of Size bytes;
@@ -201,8 +201,6 @@ func (m *message) body() []byte {
 		e.int(h.LandlockABI)
 		e.bool(h.Seccomp)
 		e.str(h.Err)
-	case msgArena:
-		e.i64(m.Arena)
 	case msgDecode:
 		r := m.Decode
 		e.info(r.Info)
@@ -214,8 +212,7 @@ func (m *message) body() []byte {
 		e.bool(c.Strict)
 		e.rational(c.FPS)
 		e.output(r.Out)
-		e.bool(r.InArena)
-		e.i64(r.Off)
+		e.int(r.Window)
 		e.i64(r.Len)
 		e.bool(r.Keep != nil)
 		if r.Keep != nil {
@@ -277,13 +274,11 @@ func parse(k kind, id uint64, fds int, b []byte) (*message, error) {
 	switch k {
 	case msgHello:
 		m.Hello = &hello{Pid: d.int(), UID: d.int(), LandlockABI: d.int(), Seccomp: d.boolean(), Err: d.str()}
-	case msgArena:
-		m.Arena = d.i64()
 	case msgCancel:
 	case msgDecode:
 		r := &decodeRequest{Info: d.info()}
 		r.Clip = clipSpec{Start: d.int(), Frames: d.int(), Stride: d.int(), PadEnd: d.boolean(), Strict: d.boolean(), FPS: d.rational()}
-		r.Out, r.InArena, r.Off, r.Len = d.output(), d.boolean(), d.i64(), d.i64()
+		r.Out, r.Window, r.Len = d.output(), d.int(), d.i64()
 		if d.boolean() {
 			k := &keepSpec{}
 			if n := d.count(8); n > 0 {

@@ -56,7 +56,7 @@ func fill(v reflect.Value, n *int) {
 // and reads back equal.
 func TestCodecFields(t *testing.T) {
 	n := 0
-	for k, field := range map[kind]string{msgHello: "Hello", msgArena: "Arena", msgDecode: "Decode", msgReply: "Reply",
+	for k, field := range map[kind]string{msgHello: "Hello", msgDecode: "Decode", msgReply: "Reply",
 		msgMarks: "Marks", msgTry: "Tries", msgProbeVideo: "ProbeVideo"} {
 		m := &message{Kind: k, ID: 77}
 		fill(reflect.ValueOf(m).Elem().FieldByName(field), &n)
