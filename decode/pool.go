@@ -179,7 +179,7 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 		return ctx.Err()
 	}
 	defer func() { <-p.slots }()
-	populate(dst)
+	Populate(dst)
 	v, err := p.take(info, info.firstFrame(c))
 	if err != nil {
 		return err
