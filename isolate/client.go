@@ -321,7 +321,7 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 	defer d.end(p)
 	req := &decodeRequest{Info: info, Out: o, Len: int64(len(dst)),
 		Clip: clipSpec{Start: c.Start, Frames: c.Frames, Stride: c.Stride, PadEnd: c.PadEnd, Strict: c.Strict, FPS: c.FPS}}
-	src, stop, err := d.source(info.Path, &req.Stream, &req.Size)
+	src, stop, err := d.source(p, info.Path, &req.Stream, &req.Size)
 	if err != nil {
 		return err
 	}
@@ -395,7 +395,7 @@ func (d *Decoders) deadline(info *decode.Info, c decode.Clip) time.Duration {
 func (d *Decoders) probe(ctx context.Context, p *proc, path string) (*decode.Info, error) {
 	defer d.end(p)
 	req := &probeRequest{Path: path}
-	src, stop, err := d.source(path, &req.Stream, &req.Size)
+	src, stop, err := d.source(p, path, &req.Stream, &req.Size)
 	if err != nil {
 		return nil, err
 	}
@@ -458,11 +458,11 @@ func keepOf(c decode.Clip, info *decode.Info, o decode.Output) *keepSpec {
 	return &keepSpec{Need: need, Max: c.Frames, FrameBytes: o.FrameBytes()}
 }
 
-// source opens the video at path for a helper: the file itself, or for a video that is not a
+// source opens the video at path for helper p: the file itself, or for a video that is not a
 // local file, one end of a socket whose other end this process answers reads on from the
-// Opener's Source (then *stream is set, and *size is its size). stop closes this process's
-// descriptors once the request is sent.
-func (d *Decoders) source(path string, stream *bool, size *int64) (fd int, stop func(), err error) {
+// Opener's Source (then *stream is set, and *size is its size), the time p waits for them kept
+// out of its deadlines. stop closes this process's descriptors once the request is sent.
+func (d *Decoders) source(p *proc, path string, stream *bool, size *int64) (fd int, stop func(), err error) {
 	if d.opts.Open == nil {
 		f, err := os.Open(path)
 		if err != nil {
@@ -486,14 +486,15 @@ func (d *Decoders) source(path string, stream *bool, size *int64) (fd int, stop 
 	go func() {
 		defer d.wg.Done()
 		defer mine.Close()
-		serveStream(mine, src)
+		serveStream(mine, src, p)
 	}()
 	return pair[1], func() { unix.Close(pair[1]) }, nil
 }
 
-// serveStream answers a helper's reads of src (streamRead's requests) until it closes its end.
-// A request out of the video's bounds ends it: only a helper gone wrong asks one.
-func serveStream(rw io.ReadWriter, src decode.Source) {
+// serveStream answers a helper's reads of src (streamRead's requests) until it closes its end,
+// telling w while it waits for src. A request out of the video's bounds ends it: only a helper
+// gone wrong asks one.
+func serveStream(rw io.ReadWriter, src decode.Source, w waiter) {
 	buf := make([]byte, 64<<10)
 	var req [12]byte
 	for {
@@ -508,7 +509,9 @@ func serveStream(rw io.ReadWriter, src decode.Source) {
 		if cap(buf) < n {
 			buf = make([]byte, n)
 		}
+		w.waitBegins()
 		got, err := readAt(src, buf[:n], off)
+		w.waitEnds()
 		ans := int32(got)
 		var why []byte
 		if got == 0 && err != nil && !errors.Is(err, io.EOF) {
@@ -540,6 +543,12 @@ func serveStream(rw io.ReadWriter, src decode.Source) {
 			}
 		}
 	}
+}
+
+// waiter is told when a helper begins and ends waiting for its source (proc).
+type waiter interface {
+	waitBegins()
+	waitEnds()
 }
 
 // readAt is src.ReadAt, with a panic in it an error: a Source's bug must not end the mount.

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -380,5 +381,52 @@ func TestSharedMemoryBound(t *testing.T) {
 		if n == 0 || n > bound {
 			t.Errorf("helper %d can write %d bytes of shared memory; its clips at once hold %d", pid, n, bound)
 		}
+	}
+}
+
+// stallingSource is a video whose reads stall, each answered with EIO after stall, until
+// released: an object store that stops answering for a while.
+type stallingSource struct {
+	readerAtSource
+	release <-chan struct{}
+	stall   time.Duration
+}
+
+func (s stallingSource) ReadAt(p []byte, off int64) (int, error) {
+	select {
+	case <-s.release:
+		return s.readerAtSource.ReadAt(p, off)
+	case <-time.After(s.stall):
+		return 0, syscall.EIO
+	}
+}
+
+// TestStalledSource: a source that stalls for longer than the deadline gives its clip the
+// source's error, a transient one; the helper is not killed as hung nor the video held, and once
+// the source answers again its clips decode exactly.
+func TestStalledSource(t *testing.T) {
+	release := make(chan struct{})
+	open := func(path string) (decode.Source, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		var reads int64
+		return stallingSource{readerAtSource{bytes.NewReader(b), int64(len(b)), &reads, new(sync.Mutex)}, release, 3 * time.Second}, nil
+	}
+	d := start(t, isolate.Options{Helpers: 1, Open: open, Deadline: time.Second})
+	j := clipsOf(t, []string{"h264_gop16.mp4"})[1]
+	want, _ := fresh(t, j)
+	got := make([]byte, len(want))
+	err := d.DecodeClip(context.Background(), j.info, j.clip, out, got)
+	if !errors.Is(err, decode.ErrUnreadable) || !errors.Is(err, syscall.EIO) || decode.Permanent(err) {
+		t.Fatalf("with the source stalled: %v, want the source's EIO", err)
+	}
+	if st := d.Isolation(); st.Hangs != 0 || st.Crashes != 0 || st.Held != 0 {
+		t.Errorf("stats %+v: a stalled source killed a helper", st)
+	}
+	close(release)
+	if err := d.DecodeClip(context.Background(), j.info, j.clip, out, got); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("once the source answers: %v (equal %v)", err, bytes.Equal(got, want))
 	}
 }

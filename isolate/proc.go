@@ -55,6 +55,11 @@ type proc struct {
 	lines    []string // the last lines it printed
 	signal   string   // the fatal signal the Go runtime reported, e.g. "SIGSEGV: segmentation violation"
 	fatal    string   // its first "fatal error:" or "panic:" line
+	// waiting counts its reads of a source this process is answering (serveStream), since
+	// waitStart; stalled is the time it waited for them before, beyond readGrace a wait.
+	waiting   int
+	waitStart time.Time
+	stalled   time.Duration
 	// windows are the shared memory lent to it, one for each clip it may decode at once (nil:
 	// not made yet, or let go); lent marks those a request holds.
 	windows []*window
@@ -107,12 +112,16 @@ func (p *proc) poolStats() decode.PoolStats {
 
 // call sends request m and waits for its reply, the helper's death, or its deadline (when p is
 // killed: a helper that stopped reading is caught as well as one that stopped answering; what
-// names the request in the reason). When ctx ends first, the helper is told, and the reply still
-// awaited, unless leave is set: a decode's memory is not free until then, nor are fds until the
-// request is sent.
+// names the request in the reason). The deadline counts the time p decodes, not the time it
+// waits for a source this process answers (an object store that stalls): such a wait ends in
+// the source's own error, a transient one, never in a helper killed as hung. When ctx ends
+// first, the helper is told, and the reply still awaited, unless leave is set: a decode's memory
+// is not free until then, nor are fds until the request is sent.
 func (p *proc) call(ctx context.Context, m *message, fds []int, deadline time.Duration, what string, leave bool) (*reply, error) {
 	timer := time.NewTimer(deadline)
 	defer timer.Stop()
+	began := time.Now()
+	stalledBefore, _ := p.stalledFor()
 	id := p.d.nextID.Add(1)
 	w := &pending{done: make(chan *reply, 1)}
 	p.mu.Lock()
@@ -162,9 +171,55 @@ func (p *proc) call(ctx context.Context, m *message, fds []int, deadline time.Du
 				return nil, ctx.Err()
 			}
 		case <-timer.C:
-			p.kill(fmt.Sprintf("%s passed its deadline of %s", what, deadline.Round(time.Millisecond)))
+			stalled, stalling := p.stalledFor()
+			busy := time.Since(began) - (stalled - stalledBefore)
+			switch {
+			case stalling:
+				timer.Reset(max(deadline-busy, time.Second)) // looked at again once the wait could be over
+			case busy < deadline:
+				timer.Reset(deadline - busy)
+			default:
+				p.kill(fmt.Sprintf("%s passed its deadline of %s", what, deadline.Round(time.Millisecond)))
+			}
 		}
 	}
+}
+
+// readGrace is how long a wait for a source counts as decoding: reads answered from memory or
+// fetched in the usual time are the decoder's work, so that a decoder that reads without end
+// is still caught by its deadline; only a stall (the time a wait lasts past readGrace) is not.
+const readGrace = 250 * time.Millisecond
+
+// waitBegins counts a read of a source that p waits for (waiter).
+func (p *proc) waitBegins() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiting == 0 {
+		p.waitStart = time.Now()
+	}
+	p.waiting++
+}
+
+// waitEnds counts a read of a source answered (waiter).
+func (p *proc) waitEnds() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiting--; p.waiting == 0 {
+		p.stalled += max(time.Since(p.waitStart)-readGrace, 0)
+	}
+}
+
+// stalledFor is how long p has waited for its sources past readGrace, in all, up to now, and
+// whether it is stalled now.
+func (p *proc) stalledFor() (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiting > 0 {
+		if over := time.Since(p.waitStart) - readGrace; over > 0 {
+			return p.stalled + over, true
+		}
+	}
+	return p.stalled, false
 }
 
 // kill kills p; why, when not empty, says it hung.
