@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -73,9 +74,10 @@ type Decoders struct {
 	mu       sync.Mutex
 	procs    []*proc // by slot; nil while one is being started
 	held     map[string]string
+	marks    map[string][]int // keyframes found unusable, by video (acceptMarks)
 	stats    Stats
 	dead     decode.PoolStats // what helpers that died had done
-	changed  chan struct{} // closed (and replaced) when a helper starts, or a clip ends
+	changed  chan struct{}    // closed (and replaced) when a helper starts, or a clip ends
 	closed   bool
 	lastFail error          // the last failure to start a helper
 	wg       sync.WaitGroup // replacements and streamed sources running; Add with mu held, before closed
@@ -361,6 +363,7 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 	if c.CPU != nil {
 		*c.CPU = max(r.CPU, 0)
 	}
+	d.acceptMarks(info, r.Marks)
 	if r.Err == nil {
 		copy(dst, mem[:len(dst)])
 		if c.Path != nil {
@@ -591,31 +594,45 @@ func (d *Decoders) Isolation() Stats {
 	return st
 }
 
-// UnusableKeyframes gathers from the helpers the keyframes they found unusable
-// (decode.Pool.UnusableKeyframes). What a helper that died had found is lost.
+// UnusableKeyframes returns the keyframes helpers found unusable (decode.Pool.UnusableKeyframes),
+// by video: those each decode's reply named, taken only for the video of that decode and only
+// where they are keyframes of its table (acceptMarks). They outlive the helper that found them.
 func (d *Decoders) UnusableKeyframes() map[string][]int {
 	d.mu.Lock()
-	procs := append([]*proc(nil), d.procs...)
-	d.mu.Unlock()
-	got := make([]map[string][]int, len(procs))
-	var wg sync.WaitGroup
-	for i, p := range procs {
-		if p != nil {
-			wg.Add(1)
-			go func() { defer wg.Done(); got[i] = p.marks() }()
-		}
-	}
-	wg.Wait()
-	// A helper's word is taken only so far: the probe cache keeps marks only of keyframes of
-	// videos it holds (catalog.RememberUnusableOf), and a video's marks are bounded here.
-	const maxMarks = 4096
-	out := map[string][]int{}
-	for _, m := range got {
-		for path, frames := range m {
-			out[path] = append(out[path], frames[:min(len(frames), maxMarks)]...)
-		}
+	defer d.mu.Unlock()
+	out := make(map[string][]int, len(d.marks))
+	for path, frames := range d.marks {
+		out[path] = slices.Clone(frames)
 	}
 	return out
+}
+
+// acceptMarks takes the keyframes a helper found unusable decoding the video of info: frames of
+// its keyframes other than the first (decoding may always start at the start), in any order,
+// each once. Anything else (a frame out of range, of no keyframe, the first) is refused: a
+// helper's word reaches the probe cache, which other mounts share, only so far.
+func (d *Decoders) acceptMarks(info *decode.Info, frames []int) {
+	if len(frames) == 0 {
+		return
+	}
+	var ok []int
+	for _, f := range frames {
+		i, found := slices.BinarySearchFunc(info.Keyframes, f, func(k decode.Keyframe, f int) int { return k.Frame - f })
+		if found && i > 0 {
+			ok = append(ok, f)
+		}
+	}
+	if len(ok) == 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.marks == nil {
+		d.marks = map[string][]int{}
+	}
+	m := append(d.marks[info.Path], ok...)
+	slices.Sort(m)
+	d.marks[info.Path] = slices.Compact(m)
 }
 
 // Close waits for the decodes running, stops the helpers, and lets the shared memory go:

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -303,5 +305,46 @@ func TestScribble(t *testing.T) {
 		if !bytes.Equal(done[i], want[i]) {
 			t.Errorf("sample %d, decoded before, changed", i)
 		}
+	}
+}
+
+// TestMarksChecked: a helper's unusable-keyframe marks count only for the video of the decode
+// they come with, and only where they are keyframes of its table after the first: marks a lying
+// helper adds (the test hook: poison-marks) of frames out of range, of no keyframe, of the first
+// keyframe, and of another video's keyframes, are refused, and the other video gets none.
+func TestMarksChecked(t *testing.T) {
+	d := start(t, isolate.Options{Helpers: 1})
+	other := probe(t, testvideo.Path("h264_gop250.mp4"))
+	base := probe(t, testvideo.Path("h264_gop16.mp4"))
+	own := map[int]bool{}
+	for _, k := range base.Keyframes {
+		own[k.Frame] = true
+	}
+	var theirs []string
+	for _, k := range other.Keyframes[1:] {
+		if !own[k.Frame] && len(theirs) < 2 {
+			theirs = append(theirs, strconv.Itoa(k.Frame))
+		}
+	}
+	if len(theirs) == 0 {
+		t.Fatal("the other video has no keyframe of its own: the test shows nothing")
+	}
+	p := filepath.Join(t.TempDir(), "poison-marks-of-"+strings.Join(theirs, "-")+".mp4")
+	if err := os.Symlink(testvideo.Path("h264_gop16.mp4"), p); err != nil {
+		t.Fatal(err)
+	}
+	liar := probe(t, p)
+	for _, info := range []*decode.Info{other, liar} {
+		if err := d.DecodeClip(context.Background(), info, decode.Clip{Start: 0, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marks := d.UnusableKeyframes()
+	if m, ok := marks[other.Path]; ok {
+		t.Errorf("the other video got marks %v from a helper that decoded it cleanly", m)
+	}
+	want := []int{liar.Keyframes[len(liar.Keyframes)-1].Frame}
+	if got := marks[liar.Path]; !slices.Equal(got, want) {
+		t.Errorf("the lying helper's video: marks %v taken, want %v (its one true keyframe)", got, want)
 	}
 }

@@ -2,6 +2,8 @@
 
 package isolate
 
+import "github.com/vidfs/vidfs/decode"
+
 // poison does nothing in a release build (hooks_test.go's twin crashes on marked videos).
 func poison(string) {}
 
@@ -13,3 +15,6 @@ func poisonProbe(string) {}
 
 // scribble does nothing in a release build.
 func scribble(string, []byte) {}
+
+// forgeMarks gives the marks as they are in a release build.
+func forgeMarks(_ *decode.Info, marks []int) []int { return marks }

@@ -28,9 +28,12 @@ import "C"
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
+
+	"github.com/vidfs/vidfs/decode"
 )
 
 // poison crashes the helper on a video whose name holds "poison-segv" (a write through a null
@@ -72,6 +75,27 @@ func scribble(path string, dst []byte) {
 	for i := len(dst); ; i++ {
 		*(*byte)(unsafe.Add(p, i)) = 0xa5
 	}
+}
+
+// forgeMarks, for a video whose name holds "poison-marks", adds to the keyframes found unusable
+// marks a lying helper would: frames out of range, of no keyframe, of the first keyframe, and
+// those of another video ("poison-marks-of-F-G" in the name: frames F and G, the keyframes of
+// the video the test holds them for), beside one true keyframe of this one, its last.
+func forgeMarks(info *decode.Info, marks []int) []int {
+	base := filepath.Base(info.Path)
+	if !strings.Contains(base, "poison-marks") || len(info.Keyframes) < 2 {
+		return marks
+	}
+	forged := []int{-1, info.Frames, info.Frames + 1000, info.Keyframes[0].Frame, info.Keyframes[1].Frame + 1,
+		info.Keyframes[len(info.Keyframes)-1].Frame}
+	if _, of, ok := strings.Cut(base, "poison-marks-of-"); ok {
+		for _, f := range strings.Split(strings.TrimSuffix(of, filepath.Ext(of)), "-") {
+			if n, err := strconv.Atoi(f); err == nil {
+				forged = append(forged, n)
+			}
+		}
+	}
+	return append(marks, forged...)
 }
 
 // trySandbox tries, from inside the helper, what a hostile video's code would: read a file,

@@ -48,7 +48,6 @@ type proc struct {
 	inflight int      // clips given to it and not yet ended (Decoders.mu guards it too: pick)
 	recent   []string // the videos of its last clips, most recent last
 	stats    decode.PoolStats
-	marksAsk chan map[string][]int
 	tryAsk   chan []tryResult
 	hungWhy  string // set when it was killed for passing a deadline
 	dead     bool
@@ -232,14 +231,11 @@ func (p *proc) kill(why string) {
 	p.cmd.Process.Kill()
 }
 
-// answer hands the one who asked the marks or probe results m carries (nil ones: none).
+// answer hands the one who asked the sandbox's tries the results m carries (nil ones: none).
 func (p *proc) answer(m *message) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
-	case m.Kind == msgMarks && p.marksAsk != nil:
-		p.marksAsk <- m.Marks
-		p.marksAsk = nil
 	case m.Kind == msgTry && p.tryAsk != nil:
 		p.tryAsk <- m.Tries
 		p.tryAsk = nil
@@ -277,7 +273,7 @@ func (p *proc) read() {
 			if w != nil && m.Reply != nil {
 				w.done <- m.Reply
 			}
-		case msgMarks, msgTry:
+		case msgTry:
 			p.answer(m)
 		}
 	}
@@ -289,8 +285,7 @@ func (p *proc) read() {
 	busy := len(p.calls) > 0
 	hung := p.hungWhy != ""
 	p.mu.Unlock()
-	p.answer(&message{Kind: msgMarks}) // nobody waits for a dead helper's answers
-	p.answer(&message{Kind: msgTry})
+	p.answer(&message{Kind: msgTry}) // nobody waits for a dead helper's answers
 	p.letWindowsGo()
 	close(p.gone)
 	p.d.died(p, p.reason(), hung, busy)
@@ -442,25 +437,6 @@ func (p *proc) letWindowsGo() {
 			w.close()
 			p.windows[i] = nil
 		}
-	}
-}
-
-// marks asks p for the keyframes it found unusable, waiting 2 s at most.
-func (p *proc) marks() map[string][]int {
-	ask := make(chan map[string][]int, 1)
-	p.mu.Lock()
-	if p.dead || p.marksAsk != nil {
-		p.mu.Unlock()
-		return nil
-	}
-	p.marksAsk = ask
-	p.mu.Unlock()
-	go p.c.send(&message{Kind: msgMarks})
-	select {
-	case m := <-ask:
-		return m
-	case <-time.After(2 * time.Second):
-		return nil
 	}
 }
 

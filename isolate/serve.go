@@ -164,8 +164,6 @@ func (h *helper) serve() error {
 				cancel()
 			}
 			h.mu.Unlock()
-		case msgMarks:
-			h.c.send(&message{Kind: msgMarks, ID: m.ID, Marks: h.pool.UnusableKeyframes()})
 		case msgTry:
 			h.c.send(&message{Kind: msgTry, ID: m.ID, Tries: trySandbox()})
 		case msgProbeVideo:
@@ -235,6 +233,8 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 	if k != nil {
 		r.Kept = k.units
 	}
+	// The keyframes found unusable of this video, so far: the mount takes them for it alone.
+	r.Marks = forgeMarks(req.Info, h.pool.UnusableKeyframes()[req.Info.Path])
 	return r
 }
 

@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -34,7 +32,7 @@ const (
 	msgDecode                     // mount → helper: decode a clip (descriptors: the source, then the scratch memory if any)
 	msgCancel                     // mount → helper: the caller of a decode gave up
 	msgReply                      // helper → mount: a decode's end
-	msgMarks                      // mount → helper: ask for the keyframes found unusable; helper → mount: them
+	_                             // (was the keyframes found unusable, of any video: now in a decode's reply)
 	msgTry                        // mount → helper (test builds): try what the sandbox forbids; helper → mount: what it got
 	msgProbeVideo                 // mount → helper: probe a video (descriptor: the source); answered by a msgReply
 )
@@ -48,7 +46,6 @@ type message struct {
 	Hello  *hello
 	Decode *decodeRequest
 	Reply  *reply
-	Marks  map[string][]int
 	Tries  []tryResult
 	// ProbeVideo asks for a video's probe table.
 	ProbeVideo *probeRequest
@@ -114,6 +111,9 @@ type reply struct {
 	Stats decode.PoolStats
 	CPU   time.Duration // the decode's CPU time, on its thread
 	Info  *decode.Info  // a probe's table
+	// Marks are the frames of the keyframes of the decode's video found unusable so far
+	// (decode.Pool.UnusableKeyframes): taken for that video only.
+	Marks []int
 }
 
 // tryResult is one forbidden thing a helper tried, and what it got.
@@ -246,12 +246,7 @@ func (m *message) body() []byte {
 		e.poolStats(r.Stats)
 		e.i64(int64(r.CPU))
 		e.info(r.Info)
-	case msgMarks:
-		e.u32(uint32(len(m.Marks)))
-		for _, path := range slices.Sorted(maps.Keys(m.Marks)) { // the same bytes for the same marks
-			e.str(path)
-			e.ints(m.Marks[path])
-		}
+		e.ints(r.Marks)
 	case msgTry:
 		e.u32(uint32(len(m.Tries)))
 		for _, r := range m.Tries {
@@ -308,15 +303,8 @@ func parse(k kind, id uint64, fds int, b []byte) (*message, error) {
 		r.Stats = d.poolStats()
 		r.CPU = time.Duration(d.i64())
 		r.Info = d.info()
+		r.Marks = d.ints()
 		m.Reply = r
-	case msgMarks:
-		if n := d.count(8); n > 0 {
-			m.Marks = make(map[string][]int, n)
-			for range n {
-				path := d.str()
-				m.Marks[path] = append(m.Marks[path], d.ints()...)
-			}
-		}
 	case msgTry:
 		if n := d.count(8); n > 0 {
 			m.Tries = make([]tryResult, n)

@@ -57,7 +57,7 @@ func fill(v reflect.Value, n *int) {
 func TestCodecFields(t *testing.T) {
 	n := 0
 	for k, field := range map[kind]string{msgHello: "Hello", msgDecode: "Decode", msgReply: "Reply",
-		msgMarks: "Marks", msgTry: "Tries", msgProbeVideo: "ProbeVideo"} {
+		msgTry: "Tries", msgProbeVideo: "ProbeVideo"} {
 		m := &message{Kind: k, ID: 77}
 		fill(reflect.ValueOf(m).Elem().FieldByName(field), &n)
 		if k == msgReply {
@@ -146,7 +146,7 @@ func seeds(t testing.TB) []*message {
 		{Kind: msgReply, ID: 3, Reply: &reply{Path: decode.PathCPU, Kept: []int{1, 4, 9}, CPU: time.Millisecond,
 			Stats: decode.PoolStats{ClipsCPU: 3, Frames: 40}}},
 		{Kind: msgReply, ID: 4, Reply: &reply{Err: &wireError{Kind: decode.ErrCorrupt.Error(), Path: "/v.mp4", Frame: &frame, Errno: 5}}},
-		{Kind: msgMarks, ID: 5, Marks: map[string][]int{"/a.mp4": {30, 60}, "/b.mkv": {8}}},
+		{Kind: msgReply, ID: 5, Reply: &reply{Marks: []int{30, 60}}},
 		{Kind: msgTry, ID: 6, Tries: []tryResult{{What: "open", Err: "EPERM"}}},
 		{Kind: msgReply, ID: 7, Reply: &reply{Info: info}},
 	}
