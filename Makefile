@@ -100,6 +100,15 @@ bench-isolation: build
 	scripts/setup.sh bench
 	/usr/bin/python3 bench/isolation.py
 
+# Exact decoding through a fresh mount against PyAV 10 on the same clips (issue 48): 24 videos at
+# 480p, --frames 16 --stride 2 --size 224x224 --resize stretch --workers 1, one reader; clips per
+# CPU second of the mount and its helpers against PyAV's process, taking turns, with --decode fast
+# beside them (bench/pyav_mount.py --help). About 3 minutes on 2 cores.
+.PHONY: bench-pyav
+bench-pyav: build
+	scripts/setup.sh bench
+	/usr/bin/python3 bench/pyav_mount.py --fast
+
 bench-scale: build
 	scripts/setup.sh bench
 	/usr/bin/python3 bench/scale.py --sizes $(SCALE_SIZES)

@@ -27,7 +27,8 @@ and must be closest to its own, or the run stops.
 
 Prints each round's figures (stderr), then a Markdown table of clips per CPU second and CPU per
 clip (median, min-max), and the ratios round by round, with the CPU model. --fast adds a mount with
---decode fast to the turns; --also NAME=BIN another vidfs binary (the one before a change).
+--decode fast to the turns; --also NAME=BIN another vidfs binary (the one before a change), and
+--fast-also its --decode fast.
 Usage: bench/pyav_mount.py [--rounds 5] [--clips 60] [--fast] [--also before=/path/to/vidfs]
 """
 import argparse
@@ -224,6 +225,27 @@ def check_frames(binary, data, probe, tmp, samples, clips, extra):
     return worst, margin
 
 
+def cpu_line():
+    """The machine (bench/run.py's machine()), with the CPU's family, model and AVX-512, and the
+    hypervisor the kernel found (its page faults decide much of what a fresh buffer costs)."""
+    info = {}
+    for line in open("/proc/cpuinfo"):
+        k, _, v = line.partition(":")
+        info.setdefault(k.strip(), v.strip())
+        if not line.strip():
+            break
+    extra = "family %s, model %s%s" % (info.get("cpu family", "?"), info.get("model", "?"),
+                                       ", AVX-512" if "avx512f" in info.get("flags", "").split() else "")
+    try:
+        hv = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
+        found = [ln.split("Hypervisor detected:", 1)[1].strip() for ln in hv.splitlines() if "Hypervisor detected:" in ln]
+        if found:
+            extra += ", under %s" % found[0]
+    except OSError:
+        pass
+    return machine().replace(",", " (%s)," % extra, 1)
+
+
 def rng(xs, fmt):
     return (fmt + " (" + fmt + "-" + fmt + ")") % (statistics.median(xs), min(xs), max(xs))
 
@@ -237,6 +259,7 @@ def main():
     ap.add_argument("--bin", default=BIN, help="the vidfs binary to measure (default bin/vidfs)")
     ap.add_argument("--also", action="append", default=[], metavar="NAME=BIN",
                     help="another vidfs binary (the one before a change) in the same turns; repeatable")
+    ap.add_argument("--fast-also", action="store_true", help="--decode fast of each --also binary too")
     ap.add_argument("--no-check", action="store_true", help="skip the frame identity check")
     a = ap.parse_args()
     binary = os.path.abspath(a.bin)
@@ -251,7 +274,7 @@ def main():
     for item in a.also:
         name, _, path = item.partition("=")
         sides.append((name, os.path.abspath(path), extra))
-        if a.fast:
+        if a.fast_also:
             sides.append((name + "-fast", os.path.abspath(path), extra + ["--decode", "fast"]))
     with tempfile.TemporaryDirectory() as tmp:
         probe = os.path.join(tmp, "probe")
@@ -269,7 +292,7 @@ def main():
                     pts[path] = video_pts(path)
                 clips.append([path, pts[path][start:start + STRIDE * (FRAMES - 1) + 1:STRIDE]])
             plans.append((samples, clips))
-        lines = ["Machine: " + machine(), ""]
+        lines = ["Machine: " + cpu_line(), ""]
         if not a.no_check:
             own, margin = check_frames(binary, data, probe, tmp, plans[0][0], plans[0][1], extra)
             lines += ["Frames checked (round 0's %d clips, %d frames): each frame vidfs serves is closest to PyAV's same "
