@@ -75,6 +75,7 @@ type Decoders struct {
 	procs    []*proc // by slot; nil while one is being started
 	held     map[string]string
 	marks    map[string][]int // keyframes found unusable, by video (acceptMarks)
+	picture  int64            // the picture measure helpers start with (limits.go)
 	stats    Stats
 	dead     decode.PoolStats // what helpers that died had done
 	changed  chan struct{}    // closed (and replaced) when a helper starts, or a clip ends
@@ -108,14 +109,15 @@ func New(opts Options) (*Decoders, error) {
 		exe = "/proc/self/exe"
 	}
 	d := &Decoders{opts: opts, exe: exe, slots: make(chan struct{}, opts.Helpers*opts.PerHelper),
-		procs: make([]*proc, opts.Helpers), held: map[string]string{}, changed: make(chan struct{}), spawn: make(chan func())}
+		procs: make([]*proc, opts.Helpers), held: map[string]string{}, changed: make(chan struct{}), spawn: make(chan func()),
+		picture: probePicture}
 	go func() {
 		runtime.LockOSThread() // for ever: the thread ends with the goroutine, and helpers with it
 		for f := range d.spawn {
 			f()
 		}
 	}()
-	first, err := d.start()
+	first, err := d.start(0)
 	if err != nil {
 		d.Close()
 		return nil, err
@@ -123,7 +125,7 @@ func New(opts Options) (*Decoders, error) {
 	d.procs[0] = first
 	d.stats.LandlockABI = first.hello.LandlockABI
 	for i := 1; i < opts.Helpers; i++ {
-		p, err := d.start()
+		p, err := d.start(0)
 		if err != nil {
 			d.Close()
 			return nil, err
@@ -157,7 +159,7 @@ func DeadlineFor(info *decode.Info, c decode.Clip) time.Duration {
 // DecodeClip decodes clip c of the video into dst in a helper (decode.Pool.DecodeClip's
 // contract). It returns once no helper can write dst any more.
 func (d *Decoders) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
-	return d.do(ctx, info.Path, "its clip", func(p *proc) error { return d.run(ctx, p, info, c, o, dst) })
+	return d.do(ctx, info.Path, picture(info), "its clip", func(p *proc) error { return d.run(ctx, p, info, c, o, dst) })
 }
 
 // Probe makes the probe table of the video at path in a helper (decode.ProbeFrom's contract,
@@ -176,7 +178,7 @@ func (d *Decoders) Probe(ctx context.Context, path string) (*decode.Info, error)
 		}
 	}
 	var info *decode.Info
-	err := d.do(ctx, path, "its probe", func(p *proc) error {
+	err := d.do(ctx, path, probePicture, "its probe", func(p *proc) error {
 		var err error
 		info, err = d.probe(ctx, p, path)
 		return err
@@ -187,11 +189,11 @@ func (d *Decoders) Probe(ctx context.Context, path string) (*decode.Info, error)
 	return info, nil
 }
 
-// do runs one request of the video at path in a helper: attempt sends it to the helper it is
-// given and waits for its end. A helper that dies under it (maybe for another video) costs one
+// do runs one request of the video at path, of pictures of pixels pixels, in a helper whose data
+// limit allows them: attempt sends it to the helper it is given and waits for its end. A helper that dies under it (maybe for another video) costs one
 // try more, alone in a fresh helper, where a second death is this video's: it is held, and every
 // later request of it fails at once with decode.ErrCrashed. what names the request in the log.
-func (d *Decoders) do(ctx context.Context, path, what string, attempt func(p *proc) error) error {
+func (d *Decoders) do(ctx context.Context, path string, pixels int64, what string, attempt func(p *proc) error) error {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -216,7 +218,7 @@ func (d *Decoders) do(ctx context.Context, path, what string, attempt func(p *pr
 	var err error
 	for try := 0; ; try++ {
 		var p *proc
-		if p, err = d.pick(ctx, path); err != nil {
+		if p, err = d.pick(ctx, path, pixels); err != nil {
 			return err
 		}
 		err = attempt(p)
@@ -232,7 +234,7 @@ func (d *Decoders) do(ctx context.Context, path, what string, attempt func(p *pr
 	// Its helper died under it, maybe for another video: once more, alone, in a fresh helper,
 	// where a second death is this video's.
 	d.opts.Log.Warn("a decoder helper died; trying "+what+" again alone in a fresh one", "file", path, "reason", died.reason)
-	alone, err := d.start()
+	alone, err := d.start(pixels)
 	if err != nil {
 		return &decode.Error{Path: path, Kind: decode.ErrInternal, Detail: "starting a decoder helper", Err: err}
 	}
@@ -267,7 +269,7 @@ func (d *Decoders) isClosed() bool {
 // pick returns a serving helper with room for a clip: one that decoded the video last (its
 // decoder may be open, positioned), else the least busy. It waits while every one is being
 // replaced, up to a deadline's worth.
-func (d *Decoders) pick(ctx context.Context, path string) (*proc, error) {
+func (d *Decoders) pick(ctx context.Context, path string, pixels int64) (*proc, error) {
 	give := time.NewTimer(60 * time.Second)
 	defer give.Stop()
 	for {
@@ -282,7 +284,7 @@ func (d *Decoders) pick(ctx context.Context, path string) (*proc, error) {
 			if p == nil {
 				continue
 			}
-			load, has, ok := p.load(path)
+			load, has, ok := p.load(path, pixels)
 			if !ok || load >= d.opts.PerHelper {
 				continue
 			}
@@ -298,6 +300,9 @@ func (d *Decoders) pick(ctx context.Context, path string) (*proc, error) {
 			best.begin(path)
 			d.mu.Unlock()
 			return best, nil
+		}
+		if pixels > d.picture {
+			d.grow(pixels)
 		}
 		changed, fail := d.changed, d.lastFail
 		d.mu.Unlock()
@@ -440,8 +445,58 @@ func ProbeDeadlineFor(size int64) time.Duration {
 func (d *Decoders) end(p *proc) {
 	d.mu.Lock()
 	p.finish()
+	d.retireIfIdle(p)
 	d.notify()
 	d.mu.Unlock()
+}
+
+// Fit sizes the helpers' data limits for pictures of at most pixels (Picture of the largest video
+// the mount decodes): helpers started for another measure are replaced as they go idle, and a
+// request of a larger picture later starts helpers for it (grow).
+func (d *Decoders) Fit(pixels int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	pixels = max(min(pixels, maxPicture), Picture(0, 0))
+	if pixels == d.picture {
+		return
+	}
+	d.picture = pixels
+	for _, p := range d.procs {
+		if p != nil && p.pixels != pixels {
+			d.retire(p)
+		}
+	}
+}
+
+// grow raises the picture measure helpers start with to pixels, for a request that no helper's
+// limit allows, and replaces those started for less. Called with d.mu held.
+func (d *Decoders) grow(pixels int64) {
+	d.picture = min(pixels, maxPicture)
+	for _, p := range d.procs {
+		if p != nil && p.pixels < d.picture {
+			d.retire(p)
+		}
+	}
+}
+
+// retire has p take no more requests, and be replaced once those it has end. Called with d.mu
+// held.
+func (d *Decoders) retire(p *proc) {
+	p.mu.Lock()
+	p.retiring = true
+	p.mu.Unlock()
+	d.retireIfIdle(p)
+}
+
+// retireIfIdle stops p if it is retiring and has no request left; its end starts its
+// replacement (died). Called with d.mu held.
+func (d *Decoders) retireIfIdle(p *proc) {
+	p.mu.Lock()
+	idle := p.retiring && p.inflight == 0 && !p.dead
+	p.mu.Unlock()
+	if idle && !d.closed {
+		go p.stop()
+	}
 }
 
 // keepOf is what c.Keep wants, for a helper to follow: the frames it wants of the video, at
@@ -704,7 +759,14 @@ func (d *Decoders) died(p *proc, reason string, hung, busy bool) {
 	if slot < 0 || closed {
 		return
 	}
-	d.opts.Log.Warn("a decoder helper died; starting another", "pid", p.pid, "reason", reason)
+	p.mu.Lock()
+	retired := p.retiring
+	p.mu.Unlock()
+	if retired {
+		d.opts.Log.Debug("a decoder helper replaced by one of another data limit", "pid", p.pid)
+	} else {
+		d.opts.Log.Warn("a decoder helper died; starting another", "pid", p.pid, "reason", reason)
+	}
 	go d.replace(slot)
 }
 
@@ -715,7 +777,7 @@ func (d *Decoders) replace(slot int) {
 	began := time.Now()
 	wait := 100 * time.Millisecond
 	for {
-		p, err := d.start()
+		p, err := d.start(0)
 		d.mu.Lock()
 		if d.closed {
 			d.mu.Unlock()
@@ -739,8 +801,9 @@ func (d *Decoders) replace(slot int) {
 	}
 }
 
-// start starts one helper and waits for its hello.
-func (d *Decoders) start() (*proc, error) {
+// start starts one helper, its data limit sized for pictures of the measure helpers start with,
+// or of pixels if more, and waits for its hello.
+func (d *Decoders) start(pixels int64) (*proc, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("decoder helper: socketpair: %w", err)
@@ -753,7 +816,10 @@ func (d *Decoders) start() (*proc, error) {
 		theirs.Close()
 		return nil, fmt.Errorf("decoder helper: %w", err)
 	}
-	cmd := exec.Command(d.exe, HelperArg, strconv.Itoa(d.opts.PerHelper))
+	d.mu.Lock()
+	pixels = max(pixels, d.picture)
+	d.mu.Unlock()
+	cmd := exec.Command(d.exe, HelperArg, strconv.Itoa(d.opts.PerHelper), strconv.FormatInt(dataLimit(d.opts.PerHelper, pixels), 10))
 	cmd.ExtraFiles = []*os.File{theirs} // descriptor 3 (helperFD)
 	cmd.Env = []string{"GOMAXPROCS=" + strconv.Itoa(d.opts.PerHelper+1)}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -775,7 +841,7 @@ func (d *Decoders) start() (*proc, error) {
 		return nil, fmt.Errorf("decoder helper: starting %s: %w", d.exe, err)
 	}
 	d.started.Add(1)
-	p := &proc{d: d, pid: cmd.Process.Pid, cmd: cmd, c: newConn(fc.(*net.UnixConn), false), calls: map[uint64]*pending{},
+	p := &proc{d: d, pid: cmd.Process.Pid, pixels: pixels, cmd: cmd, c: newConn(fc.(*net.UnixConn), false), calls: map[uint64]*pending{},
 		gone: make(chan struct{}), waited: make(chan struct{}), said: make(chan struct{})}
 	go p.logLines(stderr)
 	go p.wait()

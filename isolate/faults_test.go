@@ -348,3 +348,31 @@ func TestMarksChecked(t *testing.T) {
 		t.Errorf("the lying helper's video: marks %v taken, want %v (its one true keyframe)", got, want)
 	}
 }
+
+// TestHog: a helper that allocates without end (the test hook: poison-hog) is stopped by its
+// data limit, while the clips decoded beside it in the same helper are decoded exactly; its video
+// is held as one that crashes twice.
+func TestHog(t *testing.T) {
+	d := start(t, isolate.Options{Helpers: 1, PerHelper: 4})
+	bad := poisoned(t, "poison-hog")
+	jobs := clipsOf(t, []string{"h264_gop250.mp4", "vp9.webm", "mpeg4.avi"})
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			want, _ := fresh(t, j)
+			got := make([]byte, len(want))
+			if err := d.DecodeClip(context.Background(), j.info, j.clip, out, got); err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s beside a video that allocates without end: %v (equal %v)", j.info.Path, err, bytes.Equal(got, want))
+			}
+		}()
+	}
+	err := d.DecodeClip(context.Background(), bad, decode.Clip{Start: 0, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes()))
+	wg.Wait()
+	// The Go runtime says "out of memory"; with the race detector, its allocator fails first.
+	if !errors.Is(err, decode.ErrCrashed) || !strings.Contains(err.Error(), "out of memory") && !strings.Contains(err.Error(), "errno: 12") {
+		t.Fatalf("the video that allocates without end: %v, want crashed twice, out of memory", err)
+	}
+	waitServing(t, d, 1)
+}

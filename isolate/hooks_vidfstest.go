@@ -48,6 +48,19 @@ func poison(path string) {
 		C.vidfs_abort()
 	case strings.Contains(base, "poison-hang"):
 		select {}
+	case strings.Contains(base, "poison-hog"):
+		hog()
+	}
+}
+
+// hog allocates without end, as a decoder led on by a hostile file would, until its limit
+// stops it.
+func hog() {
+	var held [][]byte
+	for {
+		b := make([]byte, 16<<20)
+		b[0], b[len(b)-1] = 1, 1
+		held = append(held, b)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -428,5 +429,65 @@ func TestStalledSource(t *testing.T) {
 	close(release)
 	if err := d.DecodeClip(context.Background(), j.info, j.clip, out, got); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("once the source answers: %v (equal %v)", err, bytes.Equal(got, want))
+	}
+}
+
+// procField reads a line of a file of /proc/PID that starts with prefix, the rest of it.
+func procField(t *testing.T, pid int, file, prefix string) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			return strings.TrimSpace(rest)
+		}
+	}
+	t.Fatalf("no %q in /proc/%d/%s", prefix, pid, file)
+	return ""
+}
+
+// TestLimits: a helper runs with oom_score_adj 1000 and a data limit, soft and hard (it cannot
+// raise it), sized for 4K pictures until Fit says the videos are smaller, when it is replaced by
+// one with a smaller limit; a video of larger pictures then gets a helper started for it.
+func TestLimits(t *testing.T) {
+	d := start(t, isolate.Options{Helpers: 1})
+	helper := func(not int) int {
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if pids := d.Pids(); len(pids) == 1 && pids[0] != not {
+				return pids[0]
+			}
+		}
+		t.Fatalf("no helper but %d serves after 30 s", not)
+		return 0
+	}
+	limit := func(pid int) int64 {
+		f := strings.Fields(procField(t, pid, "limits", "Max data size"))
+		soft, err1 := strconv.ParseInt(f[0], 10, 64)
+		hard, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil || soft != hard {
+			t.Fatalf("data limit %v: want soft and hard the same", f)
+		}
+		return soft
+	}
+	first := helper(0)
+	if got := procField(t, first, "oom_score_adj", ""); got != "1000" {
+		t.Errorf("oom_score_adj %s, want 1000", got)
+	}
+	big := limit(first)
+	d.Fit(isolate.Picture(64, 64)) // smaller than any test video
+	second := helper(first)
+	fitted := limit(second)
+	larger := clipsOf(t, []string{"h264_gop16.mp4"})[0]
+	want, _ := fresh(t, larger)
+	got := make([]byte, len(want))
+	if err := d.DecodeClip(context.Background(), larger.info, larger.clip, out, got); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("a video larger than Fit said: %v (equal %v)", err, bytes.Equal(got, want))
+	}
+	grown := limit(helper(second))
+	t.Logf("data limits: %d for 4K, %d fitted to 64x64, %d grown for %dx%d", big, fitted, grown, larger.info.Width, larger.info.Height)
+	if !(fitted < grown && grown < big) {
+		t.Errorf("data limits %d, %d, %d: want fitted < grown < 4K's", fitted, grown, big)
 	}
 }

@@ -32,11 +32,13 @@ var errGone = errors.New("the decoder helper is gone")
 
 // proc is one helper process, from the mount's side.
 type proc struct {
-	d     *Decoders
-	pid   int
-	cmd   *exec.Cmd
-	c     *conn
-	hello hello
+	d   *Decoders
+	pid int
+	// pixels is the picture measure its data limit was sized for (limits.go).
+	pixels int64
+	cmd    *exec.Cmd
+	c      *conn
+	hello  hello
 
 	gone   chan struct{} // closed once the process is reaped and its calls failed
 	waited chan struct{} // closed once it was reaped (and its socket closed)
@@ -59,6 +61,8 @@ type proc struct {
 	waiting   int
 	waitStart time.Time
 	stalled   time.Duration
+	// retiring: it takes no more requests, and is replaced once those it has end (grow, Fit).
+	retiring bool
 	// windows are the shared memory lent to it, one for each clip it may decode at once (nil:
 	// not made yet, or let go); lent marks those a request holds.
 	windows []*window
@@ -68,12 +72,12 @@ type proc struct {
 // pending is a decode awaiting its reply.
 type pending struct{ done chan *reply }
 
-// load says how many clips p decodes, whether it decoded path last, and whether it serves.
-// Called with Decoders.mu held.
-func (p *proc) load(path string) (n int, has, ok bool) {
+// load says how many clips p decodes, whether it decoded path last, and whether it serves
+// requests of pictures of pixels pixels. Called with Decoders.mu held.
+func (p *proc) load(path string, pixels int64) (n int, has, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.inflight, slices.Contains(p.recent, path), !p.dead
+	return p.inflight, slices.Contains(p.recent, path), !p.dead && !p.retiring && pixels <= p.pixels
 }
 
 // begin counts a clip of path given to p. Called with Decoders.mu held.

@@ -14,6 +14,7 @@ package isolate
 /*
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <stdint.h>
@@ -57,6 +58,12 @@ __attribute__((constructor)) static void vidfs_confine(int argc, char **argv, ch
 	// Nothing but the socket to the mount (3) and stdin, stdout and stderr: a descriptor the
 	// mount inherited without close-on-exec stays with the mount.
 	syscall(SYS_close_range, 4, ~0U, 0);
+	// The first the kernel kills if the machine runs out of memory: a helper, not the trainer.
+	// Written while /proc/self is still this process's own to open (before the change of user
+	// and PR_SET_DUMPABLE), and before Landlock forbids opening anything.
+	int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (adj < 0 || write(adj, "1000", 4) != 4) fail("oom_score_adj");
+	if (adj >= 0) close(adj);
 	struct rlimit zero = {0, 0};
 	setrlimit(RLIMIT_CORE, &zero); // a crash writes no core file of a hostile video's decode
 	if (geteuid() == 0) {

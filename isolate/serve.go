@@ -28,13 +28,23 @@ const helperFD = 3
 // HelperArg): its main must call Main at once, and nothing else.
 func IsHelper() bool { return len(os.Args) > 1 && os.Args[1] == HelperArg }
 
-// Main is a helper's main (`PROGRAM __decoder-helper CLIPS`, as Decoders starts it): it
-// serves, and returns the exit status.
+// Main is a helper's main (`PROGRAM __decoder-helper CLIPS DATA`, as Decoders starts it): it
+// limits its data to DATA bytes (limits.go), serves, and returns the exit status.
 func Main() int {
 	each := 2
 	if len(os.Args) > 2 {
 		if n, err := strconv.Atoi(os.Args[2]); err == nil && n > 0 {
 			each = n
+		}
+	}
+	if len(os.Args) > 3 {
+		n, err := strconv.ParseInt(os.Args[3], 10, 64)
+		if err == nil {
+			err = setData(n)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "vidfs decoder helper:", err)
+			return 1
 		}
 	}
 	decode.TuneMalloc(each + 1)
@@ -55,6 +65,7 @@ func Serve(concurrency int) error {
 	}
 	// A crash dies of its signal, for the mount to name; no core file is written (sandbox.go).
 	debug.SetTraceback("crash")
+	debug.SetMaxThreads(maxThreads(concurrency)) // limits.go
 	f := os.NewFile(helperFD, "mount")
 	fc, err := net.FileConn(f)
 	f.Close()

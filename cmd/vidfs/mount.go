@@ -24,6 +24,7 @@ import (
 	"github.com/vidfs/vidfs/internal/labels"
 	"github.com/vidfs/vidfs/internal/s3src"
 	"github.com/vidfs/vidfs/internal/wire"
+	"github.com/vidfs/vidfs/isolate"
 	"github.com/vidfs/vidfs/layout"
 )
 
@@ -43,6 +44,9 @@ type layoutOptions struct {
 	// prober probes the videos the scan finds: the mount's sandboxed helpers; nil probes in
 	// this process (verify, --decoders in-process).
 	prober catalog.Prober
+	// largest is the picture measure of the largest video the scan found (isolate.Picture), which
+	// the helpers' data limits are sized for.
+	largest int64
 }
 
 func newLayoutOptions() layoutOptions {
@@ -119,6 +123,11 @@ func (l *layoutOptions) scan(ctx context.Context, w io.Writer, log *slog.Logger,
 		Prober: l.prober})
 	if err != nil {
 		return nil, nil, nil, nil, err
+	}
+	for _, v := range videos {
+		if v.Brief != nil {
+			l.largest = max(l.largest, isolate.Picture(v.Brief.Width, v.Brief.Height))
+		}
 	}
 	lay, refs, skipped, unlabelled, err := arrange(spec, videos, rule)
 	if err != nil {
@@ -269,7 +278,7 @@ Exit status:
 			})
 			grouped(fs, diskFlags, func(fs *pflag.FlagSet) {
 				fs.StringVar(&o.cacheDir, "cache-dir", "", "keep decoded samples here too, compressed, and read them back instead of decoding again, across mounts (a disk tier; one mount per directory)")
-				fs.Var(&o.cacheDisk, "cache-disk", "bound on the disk tier's size, e.g. 100GiB (default: half the free space of --cache-dir's filesystem, at most 100GiB)")
+				fs.Var(&o.cacheDisk, "cache-disk", "bound on what --cache-dir keeps, e.g. 100GiB (default: for the training copy, what the filesystem has room for, less a tenth of it, at least 1GiB, kept free: room is given back when other files take it; for samples, half the free space, at most 100GiB)")
 				fs.Var(&o.cacheKeep, "cache-keep", "what --cache-dir keeps: samples (each sample's bytes, served mapped: for the same clips every epoch), frames (a training copy: each frame any sample uses, once, so that fresh random clips every epoch are served with no decode) or auto (what the directory holds from earlier mounts; in a new one, frames where the samples share frames or do not fit as they are, else samples). Nothing kept is removed for a changed flag: asking for the kind a directory does not hold fails")
 				fs.Var(&o.copyFill, "copy-fill", "with --cache-keep frames, when a video's frames are kept: clips (those of each sample decoded for a reader, and those its decode passes on the way), videos (the first time a sample of a video is read, the whole video is decoded, from that sample on, whatever it costs: the copy holds every video read after one epoch) or auto (clips' own frames, and a video read again is decoded whole within a budget: reading costs about 1.25x the CPU of decoding its clips at most, what the copy saves paying for more, so that over the epochs the copy comes to hold the videos read)")
 				fs.Var(&o.cacheDiskCodec, "cache-disk-codec", "how the disk stores samples or frames: none (the least CPU), lz4 or zstd (smaller, more CPU); auto: for samples, none if every sample fits within --cache-disk so, else zstd; for frames, none if every frame the samples use fits so, else huff (a lossless image codec, 0.44x; frames alone). docs/usage.md has the sizes and costs")
@@ -397,6 +406,9 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 		return err
 	}
 	skipped = append(skipped, unlabelled...) // both listed in .vidfs/stats
+	if fit, ok := pool.(interface{ Fit(int64) }); ok {
+		fit.Fit(o.largest) // the helpers' data limits, sized for 4K while they probed, from the videos'
+	}
 
 	decode.FixMmapThreshold() // after the probe, which it would slow 4x (decode.FixMmapThreshold)
 	defer infos.tables.Close()
@@ -408,14 +420,14 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 			"sample_bytes", S)
 	}
 	defer rememberUnusable(o.probeCache, source.files, pool, log)
-	tierBytes, err := o.tierBytes(log)
+	tierBytes, copyKeepFree, err := o.tierBytes(log)
 	if err != nil {
 		return err
 	}
 	kick := newAheadKick() // the FS's plans kick the bucket's fetching ahead, made after it
 	f, err := vfs.New(vfs.Config{Source: source.files.Root(), Layout: lay, Infos: infos, Resize: o.resize.r, Fast: o.decode.fast, Decoder: pool,
 		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Scan: &figures, Log: log,
-		OnError: onError, PlanIdle: o.planIdle, PlanMaxEntries: o.planMaxEntries, TierDir: o.cacheDir, TierBytes: tierBytes, TierCodec: o.cacheDiskCodec.c,
+		OnError: onError, PlanIdle: o.planIdle, PlanMaxEntries: o.planMaxEntries, TierDir: o.cacheDir, TierBytes: tierBytes, CopyKeepFree: copyKeepFree, TierCodec: o.cacheDiskCodec.c,
 		Keep: o.cacheKeep.k, Fill: o.copyFill.f,
 		PlanMoved: source.planMoved(kick), Current: source.current(), FetchStats: source.fetchStats()})
 	if err != nil {
@@ -617,28 +629,31 @@ func followLiveHeap(log *slog.Logger) (stop func()) {
 	}
 }
 
-// tierBytes is the disk tier's bound: --cache-disk, or half the free space of --cache-dir's
-// filesystem, at most 100 GiB; 0 without --cache-dir.
-func (o *mountOptions) tierBytes(log *slog.Logger) (int64, error) {
+// tierBytes is the disk's bound: --cache-disk, or by default, for samples, half the free space
+// of --cache-dir's filesystem, at most 100 GiB, and for the training copy what the filesystem has
+// room for less keepFree (copyKeepFree); 0 without --cache-dir.
+func (o *mountOptions) tierBytes(log *slog.Logger) (bytes, keepFree int64, err error) {
 	if o.cacheDir == "" {
 		if o.cacheDisk.n > 0 || o.cacheDiskCodec.c != 0 || o.cacheKeep.k != vfs.KeepAuto || o.copyFill.f != vfs.FillAuto {
-			return 0, usageError{"--cache-disk, --cache-disk-codec, --cache-keep and --copy-fill need --cache-dir"}
+			return 0, 0, usageError{"--cache-disk, --cache-disk-codec, --cache-keep and --copy-fill need --cache-dir"}
 		}
-		return 0, nil
+		return 0, 0, nil
 	}
 	if o.cacheDisk.n > 0 {
-		return o.cacheDisk.n, nil
+		return o.cacheDisk.n, 0, nil
 	}
 	if err := os.MkdirAll(o.cacheDir, 0o755); err != nil {
-		return 0, fmt.Errorf("--cache-dir: %w", err)
+		return 0, 0, fmt.Errorf("--cache-dir: %w", err)
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(o.cacheDir, &st); err != nil {
-		return 0, fmt.Errorf("--cache-dir: %w", err)
+		return 0, 0, fmt.Errorf("--cache-dir: %w", err)
 	}
 	n := min(int64(st.Bavail)*st.Bsize/2, 100<<30)
-	log.Info("disk tier bound", "dir", o.cacheDir, "bytes", formatBytes(n), "why", "half the free space, at most 100GiB (--cache-disk sets it)")
-	return n, nil
+	keepFree = copyKeepFree(int64(st.Blocks) * st.Bsize)
+	log.Info("disk bound", "dir", o.cacheDir, "samples", formatBytes(n), "training_copy", "the free space less "+formatBytes(keepFree),
+		"why", "samples: half the free space, at most 100GiB; the training copy: what the filesystem has room for, less a tenth of it kept free (--cache-disk sets both)")
+	return n, keepFree, nil
 }
 
 // gpusValue is a --gpus flag: all (nil) or a list of CUDA device numbers.
