@@ -15,8 +15,9 @@ const populateMin = 256 << 10
 // Linux 5.14), before b is filled: fresh memory (a new cache buffer) otherwise takes a page fault
 // for every 4 KiB written (588 for a clip of 16 frames of 224x224). Each fault costs a trap into
 // the kernel, and under a hypervisor that maps guest memory lazily, one into the host too:
-// writing a fresh 2.4 MB buffer measured 7.6-8.8 ms of CPU with the faults, 4.1-5.1 ms populated
-// first, 0.1 ms rewriting it (AMD EPYC under PVM; docs/benchmarks.md, issue 48). Pool.DecodeClip
+// writing a fresh 2.4 MB buffer measured 7.6-9.7 ms of CPU with the faults, 4.1-5.5 ms populated
+// first, 0.1-0.2 ms rewriting it (bench/fresh_memory.c; AMD EPYC under PVM; docs/benchmarks.md,
+// issue 48). Pool.DecodeClip
 // populates the buffer it is given; whoever copies decoded frames into fresh memory should too.
 // Where the call fails (an older kernel, memory that cannot be populated), the writes fault as
 // before.
