@@ -64,7 +64,8 @@ type mountProc struct {
 	dir    string
 	mu     sync.Mutex
 	stderr bytes.Buffer
-	done   chan error
+	done   chan error    // the process's exit, once: a reader that takes it may put it back
+	exited chan struct{} // closed once the process has exited, however many took done
 }
 
 func startMount(t *testing.T, src string, args ...string) *mountProc {
@@ -76,10 +77,10 @@ func startMount(t *testing.T, src string, args ...string) *mountProc {
 // vidfs mount is run itself).
 func startMountIn(t *testing.T, wrap []string, src string, args ...string) *mountProc {
 	t.Helper()
-	mp := &mountProc{dir: t.TempDir(), done: make(chan error, 1)}
+	mp := &mountProc{dir: t.TempDir(), done: make(chan error, 1), exited: make(chan struct{})}
 	line := slices.Concat(wrap, []string{os.Args[0], "mount", src, mp.dir}, args)
 	mp.cmd = exec.Command(line[0], line[1:]...)
-	mp.cmd.Env = append(os.Environ(), "VIDFS_TEST_MAIN=1")
+	mp.cmd.Env = mountEnv()
 	pipe, _ := mp.cmd.StderrPipe()
 	if err := mp.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -96,11 +97,14 @@ func startMountIn(t *testing.T, wrap []string, src string, args ...string) *moun
 			}
 		}
 		mp.done <- mp.cmd.Wait()
+		close(mp.exited)
 	}()
 	t.Cleanup(func() {
 		mp.cmd.Process.Signal(syscall.SIGTERM)
+		// exited, not done: a test that took the exit from done without putting it back would
+		// otherwise leave this waiting its 10 s for nothing.
 		select {
-		case <-mp.done:
+		case <-mp.exited:
 		case <-time.After(10 * time.Second):
 			mp.cmd.Process.Kill()
 		}
@@ -114,6 +118,20 @@ func startMountIn(t *testing.T, wrap []string, src string, args ...string) *moun
 		t.Fatalf("vidfs mount did not come up\n%s", mp.log())
 	}
 	return mp
+}
+
+// mountEnv is the environment of a vidfs command the tests run in a process of its own: this
+// one's, with the test binary running as vidfs. Under the race detector, the process exits as
+// soon as it is done rather than after the detector's default second of grace (GORACE's
+// atexit_sleep_ms, for reports other goroutines may still be writing: a mount has ended all of
+// its own once it returns), which made every mount of these tests a second longer to stop; a
+// race found still makes it exit 66, and its report is still written as the race is seen.
+func mountEnv() []string {
+	gorace := "atexit_sleep_ms=0"
+	if v := os.Getenv("GORACE"); v != "" {
+		gorace = v + " " + gorace
+	}
+	return append(os.Environ(), "VIDFS_TEST_MAIN=1", "GORACE="+gorace)
 }
 
 func (mp *mountProc) log() string {
@@ -394,7 +412,7 @@ func TestDaemon(t *testing.T) {
 	logFile, pidFile := filepath.Join(dir, "m.log"), filepath.Join(dir, "m.pid")
 	vidfsProc := func(args ...string) (string, error) {
 		cmd := exec.Command(os.Args[0], args...)
-		cmd.Env = append(os.Environ(), "VIDFS_TEST_MAIN=1")
+		cmd.Env = mountEnv()
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -431,27 +449,53 @@ func TestDaemon(t *testing.T) {
 }
 
 // TestDaemonSpellings: every spelling of --daemon that pflag reads as true (it parses the value
-// with strconv.ParseBool) starts one daemon, returns once it serves, and vidfs umount stops it;
-// every spelling of false serves in the foreground, in the process started. A mount that starts
-// more processes for its mount point than a daemon needs is killed with all it started, so that
-// a regression cannot fork without end.
+// with strconv.ParseBool) sets vidfs mount's --daemon, and every spelling of false clears it, with
+// the source and mount point left as its arguments. The spelling matters nowhere past the flag:
+// runMount asks only whether --daemon is set, and the child a daemon starts, given the command
+// line as it was written, knows itself by its ready pipe's variable (daemonChild), whatever its
+// --daemon says. So one spelling of each is mounted for real: --daemon=1 (one of those that once
+// made each child start another) starts one daemon, returns once it serves, and vidfs umount stops
+// it; --daemon=0 serves in the foreground, in the process started. A mount that starts more
+// processes for its mount point than a daemon needs is killed with all it started, so that a
+// regression cannot fork without end. (Bare --daemon is TestDaemon's; the mounts here decode in
+// process: which decoders a mount has does not depend on --daemon, and TestDaemon's daemon starts
+// helpers.)
 func TestDaemonSpellings(t *testing.T) {
+	for _, c := range []struct {
+		spellings []string
+		want      bool
+	}{
+		{[]string{"", "=1", "=t", "=T", "=TRUE", "=true", "=True"}, true},
+		{[]string{"=0", "=f", "=F", "=FALSE", "=false", "=False"}, false},
+	} {
+		for _, v := range c.spellings {
+			// Before and after the arguments: a bare --daemon must not take the next one as its value.
+			for _, line := range [][]string{{"--daemon" + v, "SRC", "MNT"}, {"SRC", "MNT", "--daemon" + v}} {
+				fs := newFlagSet("mount", commands()["mount"])
+				if err := fs.Parse(line); err != nil {
+					t.Errorf("vidfs mount %v: %v", line, err)
+					continue
+				}
+				got, err := fs.GetBool("daemon")
+				if err != nil || got != c.want || !fs.Changed("daemon") || !slices.Equal(fs.Args(), []string{"SRC", "MNT"}) {
+					t.Errorf("vidfs mount %v: --daemon %v (%v), arguments %q; want %v, SRC and MNT", line, got, err, fs.Args(), c.want)
+				}
+			}
+		}
+	}
+
 	src, probeCache := makeSource(t), t.TempDir()
-	flags := []string{"--size", "32x32", "--frames", "4", "--workers", "1", "--cache-mem", "16MiB", "--probe-cache", probeCache}
-	for _, v := range []string{"", "=1", "=t", "=T", "=TRUE", "=true", "=True"} {
-		t.Run("daemon"+v, func(t *testing.T) { daemonOnce(t, src, append([]string{"--daemon" + v}, flags...)) })
-	}
-	for _, v := range []string{"=0", "=f", "=F", "=FALSE", "=false", "=False"} {
-		t.Run("daemon"+v, func(t *testing.T) {
-			mp := startMount(t, src, append([]string{"--daemon" + v}, flags...)...)
-			if pids := mountProcesses(t, mp.dir); !slices.Equal(pids, []int{mp.cmd.Process.Pid}) {
-				t.Errorf("--daemon%s: processes %v serve %s; want the one started, %d, in the foreground\n%s", v, pids, mp.dir, mp.cmd.Process.Pid, mp.log())
-			}
-			if strings.Contains(mp.log(), "waiting until it serves") {
-				t.Errorf("--daemon%s started a daemon:\n%s", v, mp.log())
-			}
-		})
-	}
+	flags := []string{"--size", "32x32", "--frames", "4", "--workers", "1", "--cache-mem", "16MiB", "--probe-cache", probeCache, "--decoders", "in-process"}
+	t.Run("daemon=1", func(t *testing.T) { daemonOnce(t, src, append([]string{"--daemon=1"}, flags...)) })
+	t.Run("daemon=0", func(t *testing.T) {
+		mp := startMount(t, src, append([]string{"--daemon=0"}, flags...)...)
+		if pids := mountProcesses(t, mp.dir); !slices.Equal(pids, []int{mp.cmd.Process.Pid}) {
+			t.Errorf("--daemon=0: processes %v serve %s; want the one started, %d, in the foreground\n%s", pids, mp.dir, mp.cmd.Process.Pid, mp.log())
+		}
+		if strings.Contains(mp.log(), "waiting until it serves") {
+			t.Errorf("--daemon=0 started a daemon:\n%s", mp.log())
+		}
+	})
 }
 
 // daemonOnce runs vidfs mount SRC MNT with args, which ask for a daemon, and checks that it
@@ -460,7 +504,7 @@ func daemonOnce(t *testing.T, src string, args []string) {
 	mnt, dir := t.TempDir(), t.TempDir()
 	pidFile := filepath.Join(dir, "m.pid")
 	cmd := exec.Command(os.Args[0], append([]string{"mount", src, mnt, "--log-file", filepath.Join(dir, "m.log"), "--pid-file", pidFile}, args...)...)
-	cmd.Env = append(os.Environ(), "VIDFS_TEST_MAIN=1")
+	cmd.Env = mountEnv()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	t.Cleanup(func() {
