@@ -80,6 +80,7 @@ func (c *Store) known(v int, key diskstore.Key) bool {
 		return false
 	}
 	delete(c.untagged, key)
+	c.untaggedBytes -= f.size
 	cv.key, cv.bytes, cv.frames = key, f.size, uncounted
 	c.addPresent(v)
 	return true
@@ -115,6 +116,7 @@ func (c *Store) addFrames(v, n int) {
 	c.frames += int64(n)
 	if !was && c.whole(v) {
 		c.complete++
+		c.owe(v, 0) // whole: what was promised and not taken is free again
 	}
 }
 
@@ -153,6 +155,7 @@ func (c *Store) dropPresent(v int) {
 	if cv.frames != uncounted {
 		c.frames -= int64(cv.frames)
 	}
+	c.owe(v, 0)
 	*cv = videoEntry{at: -1, needed: cv.needed}
 	delete(c.damaged, int32(v))
 }

@@ -20,29 +20,27 @@ func (c *Store) due(v int) int {
 	return c.opts.Due(v)
 }
 
-// candidates is how many videos makeRoom looks at for each eviction: a sample of the videos
-// held, so that the work does not grow with them. The farthest due of 8 chosen at random is in
-// the farthest 20 % of all with a chance of 83 %.
+// candidates is how many videos an eviction looks at: a sample of the videos held, so that the
+// work does not grow with them.
 const candidates = 8
 
 // makeRoom evicts until n more bytes fit, and takes them. Files found at Open that no video
 // claimed go first, oldest first; then, of a few videos chosen at random (not v), one no plan
-// wants, least recently used, or else the one due last, if it is due later than v (if v is not
-// due, or -1, it takes only the place of videos not due). It returns the keys of the files to
-// unlink, which the caller does once it has let mu go. Called with mu held.
+// wants, least recently used. A video a plan wants is never evicted for another: the room a
+// video's frames take was promised to it when it was admitted (Admit), and a copy that cannot
+// hold every video keeps the ones it holds rather than swap them (a video decoded whole only to
+// be dropped is decoding with no return). It returns the keys of the files to unlink, which the
+// caller does once it has let mu go. Called with mu held.
 func (c *Store) makeRoom(n int64, v int) (gone []diskstore.Key, ok bool) {
-	due, asked := -1, false
-	for c.bytes+n > c.opts.MaxBytes {
-		if !asked { // asked only when there is something to evict
-			due, asked = c.due(v), true
-		}
+	for c.bytes+n > c.bound() {
 		if k, size, ok := c.oldestUntagged(); ok {
 			c.bytes -= size
+			c.untaggedBytes -= size
 			gone = append(gone, k)
 			c.stats.Evicted++
 			continue
 		}
-		w := c.victim(v, due)
+		w := c.victim(v)
 		if w < 0 {
 			return gone, false
 		}
@@ -74,28 +72,30 @@ func (c *Store) oldestUntagged() (diskstore.Key, int64, bool) {
 	return diskstore.Key{}, 0, false
 }
 
-// victim chooses a video to evict for v (see makeRoom), or -1. Called with mu held.
-func (c *Store) victim(v, due int) int {
-	best, bestDue := -1, 0
+// victim chooses, of a few videos held chosen at random (not v), one no plan wants, least
+// recently used, or -1. Called with mu held.
+func (c *Store) victim(v int) int { return c.pick(v, true) }
+
+// leastRecent chooses, of a few videos held chosen at random, the least recently used, wanted
+// or not, or -1. Called with mu held.
+func (c *Store) leastRecent() int { return c.pick(-1, false) }
+
+// pick chooses, of a few videos held chosen at random (not v), the least recently used, of
+// those no plan wants if unwanted is set; -1 if there is none. Called with mu held.
+func (c *Store) pick(v int, unwanted bool) int {
+	best := -1
 	var bestUsed uint32
 	for k := range min(candidates, len(c.present)) {
 		w := int(c.present[k]) // few enough to look at them all
 		if len(c.present) > candidates {
 			w = int(c.present[rand.IntN(len(c.present))])
 		}
-		if w == v {
+		if w == v || unwanted && c.due(w) >= 0 {
 			continue
 		}
-		d, used := c.due(w), c.videos[w].used
-		switch {
-		case best < 0,
-			d < 0 && (bestDue >= 0 || used < bestUsed),
-			d >= 0 && bestDue >= 0 && d > bestDue:
-			best, bestDue, bestUsed = w, d, used
+		if used := c.videos[w].used; best < 0 || used < bestUsed {
+			best, bestUsed = w, used
 		}
-	}
-	if best < 0 || bestDue >= 0 && (due < 0 || bestDue <= due) {
-		return -1
 	}
 	return best
 }

@@ -25,8 +25,12 @@ type Options struct {
 	// Dir is the directory the copy lives in (under Dir/frames), taken for this process alone
 	// (the same lock file as the sample tier's: a mount uses one or the other).
 	Dir string
-	// MaxBytes bounds the bytes of the copy's files.
+	// MaxBytes bounds the bytes of the copy's files. 0: what the filesystem has room for, less
+	// KeepFree: the copy grows into the room there is, and gives room back (GiveBack) when other
+	// files take it.
 	MaxBytes int64
+	// KeepFree is, with no MaxBytes, the bytes the copy leaves free on its filesystem.
+	KeepFree int64
 	// Codec is how new frames are stored (required: any of diskstore.Codecs); a frame that
 	// compressing does not shrink is stored as it is. Frames stored with any codec are read
 	// whatever this says.
@@ -68,6 +72,11 @@ type Stats struct {
 	OldBytes      int64 // their bytes, not counted in Bytes
 	OldRemoved    int64 // files of earlier formats removed, the disk being full
 	Evicted       int64 // videos
+	GivenBack     int64 // bytes evicted for other files (GiveBack)
+	Bound         int64 // the bound now: MaxBytes, or what the filesystem has room for
+	Admitted      int64 // videos Admit took this mount (not counting those the copy held)
+	Refused       int64 // times Admit refused a video: no room promised for it
+	Promised      int64 // bytes promised to videos admitted, not yet written
 	Backlog       int   // batches of frames (a sample's, a chunk of a whole video's) waiting to be written
 	BacklogBytes  int64
 }
@@ -104,7 +113,19 @@ type Store struct {
 	videos   []videoEntry
 	present  []int32                     // videos with a file, in no order (for choosing victims)
 	untagged map[diskstore.Key]foundCopy // files found at Open that no Claim or Get has named yet
-	oldest   []diskstore.Key             // untagged's keys, least recently written first (some gone), made when first evicting
+	// untaggedBytes are untagged's bytes; promised, the room Admit promised to videos that their
+	// frames have not taken yet (videoEntry.owed, over every video).
+	untaggedBytes, promised int64
+	// room is what the copy's files took and the filesystem had free when it was last asked,
+	// at freeAt (bound).
+	room   int64
+	freeAt time.Time
+	// measured is what a frame took on disk in the samples Measure packed (sampled frames, in
+	// sampledBytes); 0: none.
+	measured     float64
+	sampled      int
+	sampledBytes int64
+	oldest       []diskstore.Key // untagged's keys, least recently written first (some gone), made when first evicting
 	// damaged holds the videos whose file or frames were found damaged: the writer checks the
 	// frames of theirs it finds, rather than take them as sound, until the file is dropped (slots
 	// left pointing past a file cut short point at other frames once it grows again).
@@ -130,10 +151,11 @@ type Store struct {
 	readWarned, writeWarned time.Time
 }
 
-// videoEntry is what the store keeps of one video in memory: 56 bytes.
+// videoEntry is what the store keeps of one video in memory: 64 bytes.
 type videoEntry struct {
 	key    diskstore.Key
 	bytes  int64  // its file's, 0: none
+	owed   int64  // room Admit promised it that its frames have not taken yet
 	frames uint32 // stored, or uncounted
 	needed uint32 // frames the caller needs of it (0: not known)
 	used   uint32 // when last read or written, in seconds from start
@@ -195,8 +217,8 @@ func isVersion(name string) bool {
 
 // Open opens (or makes) the copy in opts.Dir, taking stock of the files there.
 func Open(opts Options) (_ *Store, err error) {
-	if opts.Dir == "" || opts.MaxBytes <= 0 || opts.FrameBytes <= 0 {
-		return nil, fmt.Errorf("training copy: want a directory, a size and a frame size (got %q, %d, %d bytes)", opts.Dir, opts.MaxBytes, opts.FrameBytes)
+	if opts.Dir == "" || opts.MaxBytes < 0 || opts.KeepFree < 0 || opts.FrameBytes <= 0 {
+		return nil, fmt.Errorf("training copy: want a directory, a size or room to keep free, and a frame size (got %q, %d, %d, %d bytes)", opts.Dir, opts.MaxBytes, opts.KeepFree, opts.FrameBytes)
 	}
 	if !validCodec(opts.Codec) {
 		return nil, fmt.Errorf("training copy: no codec %v", opts.Codec)
@@ -278,6 +300,7 @@ func (c *Store) scan() error {
 	err := diskstore.WalkKeys(c.dir, "", func(k diskstore.Key, size int64, mod time.Time) {
 		c.untagged[k] = foundCopy{size, mod.UnixNano()}
 		c.bytes += size
+		c.untaggedBytes += size
 	})
 	if err != nil {
 		return fmt.Errorf("training copy: %w", err)
@@ -337,6 +360,7 @@ func (c *Store) Stats() Stats {
 	s := c.stats
 	s.Bytes, s.Videos, s.Complete, s.Frames = c.bytes, len(c.present)+len(c.untagged), c.complete, c.frames
 	s.OldFiles, s.OldBytes = c.oldFiles, c.oldBytes
+	s.Bound, s.Promised = c.bound(), c.promised
 	w := c.w.Stats()
 	s.Backlog, s.BacklogBytes, s.Skipped, s.Full = w.Jobs, w.Bytes, w.Skipped, w.Full
 	return s

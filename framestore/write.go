@@ -156,6 +156,7 @@ func (c *Store) write(j job, frames []byte) (held int, err error) {
 			}
 			cv.bytes += grown // c.bytes counted them when reserved
 			cv.used = c.now()
+			c.paid(j.video, grown)
 		}
 		c.mu.Unlock()
 		if drop {
@@ -185,7 +186,7 @@ func (c *Store) write(j job, frames []byte) (held int, err error) {
 		h = header{key: j.key, frameBytes: fb, units: max(j.extent, j.last+1)}
 		start := framesStart(h.units)
 		if !c.reserve(j.video, start) {
-			return 0, errors.New("no room for a new video: everything held is wanted sooner")
+			return 0, errors.New("no room for a new video within the bound: every video held is wanted")
 		}
 		if _, err := unix.Pwrite(fd, h.marshal(), 0); err != nil {
 			c.unreserve(start)
@@ -233,7 +234,7 @@ func (c *Store) write(j job, frames []byte) (held int, err error) {
 			continue
 		}
 		if !c.reserve(j.video, int64(len(stored))) {
-			return held, errors.New("no room: everything held is wanted sooner")
+			return held, errors.New("no room within the bound: every video held is wanted")
 		}
 		s := frameSlot{off: size, codec: codec, stored: len(stored)}
 		if err := diskstore.PwriteFull(fd, stored, size); err != nil {

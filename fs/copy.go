@@ -48,7 +48,11 @@ type trainingCopy struct {
 	// chunk is how many frames a whole video's decode converts at a time at most (fillChunk;
 	// tests make it small, so that chunks end everywhere).
 	chunk int
-	stop  func() // ends the fills and the adopting of files found, and waits for them
+	// frames is how many frames the samples use, over every video, and overhead what the
+	// videos' files take besides their frames: the whole copy's size, with what a frame takes.
+	frames, overhead int64
+	keepFree         int64  // Config.CopyKeepFree
+	stop             func() // ends the fills and the adopting of files found, and waits for them
 }
 
 // keepWait is trainingCopy.wait.
@@ -182,21 +186,29 @@ func Decoders(workers int) int { return cache.MaxLoads(workers) + fillSlots(work
 // for each worker (as stored), at least 8 MiB.
 func (f *FS) openCopy(cfg Config, workers int) error {
 	S := f.lay.Spec.SampleBytes()
-	c, err := framestore.Open(framestore.Options{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Codec: cfg.TierCodec,
+	bound := cfg.TierBytes
+	if cfg.CopyKeepFree > 0 {
+		bound = 0 // what the filesystem has room for
+	}
+	c, err := framestore.Open(framestore.Options{Dir: cfg.TierDir, MaxBytes: bound, KeepFree: cfg.CopyKeepFree, Codec: cfg.TierCodec,
 		FrameBytes: f.out.FrameBytes(), Width: f.out.Width, Videos: len(f.lay.Videos), Due: f.videoDue, Log: cfg.Log,
 		Backlog: max(8<<20, 2*int64(max(1, workers))*S)})
 	if err != nil {
 		return err
 	}
-	t := &trainingCopy{c: c, f: f, prefix: keyPrefix(f.out), mode: cfg.Fill, wait: keepWait, chunk: fillChunk}
+	t := &trainingCopy{c: c, f: f, prefix: keyPrefix(f.out), mode: cfg.Fill, wait: keepWait, chunk: fillChunk,
+		keepFree: cfg.CopyKeepFree, needed: map[int]int{}}
+	t.frames, t.overhead = f.copyFootprint()
 	if cfg.Fill == FillAuto {
 		t.budget = newBudget()
-		t.served, t.seen, t.needed = newBits(f.lay.Len()), newBits(len(f.lay.Videos)), map[int]int{}
+		t.served, t.seen = newBits(f.lay.Len()), newBits(len(f.lay.Videos))
 	}
 	f.copy = t
 	t.fills = newFills(f, fillSlots(workers))
 	stopAdopting := f.adoptFound()
+	stopSizing := t.size(cfg)
 	t.stop = func() {
+		stopSizing()
 		stopAdopting()
 		t.fills.close()
 	}
@@ -293,6 +305,9 @@ func (b bits) take(i int) bool { return b[i/64].And(^uint64(1<<(i%64)))&(1<<(i%6
 // with those keep took on the way.
 func (f *FS) keepFrames(ctx context.Context, i int, p decode.Path, buf []byte, keep *passKeeper) {
 	v := f.lay.Sample(i).Video
+	if !f.copy.admit(v) {
+		return // no room for the video: its frames are not kept (nor compressed)
+	}
 	key, needed, extent := f.videoKey(v, p), keep.needed, f.copyExtent(v)
 	var ub [64]int
 	units := f.sampleUnits(i, ub[:0])
@@ -322,6 +337,12 @@ func (f *FS) copyStats() *wire.CopyStats {
 	if n := s.Hits + s.Misses; n > 0 {
 		w.HitRate = float64(s.Hits) / float64(n)
 	}
+	w.CapacityBytes, w.KeepFreeBytes = s.Bound, f.copy.keepFree
+	w.EstimatedBytes, w.EstimateAssumed = f.copy.estimate()
+	if w.EstimatedBytes > 0 {
+		w.Fits = min(1, float64(s.Bound)/float64(w.EstimatedBytes))
+	}
+	w.Admitted, w.Refused, w.PromisedBytes, w.GivenBack = s.Admitted, s.Refused, s.Promised, s.GivenBack
 	w.FillQueued, w.Filling = queued, filling
 	w.WholeFills, w.WholeFillsFailed = started, failed
 	w.Share = f.copy.fills.shareStats(s.Backlog)

@@ -98,6 +98,10 @@ func (fl *wholeFill) waitFor(ctx context.Context, first, last, ahead int) bool {
 	}
 }
 
+// errNoRoom ends a fill before it starts: the copy has no room for the video (it keeps the
+// videos it holds rather than swap them: framestore.Store.Admit).
+var errNoRoom = errors.New("no room in the training copy for this video: it keeps the videos it took first")
+
 // errMixedPath ends a fill whose chunks came from NVDEC and the CPU both.
 var errMixedPath = errors.New("decoded partly on the GPU, partly on the CPU: not kept as one copy")
 
@@ -127,6 +131,9 @@ func (f *FS) fillVideo(ctx context.Context, fl *wholeFill) error {
 	b.need, r.needed = f.needBits(v, b.need)
 	if f.copy.c.Claim(v, f.heldKey(v), b.need); f.copy.c.Whole(v) {
 		return nil // whole from an earlier mount (counted now, if it was not yet)
+	}
+	if !f.copy.admit(v) {
+		return errNoRoom // decided before decoding: its frames would not be kept
 	}
 	r.n = min(r.extent, f.lay.Videos[v].Frames)
 	r.chunk = f.copy.chunkFrames()

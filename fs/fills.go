@@ -127,8 +127,14 @@ func (fs *fills) run(fl *wholeFill, nice bool) {
 	}
 	f := fs.f
 	err := f.fillVideo(fs.ctx, fl)
-	if err != nil && fs.ctx.Err() == nil {
+	switch {
+	case errors.Is(err, errNoRoom):
+		f.log.Debug("training copy: video not decoded whole", "file", f.videoPath(fl.v), "err", err)
+	case err != nil && fs.ctx.Err() == nil:
 		f.log.Info("training copy: video not decoded whole; its samples are decoded as they are read", "file", f.videoPath(fl.v), "err", err)
+	}
+	if err != nil {
+		f.copy.c.Release(fl.v) // the room promised to it that its frames will not take
 	}
 	fl.end()
 	fs.mu.Lock()
@@ -291,6 +297,10 @@ func (fs *fills) next() (int, int) {
 		}
 		if fs.tried[v/64]&(1<<(v%64)) == 0 {
 			fs.mu.Unlock()
+			if !f.copy.admit(v) {
+				fs.mu.Lock()
+				continue // no room for it: not decoded for the copy
+			}
 			return v, fromList
 		}
 	}
@@ -303,7 +313,7 @@ func (fs *fills) next() (int, int) {
 	var buf [64]int
 	for _, i := range f.plans.Upcoming(buf[:0], len(buf)) {
 		v := f.lay.Sample(i).Video
-		if !fs.isTried(v) && !f.copy.whole(v) && f.current(i) && (videos || f.wantedAgain(i)) {
+		if !fs.isTried(v) && !f.copy.whole(v) && f.current(i) && (videos || f.wantedAgain(i)) && f.copy.admit(v) {
 			return v, fromPlans
 		}
 	}

@@ -110,6 +110,10 @@ type Config struct {
 	// TierCodec is how the disk tier stores samples (0: none if every sample fits within
 	// TierBytes uncompressed, else zstd).
 	TierCodec diskstore.Codec
+	// CopyKeepFree, when set, bounds the training copy not by TierBytes but by what its
+	// filesystem has room for, less CopyKeepFree, which it leaves free (giving room back when
+	// other files take it): the default, with no --cache-disk.
+	CopyKeepFree int64
 	// Keep says whether the disk under TierDir keeps samples (the disk tier) or frames (the
 	// training copy); KeepAuto chooses by whether every sample fits (copyKeep).
 	Keep Keep
@@ -232,7 +236,7 @@ func New(cfg Config) (*FS, error) {
 		cfg.Log.Info("disk keeps", "what", keep, "why", why)
 	}
 	if keep == KeepFrames {
-		codec, why := f.frameCodec(cfg.TierCodec, cfg.TierBytes)
+		codec, why := f.frameCodec(cfg.TierCodec, copyRoom(cfg))
 		cfg.Log.Info("training copy codec", "codec", codec, "why", why)
 		cfg.TierCodec, f.cfg.TierCodec = codec, codec
 		if err := f.openCopy(cfg, workers); err != nil {

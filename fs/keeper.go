@@ -36,6 +36,9 @@ func (t *trainingCopy) keeper(f *FS, v int) *passKeeper {
 		k.max, k.need, k.needed = 0, k.need[:0], t.neededOf(f, v)
 	} else {
 		k.need, k.needed = f.needBits(v, k.need)
+		if !t.admit(v) {
+			k.max = 0 // no room for the video: no frame is converted for the copy
+		}
 	}
 	k.units, k.frames = k.units[:0], slices.Grow(k.frames[:0], k.max*k.fb) // grown once, not by doubling
 	k.own = !f.lay.Spec.FPS.Set()

@@ -131,6 +131,9 @@ func (f *FS) fillFor(ctx context.Context, i int) bool {
 	default:
 		return false
 	}
+	if !t.admit(v) {
+		return false // no room for it: decided before decoding it whole
+	}
 	fl := t.fills.tryStart(v, first/step*step, false)
 	if fl == nil {
 		if t.mode == FillVideos {

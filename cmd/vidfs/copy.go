@@ -19,9 +19,10 @@ import (
 func copyCommand() *command {
 	var every time.Duration
 	var sh shareFlags
+	var estimate bool
 	return &command{
 		summary: "make a mount's training copy now, every video decoded whole",
-		usage:   "MNT [--every DURATION] [--nodes N --node I | --hosts H1,H2,... [--host H]] [--weigh samples|videos] [--seed S]",
+		usage:   "MNT [--estimate] [--every DURATION] [--nodes N --node I | --hosts H1,H2,... [--host H]] [--weigh samples|videos] [--seed S]",
 		help: `Asks the mount at MNT (mounted with --cache-dir and --cache-keep frames) to decode every
 video whole, once, into its training copy, and shows the progress until the copy holds them all:
 videos done, frames kept, the rate, the time left. Run it on a node waiting for its job, so that
@@ -39,9 +40,16 @@ PlanSampler(placement="node" or "host"), each node reads only its share of the v
 only that: --nodes N --node I for placement="node" (I: this node's number), --hosts H1,H2,...
 for placement="host" (every node's host name; this one's is --host, by default this machine's).
 Give the sampler's seed (--seed) and what balances the nodes (--weigh: samples for clips="all",
-videos for clips="random" or "uniform"). The rule is in docs/usage.md ("Many nodes").`,
+videos for clips="random" or "uniform"). The rule is in docs/usage.md ("Many nodes").
+
+--estimate decodes nothing: it says what the whole copy would take (every frame the samples
+use, at what a frame takes with the mount's codec: measured on a few samples when it mounted, or
+on the frames it wrote), how much of it the mount's bound holds, and the --cache-disk that would
+hold it all. A copy that does not fit keeps a stable set of the videos, those it took first, and
+decodes the rest as they are read (docs/usage.md, "How large the copy is").`,
 		flags: func(fs *pflag.FlagSet) {
 			fs.DurationVar(&every, "every", 2*time.Second, "how often to print the progress")
+			fs.BoolVar(&estimate, "estimate", false, "say how large the whole copy is and how much of it fits, and fill nothing")
 			fs.IntVar(&sh.nodes, "nodes", 0, "fill only one node's share of the videos, of this many nodes (PlanSampler(placement=\"node\"))")
 			fs.IntVar(&sh.node, "node", -1, "with --nodes: this node's number, 0 to N-1 (torchrun's GROUP_RANK, Slurm's SLURM_NODEID)")
 			fs.StringSliceVar(&sh.hosts, "hosts", nil, "fill only one node's share of the videos, the nodes known by these host names (PlanSampler(placement=\"host\"))")
@@ -59,6 +67,9 @@ videos for clips="random" or "uniform"). The rule is in docs/usage.md ("Many nod
 			req, err := sh.request()
 			if err != nil {
 				return err
+			}
+			if estimate {
+				return runEstimate(e, args[0])
 			}
 			return runCopy(ctx, e, args[0], every, req)
 		},
@@ -167,6 +178,38 @@ func runCopy(ctx context.Context, e *env, mnt string, every time.Duration, req s
 		case <-tick.C:
 		}
 	}
+}
+
+// runEstimate prints what the mount at mnt says of its whole copy's size, and fills nothing.
+func runEstimate(e *env, mnt string) error {
+	st, err := readStats(mnt)
+	if err != nil {
+		return err
+	}
+	c := st.Copy
+	if c == nil {
+		return fmt.Errorf("%s keeps no training copy: mount it with --cache-dir DIR --cache-keep frames", mnt)
+	}
+	fmt.Fprintln(e.stdout, copySize(c))
+	return nil
+}
+
+// copySize says how large the whole copy is, estimated, and how much of it the bound holds.
+func copySize(c *wire.CopyStats) string {
+	how := "a frame's size measured"
+	if c.EstimateAssumed {
+		how = "a frame's size assumed, the codec's typical ratio: nothing measured yet"
+	}
+	line := fmt.Sprintf("the whole copy: about %s (%s, %s); the bound, %s, holds %.0f %% of it",
+		formatBytes(c.EstimatedBytes), c.Codec, how, formatBytes(c.CapacityBytes), 100*c.Fits)
+	if c.Fits < 1 {
+		line += fmt.Sprintf(": a stable set of the videos, the rest decoded as read (--cache-disk %s would hold it all; %d videos refused room so far)",
+			formatBytes(c.EstimatedBytes+c.EstimatedBytes/20), c.Refused)
+	}
+	if c.KeepFreeBytes > 0 {
+		line += fmt.Sprintf("; the filesystem's free space less %s kept free", formatBytes(c.KeepFreeBytes))
+	}
+	return line
 }
 
 // noSamples says how many videos of the layout yield no sample (too short for one), which the

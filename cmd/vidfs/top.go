@@ -195,6 +195,7 @@ func (m topModel) View() string {
 		line("copy", "%s %d / %d videos whole  %s / %s on disk  hit %s  %.0f frames/s kept  %d decoding whole, %d to decode",
 			bar(float64(c.Complete)/float64(max(c.VideosWithSamples, 1)), 30), c.Complete, c.VideosWithSamples, formatBytes(c.UsedBytes),
 			formatBytes(c.CapacityBytes), pct(c.Hits, c.Hits+c.Misses), c.FramesPerSecond, c.Filling, c.FillQueued)
+		line("", "%s", copySize(c))
 	}
 	if f := m.cur.Fetch; f != nil {
 		var pf wire.FetchStats

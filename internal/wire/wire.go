@@ -143,12 +143,29 @@ type TierStats struct {
 // CopyStats is the training copy (vidfs mount --cache-dir with --cache-keep frames): each frame
 // the samples use, kept once a video. Hits and misses count loads served whole from it or not.
 type CopyStats struct {
-	Dir           string `json:"dir"`
-	Codec         string `json:"codec"` // how this mount writes frames: none, lz4 or zstd
-	Fill          string `json:"fill"`  // auto, clips (the frames of samples decoded) or videos (whole videos too)
-	CapacityBytes int64  `json:"capacity_bytes"`
-	UsedBytes     int64  `json:"used_bytes"`
-	LayoutVideos  int    `json:"layout_videos"` // videos of the layout
+	Dir   string `json:"dir"`
+	Codec string `json:"codec"` // how this mount writes frames: none, lz4 or zstd
+	Fill  string `json:"fill"`  // auto, clips (the frames of samples decoded) or videos (whole videos too)
+	// CapacityBytes is the bound now: --cache-disk, or by default what the filesystem has room
+	// for less KeepFreeBytes, which the copy leaves free (giving room back when others take it).
+	CapacityBytes int64 `json:"capacity_bytes"`
+	KeepFreeBytes int64 `json:"keep_free_bytes,omitempty"`
+	UsedBytes     int64 `json:"used_bytes"`
+	// EstimatedBytes is what the whole copy takes, estimated: every frame the samples use, at
+	// what a frame takes with the codec (measured on frames written or a few samples, or
+	// EstimateAssumed: the codec's typical ratio), with each video's index. Fits is the share of
+	// it the bound holds (1: all of it): about the share of the videos the copy keeps.
+	EstimatedBytes  int64   `json:"estimated_bytes"`
+	EstimateAssumed bool    `json:"estimate_assumed,omitempty"`
+	Fits            float64 `json:"fits"`
+	// Admitted counts videos taken in this mount before their frames were decoded, Refused the
+	// times one was not (no room promised for it: its frames are not decoded for the copy), and
+	// PromisedBytes the room promised to videos admitted that their frames have not taken yet.
+	Admitted      int64 `json:"admitted"`
+	Refused       int64 `json:"refused"`
+	PromisedBytes int64 `json:"promised_bytes"`
+	GivenBack     int64 `json:"given_back_bytes,omitempty"` // evicted for other files of the filesystem
+	LayoutVideos  int   `json:"layout_videos"`              // videos of the layout
 	// VideosWithSamples is how many of them yield a sample: those the copy can hold whole.
 	VideosWithSamples int   `json:"videos_with_samples"`
 	Videos            int   `json:"videos"`   // with a copy

@@ -1,0 +1,185 @@
+package fs
+
+// The training copy's size: what the whole copy would take (estimated at mount, and said in the
+// log and the stats), the room it has, and which videos it takes (admitted before they are
+// decoded for it).
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vidfs/vidfs/framestore"
+)
+
+// copyRoom is the room the training copy has, for choosing its codec: Config.TierBytes, or by
+// default what its filesystem has free less Config.CopyKeepFree.
+func copyRoom(cfg Config) int64 {
+	if cfg.CopyKeepFree <= 0 {
+		return cfg.TierBytes
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(cfg.TierDir, &st); err != nil {
+		return cfg.TierBytes
+	}
+	return max(0, int64(st.Bavail)*st.Bsize-cfg.CopyKeepFree)
+}
+
+// copyFootprint counts the frames the samples use over every video, and what the videos' files
+// take besides them (header and index): counted once a video length, as framesUsed does.
+func (f *FS) copyFootprint() (frames, overhead int64) {
+	var need []uint64
+	type counts struct {
+		frames   int
+		overhead int64
+	}
+	byLength := map[int]counts{}
+	for v, vid := range f.lay.Videos {
+		if first, end := f.lay.VideoSamples(v); first == end {
+			continue
+		}
+		c, ok := byLength[vid.Frames]
+		if !ok {
+			need, c.frames = f.needBits(v, need)
+			c.overhead = framestore.FileOverhead(f.copyExtent(v))
+			byLength[vid.Frames] = c
+		}
+		frames += int64(c.frames)
+		overhead += c.overhead
+	}
+	return frames, overhead
+}
+
+// estimate is what the whole copy takes, estimated: every frame the samples use at what a frame
+// takes on disk, and the videos' indexes; assumed says a frame's size was not measured yet.
+func (t *trainingCopy) estimate() (bytes int64, assumed bool) {
+	per, measured := t.c.FrameEstimate()
+	return int64(per*float64(t.frames)) + t.overhead, !measured
+}
+
+// admit says whether video v's frames are to be kept (framestore.Store.Admit): asked before they
+// are decoded for the copy, so that a copy that cannot hold every video decodes none whole only
+// to drop it.
+func (t *trainingCopy) admit(v int) bool {
+	f := t.f
+	return t.c.Admit(v, f.heldKey(v), t.neededOf(f, v), f.copyExtent(v))
+}
+
+// measureSamples is how many samples (of videos spread over the layout) a mount decodes to
+// measure what a frame takes with the copy's codec, where nothing tells it yet.
+const measureSamples = 3
+
+// giveBackEvery is how often a copy bound by its filesystem's free space looks whether other
+// files took room it held.
+const giveBackEvery = 10 * time.Second
+
+// size measures, in the background, what a frame takes with the copy's codec where nothing told
+// the copy yet (a few samples decoded and packed), then says in the log how much of the whole
+// copy the bound holds; a copy bound by its filesystem's free space then gives room back to other
+// files as they take it, every giveBackEvery. The function it returns stops it and waits.
+func (t *trainingCopy) size(cfg Config) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if _, measured := t.c.FrameEstimate(); !measured {
+			t.measure(ctx)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		t.sayFit(cfg)
+		if t.keepFree <= 0 {
+			return
+		}
+		tick := time.NewTicker(giveBackEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				t.c.GiveBack()
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// measure decodes the first sample of up to measureSamples videos spread over the layout and
+// packs their frames with the copy's codec (framestore.Store.Measure), keeping nothing.
+func (t *trainingCopy) measure(ctx context.Context) {
+	f := t.f
+	var buf []byte
+	n := len(f.lay.Videos)
+	for k := range measureSamples {
+		v := k * n / measureSamples
+		for ; v < n; v++ { // the next video with a sample
+			if first, end := f.lay.VideoSamples(v); first < end {
+				break
+			}
+		}
+		if v >= n || ctx.Err() != nil {
+			return
+		}
+		first, _ := f.lay.VideoSamples(v)
+		info, err := f.cfg.Infos.Info(v)
+		if err != nil {
+			continue
+		}
+		buf = grow(buf, int(f.lay.Spec.SampleBytes()))
+		if err := f.cfg.Decoder.DecodeClip(ctx, info, SampleClip(f.lay, first), f.out, buf); err != nil {
+			continue // a damaged video: another tells
+		}
+		t.c.Measure(buf)
+	}
+}
+
+// sayFit logs what the whole copy takes, estimated, and, where the bound holds less than all of
+// it, a warning with the --cache-disk that would hold it and the room the filesystem has.
+func (t *trainingCopy) sayFit(cfg Config) {
+	est, assumed := t.estimate()
+	s := t.c.Stats()
+	basis := "measured"
+	if assumed {
+		basis = "assumed"
+	}
+	var st unix.Statfs_t
+	free := int64(-1)
+	if unix.Statfs(cfg.TierDir, &st) == nil {
+		free = int64(st.Bavail) * st.Bsize
+	}
+	fits := 1.0
+	if est > 0 {
+		fits = min(1, float64(s.Bound)/float64(est))
+	}
+	args := []any{"estimated_bytes", est, "frames", t.frames, "codec", cfg.TierCodec, "bytes_per_frame", basis,
+		"bound_bytes", s.Bound, "fits", fits, "free_bytes", free}
+	if fits >= 1 {
+		t.f.log.Info("training copy: the bound holds all of it", args...)
+		return
+	}
+	want := est + est/20 // with a little room to spare
+	if t.keepFree > 0 {
+		t.f.log.Warn("training copy: the filesystem has room for part of it only; it keeps a stable set of the videos (those it takes first) and decodes the rest as they are read: a --cache-dir on a filesystem with more room would hold it all",
+			append(args, "keep_free_bytes", t.keepFree, "room_wanted_bytes", want+t.keepFree)...)
+		return
+	}
+	t.f.log.Warn("training copy: --cache-disk holds part of it only; it keeps a stable set of the videos (those it takes first) and decodes the rest as they are read",
+		append(args, "cache_disk_for_all", flagBytes(want))...)
+}
+
+// flagBytes writes n bytes, rounded up, as --cache-disk takes them: in GiB, or MiB below 10 GiB.
+func flagBytes(n int64) string {
+	if n >= 10<<30 {
+		return strconv.FormatInt((n+1<<30-1)>>30, 10) + "GiB"
+	}
+	return strconv.FormatInt((n+1<<20-1)>>20, 10) + "MiB"
+}
