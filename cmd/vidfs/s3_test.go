@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -92,13 +93,47 @@ func samplesOf(t *testing.T, dir string, order []int, plan bool) ([][]byte, map[
 	return out, failed
 }
 
-// sameFiles fails unless the mounts' listing files are the same.
-func sameFiles(t *testing.T, a, b string) {
+// localMount is what a mount of the test source (makeSource's) on local disk with smallMount's
+// flags serves: every sample, in order, and its listing files. The bucket's mounts are checked
+// against it; it is made once, by the first test that asks, as the local disk's mount gives
+// the same bytes to each.
+type localMount struct {
+	samples [][]byte
+	files   map[string][]byte // index.csv and classes.txt
+}
+
+var local struct {
+	sync.Mutex
+	m *localMount
+}
+
+// localReference returns the local mount's samples and listing files, mounting it the first time.
+func localReference(t *testing.T) *localMount {
 	t.Helper()
-	for _, name := range []string{"index.csv", "classes.txt"} {
-		x, err1 := os.ReadFile(filepath.Join(a, name))
-		y, err2 := os.ReadFile(filepath.Join(b, name))
-		if err := errors.Join(err1, err2); err != nil {
+	local.Lock()
+	defer local.Unlock()
+	if local.m == nil {
+		mp := startMount(t, makeSource(t), smallMount...)
+		samples, failed := samplesOf(t, mp.dir, nil, false)
+		if len(failed) > 0 {
+			t.Fatalf("local mount: %v", failed)
+		}
+		m := &localMount{samples: samples, files: map[string][]byte{}}
+		for _, name := range []string{"index.csv", "classes.txt"} {
+			m.files[name] = readFile(t, mp.dir, name)
+		}
+		mp.stop(t)
+		local.m = m
+	}
+	return local.m
+}
+
+// sameFiles fails unless the listing files of the mount at dir are the local mount's.
+func sameFiles(t *testing.T, local *localMount, dir string) {
+	t.Helper()
+	for name, x := range local.files {
+		y, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(x, y) {
@@ -112,11 +147,8 @@ func sameFiles(t *testing.T, a, b string) {
 // (whose second mount reads samples back from it).
 func TestS3MountMatchesLocal(t *testing.T) {
 	_, p := bucketSource(t)
-	local := startMount(t, makeSource(t), smallMount...)
-	want, failed := samplesOf(t, local.dir, nil, false)
-	if len(failed) > 0 {
-		t.Fatalf("local mount: %v", failed)
-	}
+	local := localReference(t)
+	want := local.samples
 	order := rand.New(rand.NewPCG(1, 2)).Perm(len(want))
 	tierDir := t.TempDir()
 	for _, c := range []struct {
@@ -131,7 +163,7 @@ func TestS3MountMatchesLocal(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := startMount(t, "s3://train/ds", bucketArgs(p, c.args...)...)
-			sameFiles(t, local.dir, m.dir)
+			sameFiles(t, local, m.dir)
 			got, failed := samplesOf(t, m.dir, order, c.plan)
 			if len(failed) > 0 {
 				t.Fatalf("failed samples: %v\n%s", failed, m.log())
@@ -218,8 +250,7 @@ func samplesOfVideo(t *testing.T, dir, video string) []int {
 // logged and in .vidfs/failed, while the other samples read as on local disk.
 func TestS3ChangedObject(t *testing.T) {
 	s, p := bucketSource(t)
-	local := startMount(t, makeSource(t), smallMount...)
-	want, _ := samplesOf(t, local.dir, nil, false)
+	want := localReference(t).samples
 	m := probedMount(t, p)
 	s.Put("train", map[string]string{"ds/walk/gop16.mp4": testvideo.Path("vp9.webm")})
 	got, failed := samplesOf(t, m.dir, nil, false)
@@ -249,8 +280,7 @@ func TestS3ChangedObject(t *testing.T) {
 // mount stays up; once it is back, the same samples read right.
 func TestS3Faults(t *testing.T) {
 	s, p := bucketSource(t)
-	local := startMount(t, makeSource(t), smallMount...)
-	want, _ := samplesOf(t, local.dir, nil, false)
+	want := localReference(t).samples
 	m := probedMount(t, p, "--s3-timeout", "4s")
 	p.FailEvery(20)
 	held := samplesOfVideo(t, m.dir, "walk/gop250.mp4") // read once the server is killed
