@@ -209,7 +209,9 @@ func TestFPSMount(t *testing.T) {
 // TestFPSPython: on an --fps mount, Mount.index() gives each sample's start_time and end_time,
 // and PlanSampler draws random and uniform clips per video as on any mount.
 func TestFPSPython(t *testing.T) {
-	mp := startMount(t, linkSources(t, fpsSources), append([]string{"--cache-mem", "16MiB", "--workers", "2"}, fpsLayout...)...)
+	// In-process decoders, one sample decoded ahead: fps.py reads no sample, and the Python client's
+	// view of the layout and its plans do not depend on either (python_test.go).
+	mp := startMount(t, linkSources(t, fpsSources), append([]string{"--cache-mem", "16MiB", "--workers", "2", "--decoders", "in-process", "--prefetch", "1"}, fpsLayout...)...)
 	if out := runPython(t, "fps.py", mp.dir); strings.TrimSpace(out) != "ok" {
 		t.Errorf("fps.py: %s", out)
 	}

@@ -62,7 +62,10 @@ func runNodes(t *testing.T, args ...string) nodesRun {
 // vidfs copy --nodes fills exactly the videos the sampler places on the node.
 func TestNodePlacement(t *testing.T) {
 	src := nodesSource(t)
-	flags := []string{"--frames", "4", "--stride", "2", "--step", "4", "--size", "32x32", "--workers", "2", "--probe-cache", filepath.Join(t.TempDir(), "probe")}
+	// In-process decoders: where a mount decodes is nothing to the placement, and the training
+	// copy's fills through helpers are TestCopyCommand's.
+	flags := []string{"--frames", "4", "--stride", "2", "--step", "4", "--size", "32x32", "--workers", "2", "--probe-cache", filepath.Join(t.TempDir(), "probe"),
+		"--decoders", "in-process"}
 	withCopy := func(dir string, more ...string) []string {
 		return append(append(append([]string{}, flags...), "--cache-dir", dir, "--cache-keep", "frames", "--cache-disk", "1GiB"), more...)
 	}
@@ -170,7 +173,7 @@ func TestPlacementPython(t *testing.T) {
 // placement by number and by given host names, and every rank raises, none left waiting, where
 // two nodes gather one host name or one rank has another seed (testdata/ddp_place.py).
 func TestPlacementDDP(t *testing.T) {
-	mp := startMount(t, nodesSource(t), "--frames", "4", "--stride", "2", "--step", "4", "--size", "32x32", "--probe-cache", "")
+	mp := startMount(t, nodesSource(t), "--frames", "4", "--stride", "2", "--step", "4", "--size", "32x32", "--probe-cache", "", "--decoders", "in-process")
 	if out := runPython(t, "ddp_place.py", mp.dir, strconv.Itoa(rendezvousPort(t))); !strings.HasSuffix(strings.TrimSpace(out), "ok") {
 		t.Errorf("ddp_place.py: %s", out)
 	}

@@ -32,10 +32,17 @@ func runPython(t *testing.T, script string, args ...string) string {
 	return string(out)
 }
 
+// The Python client's tests mount with in-process decoders: what they check is the client's and
+// the plans', which do not depend on where a mount decodes (decoder helpers are TestHelperFaults',
+// TestUnmountUnderReaders', and every test's that leaves --decoders at its default). Those whose
+// plans nobody reads through (sampler.py and items.py write dozens, and read a few samples by
+// index) keep one sample decoded ahead (--prefetch 1), not every sample of each plan written (the
+// default, as many as the cache holds): decodes that nothing here looks at, most of their time.
+
 // TestPlanSampler: PlanSampler splits, pads and shuffles as DistributedSampler does, writes each
 // rank's plan, draws clips per epoch, and Dataset labels samples as index.csv does.
 func TestPlanSampler(t *testing.T) {
-	mp := startMount(t, makeSource(t), "--frames", "4", "--step", "4", "--size", "32x32", "--probe-cache", "")
+	mp := startMount(t, makeSource(t), "--frames", "4", "--step", "4", "--size", "32x32", "--probe-cache", "", "--decoders", "in-process", "--prefetch", "1")
 	if out := runPython(t, "sampler.py", mp.dir); strings.TrimSpace(out) != "ok" {
 		t.Errorf("sampler.py: %s", out)
 	}
@@ -45,7 +52,7 @@ func TestPlanSampler(t *testing.T) {
 // size, on a mount of over 900 samples (items.py counts calls and lines run), opens no file
 // beyond clips.npy, and Dataset and PlanSampler read each control file once and index.csv never.
 func TestPythonItems(t *testing.T) {
-	mp := startMount(t, makeSource(t), "--frames", "2", "--step", "1", "--size", "8x8", "--probe-cache", "")
+	mp := startMount(t, makeSource(t), "--frames", "2", "--step", "1", "--size", "8x8", "--probe-cache", "", "--decoders", "in-process", "--prefetch", "1")
 	if out := runPython(t, "items.py", mp.dir); strings.TrimSpace(out) != "ok" {
 		t.Errorf("items.py: %s", out)
 	}
