@@ -109,8 +109,9 @@ def replace_times(data, probe, tmp, times):
     m = Mount(data, probe, "isolated", tmp)
     out = []
     for _ in range(times):
+        pid = helper_pid(m.proc.pid)
         before = m.stats()["decode"]["helpers"]
-        os.kill(helper_pid(m.proc.pid), signal.SIGKILL)
+        os.kill(pid, signal.SIGKILL)
         for _ in range(3000):
             h = m.stats()["decode"]["helpers"]
             if h["started"] > before["started"] and h["serving"] == before["serving"]:
@@ -122,10 +123,15 @@ def replace_times(data, probe, tmp, times):
 
 
 def helper_pid(mount):
-    for task in os.listdir("/proc/%d/task" % mount):
-        kids = open("/proc/%d/task/%s/children" % (mount, task)).read().split()
-        if kids:
-            return int(kids[0])
+    """A decoder helper of the mount: a child of one of its threads. The mount replaces its
+    helpers once its scan says how large its videos' pictures are (their data limits), so one
+    may be missing for a moment: waits up to 10 s."""
+    for _ in range(1000):
+        for task in os.listdir("/proc/%d/task" % mount):
+            kids = open("/proc/%d/task/%s/children" % (mount, task)).read().split()
+            if kids:
+                return int(kids[0])
+        time.sleep(0.01)
     raise SystemExit("no helper process")
 
 

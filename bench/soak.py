@@ -14,6 +14,12 @@ memory is flat (the last quarter's peak within 5 % of the second's) and within t
 --copy (issue 32): the same with a training copy in a fresh directory (--cache-keep frames
 --copy-fill videos): the copy fills while the readers read, and later reads come from it.
 
+PSS (issue 51): the PSS of the mount and its decoder helpers together is sampled too (each
+process's /proc/PID/smaps_rollup: shared memory counted once over those that map it), and report
+its peak, each quarter's, whether it is flat and within the cache plus 150 MiB, and each
+helper's; with --source DIR (bench/dataset10.sh's 480p videos, say), --workers N (default 2, as
+run.py mounts) and --decoders isolated|in-process to compare.
+
 --hits (issue 33): the same 16 readers, of cached samples only: the first 110 MiB of samples (45
 of them), read once before the clock starts so that the cache holds them, are all the plans and
 the random readers take; nothing is decoded or evicted after, and the readers go as fast as
@@ -94,6 +100,29 @@ def status(pid):
     return out
 
 
+def helpers(pid):
+    """The mount's decoder helpers: the children of any of its threads."""
+    out = []
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            out += [int(c) for c in open("/proc/%d/task/%s/children" % (pid, t)).read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def pss(pid):
+    """A process's proportional set size, in bytes (0 once it is gone)."""
+    try:
+        with open("/proc/%d/smaps_rollup" % pid) as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) << 10
+    except OSError:
+        pass
+    return 0
+
+
 HITS_BYTES = 110 * MiB  # the samples --hits reads, in the cache: as in issue 33's report
 
 
@@ -111,8 +140,12 @@ def warm(mnt, S, n):
         raise SystemExit("warm-up: %d samples ready of the %d read" % (st["cache"]["ready_samples"], n))
 
 
-def soak(source, secs, every, plans, hits=False, copy_dir=None):
+def soak(source, secs, every, plans, hits=False, copy_dir=None, workers=None, decoders=None):
     extra = ["--cache-mem", "%dMiB" % (CACHE_MEM // MiB)]
+    if workers:
+        extra += ["--workers", str(workers)]
+    if decoders:
+        extra += ["--decoders", decoders]
     if copy_dir:
         extra += ["--cache-dir", copy_dir, "--cache-keep", "frames", "--copy-fill", "videos"]
     with run.Mounted(source, extra, name="mnt-soak") as m:
@@ -130,14 +163,16 @@ def soak(source, secs, every, plans, hits=False, copy_dir=None):
         while any(p.poll() is None for p in procs):
             time.sleep(every)
             s = status(m.proc.pid)
+            hs = {h: pss(h) for h in helpers(m.proc.pid)}
+            s["pss"], s["helper_pss"] = pss(m.proc.pid) + sum(hs.values()), sorted(hs.values())
             st = json.load(open(os.path.join(m.dir, ".vidfs", "stats")))
             s.update({"t": time.time() - start, "memory": st["memory"], "requests": st["reads"]["requests"],
                       "plan": st["plan"]["length"], "errors": len(st.get("errors") or []), "hits": st["cache"]["hits"],
                       "misses": st["cache"]["misses"], "evicted": st["cache"]["evicted"]})
             samples.append(s)
-            run.log("soak %4.0f s: RSS %4.0f MiB (cache %4.0f, Go heap %4.0f, runtime %4.0f, native %4.0f), %d reads" % (
+            run.log("soak %4.0f s: RSS %4.0f MiB (cache %4.0f, Go heap %4.0f, runtime %4.0f, native %4.0f), PSS with %d helpers %4.0f MiB, %d reads" % (
                 s["t"], s["VmRSS"] / MiB, st["memory"]["cache_bytes"] / MiB, st["memory"]["go_heap_bytes"] / MiB,
-                st["memory"]["go_runtime_bytes"] / MiB, st["memory"]["native_bytes"] / MiB, s["requests"]))
+                st["memory"]["go_runtime_bytes"] / MiB, st["memory"]["native_bytes"] / MiB, len(hs), s["pss"] / MiB, s["requests"]))
         hwm = status(m.proc.pid)["VmHWM"]
         got = [json.loads(p.stdout.read()) for p in procs]
         planned = {k: sum(g[k] for g in got[:-1]) for k in ("reads", "plan_writes", "errors")}
@@ -145,7 +180,7 @@ def soak(source, secs, every, plans, hits=False, copy_dir=None):
         readers = {"plan": planned, "random": got[-1]}
     return {"plans": plans, "seconds": secs, "samples": samples, "hwm": hwm, "readers": readers, "dataset_samples": lay["samples"],
             "plan_entries": EPOCHS * n, "machine": run.machine(), "began": start, "hits": hits, "read_samples": n,
-            "sample_bytes": lay["sample_bytes"]}
+            "sample_bytes": lay["sample_bytes"], "source": source, "workers": workers, "decoders": decoders}
 
 
 def report(r):
@@ -184,6 +219,15 @@ def report(r):
           "Flat (the last quarter's peak within 5 %% of the second's): %s (%.0f MiB against %.0f MiB). Within the cache"
           " plus 150 MiB: %s (%.0f MiB above the cache's 256 MiB)." % (
               "yes" if flat else "no", q[3] / MiB, q[1] / MiB, "yes" if over <= 150 * MiB else "no", over / MiB)]
+    if S and "pss" in S[0]:
+        p = [max([s["pss"] for s in S if k * secs / 4 <= s["t"] < (k + 1) * secs / 4] or [0]) for k in range(4)]
+        top = max(S, key=lambda s: s["pss"])
+        L += ["", "PSS of the mount and its helpers (%s, --workers %s, --decoders %s): peak %.0f MiB; each quarter's peak %s MiB;"
+              " flat: %s; within the cache plus 150 MiB (%.0f MiB): %s. At the peak, %d helpers of %s MiB each." % (
+                  os.path.basename(r.get("source") or ""), r.get("workers") or 2, r.get("decoders") or "isolated",
+                  top["pss"] / MiB, ", ".join("%.0f" % (v / MiB) for v in p), "yes" if p[3] <= 1.05 * p[1] else "no",
+                  (CACHE_MEM + 150 * MiB) / MiB, "yes" if top["pss"] <= CACHE_MEM + 150 * MiB else "no",
+                  len(top["helper_pss"]), ", ".join("%.0f" % (v / MiB) for v in top["helper_pss"]) or "no")]
     return "\n".join(L)
 
 
@@ -198,18 +242,23 @@ def main():
     ap.add_argument("--copy", action="store_true",
                     help="with a training copy (--cache-keep frames --copy-fill videos) in a fresh directory: issue 32's soak")
     ap.add_argument("--from", dest="saved", help="re-render an earlier soak's results (its JSON)")
+    ap.add_argument("--source", help="the videos to mount (default: make bench's dataset, made by bench/dataset.sh)")
+    ap.add_argument("--workers", type=int, help="vidfs mount --workers (default: run.py's 2)")
+    ap.add_argument("--decoders", choices=["isolated", "in-process"], help="vidfs mount --decoders")
     a = ap.parse_args()
     if a.saved:
         print(report(json.load(open(a.saved))))
         return
-    source = os.path.join(run.CACHE, "dataset-v1")
-    subprocess.run([os.path.join(HERE, "dataset.sh"), source], check=True)
+    source = a.source
+    if not source:
+        source = os.path.join(run.CACHE, "dataset-v1")
+        subprocess.run([os.path.join(HERE, "dataset.sh"), source], check=True)
     if a.copy:
         import tempfile
         with tempfile.TemporaryDirectory(prefix="soak-copy-", dir=run.CACHE) as d:
-            r = soak(source, a.seconds, a.every, a.plans, a.hits, d)
+            r = soak(source, a.seconds, a.every, a.plans, a.hits, d, a.workers, a.decoders)
     else:
-        r = soak(source, a.seconds, a.every, a.plans, a.hits)
+        r = soak(source, a.seconds, a.every, a.plans, a.hits, None, a.workers, a.decoders)
     saved = os.path.join(run.CACHE, "soak%s-%s.json" % ("-hits" if a.hits else "-copy" if a.copy else "", time.strftime("%Y%m%d-%H%M%S", time.localtime(r["began"]))))
     json.dump(r, open(saved, "w"))
     run.log("samples saved in %s (--from re-renders them)" % saved)

@@ -51,10 +51,9 @@ type Decoder interface {
 	Stats() decode.PoolStats
 }
 
-// SharedBuffers is a Decoder that decodes into memory of its own that other processes map: the
-// cache takes its n buffers of size bytes from it, so that a sample is decoded straight into the
-// buffer it is read from. Asked once. (isolate.Decoders no longer has it: its helpers write into
-// windows of their own, copied out, so that none can write the cache.)
+// SharedBuffers is a Decoder with memory of its own for the cache's buffers: the cache takes its
+// n buffers of size bytes from it (isolate.Decoders: memory its helpers' clips are written into by
+// the kernel, which no helper maps). Asked once.
 type SharedBuffers interface {
 	Buffers(size int64, n int) (cache.Memory, error)
 }

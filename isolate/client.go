@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
 )
 
@@ -28,8 +29,11 @@ type Options struct {
 	// Helpers is how many helper processes decode (default: the number of CPUs).
 	Helpers int
 	// PerHelper is how many clips each helper decodes at once (default 2): a crash costs at
-	// most these.
+	// most these (each decoded once more, alone).
 	PerHelper int
+	// Idle is how many open decoders each helper keeps between clips (default PerHelper): the
+	// mount's idle decoders, shared among its helpers.
+	Idle int
 	// Open opens videos that are not local files (objects in a bucket): the mount reads them
 	// and answers a helper's reads over a socket. Nil: every Path is a local file, which the
 	// mount opens and hands over.
@@ -67,6 +71,7 @@ type Decoders struct {
 	opts    Options
 	exe     string
 	slots   chan struct{} // a token per clip decoding
+	alone   chan struct{} // a token per helper started for one clip's retry (do)
 	nextID  atomic.Uint64
 	started atomic.Int64
 
@@ -76,6 +81,7 @@ type Decoders struct {
 	held     map[string]string
 	marks    map[string][]int // keyframes found unusable, by video (acceptMarks)
 	picture  int64            // the picture measure helpers start with (limits.go)
+	arena    *Arena           // the cache's memory (Buffers), nil before
 	stats    Stats
 	dead     decode.PoolStats // what helpers that died had done
 	changed  chan struct{}    // closed (and replaced) when a helper starts, or a clip ends
@@ -101,6 +107,9 @@ func New(opts Options) (*Decoders, error) {
 	if opts.PerHelper <= 0 {
 		opts.PerHelper = 2
 	}
+	if opts.Idle <= 0 {
+		opts.Idle = opts.PerHelper
+	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
@@ -108,7 +117,7 @@ func New(opts Options) (*Decoders, error) {
 	if exe == "" {
 		exe = "/proc/self/exe"
 	}
-	d := &Decoders{opts: opts, exe: exe, slots: make(chan struct{}, opts.Helpers*opts.PerHelper),
+	d := &Decoders{opts: opts, exe: exe, slots: make(chan struct{}, opts.Helpers*opts.PerHelper), alone: make(chan struct{}, 2),
 		procs: make([]*proc, opts.Helpers), held: map[string]string{}, changed: make(chan struct{}), spawn: make(chan func()),
 		picture: probePicture}
 	go func() {
@@ -138,6 +147,31 @@ func New(opts Options) (*Decoders, error) {
 	opts.Log.Info("decoding in sandboxed helper processes", "helpers", opts.Helpers, "clips_each", opts.PerHelper,
 		"uid", first.hello.UID, "landlock_abi", first.hello.LandlockABI, "seccomp", first.hello.Seccomp)
 	return d, nil
+}
+
+// Buffers gives n buffers of size bytes for the cache, in memory of the mount's own (Arena) that
+// a clip is written into by the kernel from its helper's window (fs asks a Decoder that has it:
+// fs.SharedBuffers). No helper maps it. Asked once.
+func (d *Decoders) Buffers(size int64, n int) (cache.Memory, error) {
+	a, err := newArena(size, n)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.arena != nil {
+		a.close()
+		return nil, errors.New("decoder helpers: the cache's memory asked for twice")
+	}
+	d.arena = a
+	return a, nil
+}
+
+// cacheArena is the cache's memory, nil before Buffers.
+func (d *Decoders) cacheArena() *Arena {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.arena
 }
 
 // DeadlineFor is how long a clip may take to decode before its helper is held hung: 30 s, and
@@ -234,6 +268,14 @@ func (d *Decoders) do(ctx context.Context, path string, pixels int64, what strin
 	// Its helper died under it, maybe for another video: once more, alone, in a fresh helper,
 	// where a second death is this video's.
 	d.opts.Log.Warn("a decoder helper died; trying "+what+" again alone in a fresh one", "file", path, "reason", died.reason)
+	// A helper's death costs all its clips a retry each: they take turns, a few helpers at once,
+	// rather than a fresh helper each at once.
+	select {
+	case d.alone <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-d.alone }()
 	alone, err := d.start(pixels)
 	if err != nil {
 		return &decode.Error{Path: path, Kind: decode.ErrInternal, Detail: "starting a decoder helper", Err: err}
@@ -370,7 +412,13 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 	}
 	d.acceptMarks(info, r.Marks)
 	if r.Err == nil {
-		copy(dst, mem[:len(dst)])
+		if off, ok := d.cacheArena().locate(dst); ok {
+			if err := d.cacheArena().write(mem[:len(dst)], off); err != nil {
+				return &decode.Error{Path: info.Path, Kind: decode.ErrInternal, Err: err}
+			}
+		} else {
+			copy(dst, mem[:len(dst)])
+		}
 		if c.Path != nil {
 			*c.Path = r.Path
 		}
@@ -718,6 +766,9 @@ func (d *Decoders) Close() {
 	d.spawnClosed = true
 	close(d.spawn)
 	d.spawnMu.Unlock()
+	if d.arena != nil {
+		d.arena.close()
+	}
 }
 
 // startOnSpawner runs cmd.Start on the spawning thread.
@@ -819,9 +870,12 @@ func (d *Decoders) start(pixels int64) (*proc, error) {
 	d.mu.Lock()
 	pixels = max(pixels, d.picture)
 	d.mu.Unlock()
-	cmd := exec.Command(d.exe, HelperArg, strconv.Itoa(d.opts.PerHelper), strconv.FormatInt(dataLimit(d.opts.PerHelper, pixels), 10))
+	cmd := exec.Command(d.exe, HelperArg, strconv.Itoa(d.opts.PerHelper),
+		strconv.FormatInt(dataLimit(d.opts.PerHelper+d.opts.Idle, pixels), 10), strconv.Itoa(d.opts.Idle))
 	cmd.ExtraFiles = []*os.File{theirs} // descriptor 3 (helperFD)
-	cmd.Env = []string{"GOMAXPROCS=" + strconv.Itoa(d.opts.PerHelper+1)}
+	// Its clips decode on threads of their own (cgo calls), whatever GOMAXPROCS: that bounds only
+	// the runtime's work beside them (its garbage collector's), as the mount's own.
+	cmd.Env = []string{"GOMAXPROCS=" + strconv.Itoa(min(d.opts.PerHelper+1, runtime.GOMAXPROCS(0)))}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// Its stderr is a pipe of our own, not cmd's: read to its end (the helper's death) before
 	// the reason it died is told, which cmd.Wait would not wait for.
@@ -862,15 +916,19 @@ func (d *Decoders) start(pixels int64) (*proc, error) {
 	}()
 	timer := time.NewTimer(30 * time.Second)
 	defer timer.Stop()
+	answered := false
 	select {
 	case err = <-got:
+		answered = true
 	case <-timer.C:
 		err = errors.New("no hello in 30 s")
 	}
 	if err != nil {
 		cmd.Process.Kill()
 		<-p.waited // and its socket closed: the receive above ends
-		<-got
+		if !answered {
+			<-got
+		}
 		p.c.close()
 		if last := p.lastLine(); last != "" {
 			err = fmt.Errorf("%w (it said: %s)", err, last)

@@ -94,19 +94,29 @@ func fresh(t testing.TB, j job) ([]byte, error) {
 	return buf, err
 }
 
-// TestExact: every clip of every test video decodes in helpers to a fresh decode's bytes, each
-// clip twice (the second time through the same helper's window, written over).
+// TestExact: every clip of every test video decodes in helpers to a fresh decode's bytes, into
+// the cache's memory (Buffers: written by the kernel from the helper's window) and into memory of
+// the caller's own (copied).
 func TestExact(t *testing.T) {
 	d := start(t, isolate.Options{Helpers: 2, PerHelper: 2})
 	jobs := clipsOf(t, videos)
+	arena, err := d.Buffers(int64(4*out.FrameBytes()), len(jobs))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	for _, j := range jobs {
 		want, werr := fresh(t, j)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range 2 {
-				dst := make([]byte, len(want))
+			shared, err := arena.Alloc()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer arena.Free(shared)
+			for _, dst := range [][]byte{shared, make([]byte, len(want))} {
 				err := d.DecodeClip(context.Background(), j.info, j.clip, out, dst)
 				if (err == nil) != (werr == nil) {
 					t.Errorf("%s clip %d: helper %v, in-process %v", filepath.Base(j.info.Path), j.clip.Start, err, werr)
@@ -358,11 +368,16 @@ func sharedWritable(t *testing.T, pid int) int64 {
 }
 
 // TestSharedMemoryBound: a helper can write no more shared memory than the clips it decodes at
-// once and the frames they keep (its windows, /proc/PID/maps), however many clips it decoded.
+// once and the frames they keep (its windows, /proc/PID/maps), however many clips it decoded and
+// however large the cache's memory its clips go to (256 MiB).
 func TestSharedMemoryBound(t *testing.T) {
 	const each = 2
 	d := start(t, isolate.Options{Helpers: 2, PerHelper: each})
 	jobs := clipsOf(t, videos)
+	arena, err := d.Buffers(int64(4*out.FrameBytes()), (256<<20)/(4*out.FrameBytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	for _, j := range jobs {
 		wg.Add(1)
@@ -370,7 +385,12 @@ func TestSharedMemoryBound(t *testing.T) {
 			defer wg.Done()
 			c := j.clip
 			c.Keep = &recordKeeper{want: func(int) bool { return true }, max: c.Frames, frames: map[int][]byte{}}
-			d.DecodeClip(context.Background(), j.info, c, out, make([]byte, c.Frames*out.FrameBytes()))
+			dst, err := arena.Alloc()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			d.DecodeClip(context.Background(), j.info, c, out, dst)
 		}()
 	}
 	wg.Wait()
@@ -489,5 +509,18 @@ func TestLimits(t *testing.T) {
 	t.Logf("data limits: %d for 4K, %d fitted to 64x64, %d grown for %dx%d", big, fitted, grown, larger.info.Width, larger.info.Height)
 	if !(fitted < grown && grown < big) {
 		t.Errorf("data limits %d, %d, %d: want fitted < grown < 4K's", fitted, grown, big)
+	}
+}
+
+// TestStartFails: a helper that dies before it says hello fails New with its reason, at once
+// (on main, New waited for ever on the hello it had already read).
+func TestStartFails(t *testing.T) {
+	d, err := isolate.New(isolate.Options{Helpers: 1, Exe: "/bin/false", Log: testLog(t)})
+	if err == nil {
+		d.Close()
+		t.Fatal("a helper that exits at once started")
+	}
+	if !strings.Contains(err.Error(), "failed to start") {
+		t.Errorf("New: %v", err)
 	}
 }

@@ -49,10 +49,10 @@ func dataPerDecoder(pixels int64) int64 {
 // picture is the measure of a video's pictures (Picture).
 func picture(info *decode.Info) int64 { return Picture(info.Width, info.Height) }
 
-// dataLimit is the data a helper decoding each clips at once may take, having met pictures of
-// at most pixels.
-func dataLimit(each int, pixels int64) int64 {
-	return dataBase + raceBase + int64(2*each)*dataPerDecoder(pixels)
+// dataLimit is the data a helper holding decoders decoders open (its clips at once and its idle
+// ones) may take, having met pictures of at most pixels.
+func dataLimit(decoders int, pixels int64) int64 {
+	return dataBase + raceBase + int64(decoders)*dataPerDecoder(pixels)
 }
 
 // maxThreads bounds a helper's threads: a few the runtime keeps (its monitor, the garbage

@@ -12,6 +12,8 @@ import (
 //
 //   - window: the helper writes into its window, mapped once, and the mount copies the sample
 //     into the cache's buffer (what Decoders does);
+//   - window-released: the same, the window's pages given back after each, so that each request
+//     faults them in anew;
 //   - mapping: a memfd for the cache's buffer, made for each request, mapped by the mount and by
 //     the helper, written through the helper's mapping (fresh pages, faulted in), the helper's
 //     mapping let go, and the mount's replaced when the buffer is freed.
@@ -38,6 +40,25 @@ func BenchmarkHandover(b *testing.B) {
 		for b.Loop() {
 			fill(helper)
 			copy(cache, w.mem)
+		}
+	})
+	b.Run("window-released", func(b *testing.B) {
+		w, err := newWindow(size)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.close()
+		helper, err := mapGuarded(w.fd, size)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer unmapGuarded(helper)
+		cache := make([]byte, size)
+		b.SetBytes(size)
+		for b.Loop() {
+			fill(helper)
+			copy(cache, w.mem)
+			unix.Fallocate(w.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, size)
 		}
 	})
 	b.Run("mapping", func(b *testing.B) {

@@ -40,6 +40,11 @@ type proc struct {
 	c      *conn
 	hello  hello
 
+	// sendMu keeps a decode's choice of the probe table to send and its sending together, so that
+	// the requests reach the helper in the order tables decides them. LOCK ORDERING: sendMu
+	// before mu and conn.wmu.
+	sendMu sync.Mutex
+
 	gone   chan struct{} // closed once the process is reaped and its calls failed
 	waited chan struct{} // closed once it was reaped (and its socket closed)
 	said   chan struct{} // closed once its stderr ended
@@ -61,12 +66,57 @@ type proc struct {
 	waiting   int
 	waitStart time.Time
 	stalled   time.Duration
+	// tables are the videos whose probe tables it keeps (helper.tables), least recently sent
+	// first, at most keptTables.
+	tables []tableSent
 	// retiring: it takes no more requests, and is replaced once those it has end (grow, Fit).
 	retiring bool
 	// windows are the shared memory lent to it, one for each clip it may decode at once (nil:
 	// not made yet, or let go); lent marks those a request holds.
 	windows []*window
 	lent    []bool
+}
+
+// tableSent is a probe table a helper keeps: the video's, as sent.
+type tableSent struct {
+	path string
+	info *decode.Info
+}
+
+// keptTables bounds the probe tables a helper keeps, for each clip it decodes at once.
+const keptTables = 4
+
+// send sends request m with fds. A decode's probe table goes with it only when p does not keep
+// it already (the same table, sent before: the Tables' LRU may have read it anew); p is told to
+// let go of the least recently sent beyond keptTables a clip.
+func (p *proc) send(m *message, fds []int) error {
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
+	if r := m.Decode; r != nil && r.Info != nil {
+		r.Video = r.Info.Path
+		p.mu.Lock()
+		i := slices.IndexFunc(p.tables, func(t tableSent) bool { return t.path == r.Video })
+		kept := i >= 0 && p.tables[i].info == r.Info
+		if i >= 0 {
+			p.tables = slices.Delete(p.tables, i, i+1)
+		}
+		p.tables = append(p.tables, tableSent{r.Video, r.Info})
+		if over := len(p.tables) - keptTables*p.d.opts.PerHelper; over > 0 {
+			for _, t := range p.tables[:over] {
+				r.Forget = append(r.Forget, t.path)
+			}
+			p.tables = slices.Delete(p.tables, 0, over)
+		}
+		p.mu.Unlock()
+		if kept {
+			sent := *r
+			sent.Info = nil
+			mm := *m
+			mm.Decode = &sent
+			m = &mm
+		}
+	}
+	return p.c.send(m, fds...)
 }
 
 // pending is a decode awaiting its reply.
@@ -136,7 +186,7 @@ func (p *proc) call(ctx context.Context, m *message, fds []int, deadline time.Du
 	p.mu.Unlock()
 	sending := make(chan error, 1)
 	m.ID = id
-	go func() { sending <- p.c.send(m, fds...) }()
+	go func() { sending <- p.send(m, fds) }()
 	sent := false
 	defer func() {
 		if !sent {
@@ -426,8 +476,8 @@ func (p *proc) giveBack(i int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lent[i] = false
-	if p.dead && p.windows[i] != nil {
-		p.windows[i].close()
+	if w := p.windows[i]; w != nil && p.dead {
+		w.close()
 		p.windows[i] = nil
 	}
 }

@@ -1,6 +1,7 @@
 package isolate
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -28,13 +29,19 @@ const helperFD = 3
 // HelperArg): its main must call Main at once, and nothing else.
 func IsHelper() bool { return len(os.Args) > 1 && os.Args[1] == HelperArg }
 
-// Main is a helper's main (`PROGRAM __decoder-helper CLIPS DATA`, as Decoders starts it): it
-// limits its data to DATA bytes (limits.go), serves, and returns the exit status.
+// Main is a helper's main (`PROGRAM __decoder-helper CLIPS DATA IDLE`, as Decoders starts it):
+// it limits its data to DATA bytes (limits.go), serves CLIPS at once keeping IDLE decoders open
+// between them, and returns the exit status.
 func Main() int {
-	each := 2
+	each, idle := 2, 0
 	if len(os.Args) > 2 {
 		if n, err := strconv.Atoi(os.Args[2]); err == nil && n > 0 {
 			each = n
+		}
+	}
+	if len(os.Args) > 4 {
+		if n, err := strconv.Atoi(os.Args[4]); err == nil && n > 0 {
+			idle = n
 		}
 	}
 	if len(os.Args) > 3 {
@@ -47,8 +54,10 @@ func Main() int {
 			return 1
 		}
 	}
-	decode.TuneMalloc(each + 1)
-	if err := Serve(each); err != nil {
+	// Few of glibc's arenas, however many clips: memory freed in one is reused by the next
+	// decoder, not held by an arena no thread comes back to (decode.TuneMalloc).
+	decode.TuneMalloc(min(each, 2))
+	if err := Serve(each, idle); err != nil {
 		fmt.Fprintln(os.Stderr, "vidfs decoder helper:", err)
 		return 1
 	}
@@ -57,8 +66,9 @@ func Main() int {
 
 // Serve is a helper's life, in the process `vidfs __decoder-helper` starts: confined already
 // (sandbox.go), it loads the seccomp filter, says hello, and decodes what the mount asks until
-// the mount goes. concurrency is how many clips it decodes at once.
-func Serve(concurrency int) error {
+// the mount goes. concurrency is how many clips it decodes at once, idle how many decoders it
+// keeps open between them (0: concurrency).
+func Serve(concurrency, idle int) error {
 	isHelper, abi, cerr := confinement()
 	if !isHelper {
 		return errors.New("not started as a decoder helper")
@@ -77,7 +87,8 @@ func Serve(concurrency int) error {
 		return errors.New("the socket to the mount is not a Unix socket")
 	}
 	c := newConn(uc, true)
-	h := &helper{c: c, calls: map[uint64]context.CancelFunc{}, sources: map[string][]*fdSource{}, windows: make([][]byte, concurrency)}
+	h := &helper{c: c, calls: map[uint64]context.CancelFunc{}, sources: map[string][]*fdSource{}, windows: make([][]byte, concurrency),
+		tables: map[string]*decode.Info{}}
 	hi := &hello{Pid: os.Getpid(), UID: os.Getuid(), LandlockABI: abi}
 	if cerr == nil {
 		cerr = loadSeccomp()
@@ -88,7 +99,7 @@ func Serve(concurrency int) error {
 		return cerr
 	}
 	hi.Seccomp = true
-	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: concurrency, Idle: concurrency, Threads: 1, Open: h.open})
+	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: concurrency, Idle: cmp.Or(idle, concurrency), Threads: 1, Open: h.open})
 	if err != nil {
 		hi.Err = err.Error()
 		c.send(&message{Kind: msgHello, Hello: hi})
@@ -107,6 +118,9 @@ type helper struct {
 	pool *decode.Pool
 	// fixMmap fixes glibc's mmap threshold once, at the first decode.
 	fixMmap sync.Once
+	// tables are the probe tables the mount sent, by video, kept for the later requests of
+	// each (the mount keeps count of them: proc.tables). serve's alone.
+	tables map[string]*decode.Info
 
 	// mu guards calls, sources and windows.
 	mu      sync.Mutex
@@ -139,6 +153,9 @@ func (h *helper) serve() error {
 		}
 		switch m.Kind {
 		case msgDecode:
+			if m.Decode != nil {
+				h.tableOf(m.Decode)
+			}
 			if len(fds) < 1 || len(fds) > 2 || m.Decode == nil || m.Decode.Info == nil || m.Decode.Window >= len(h.windows) ||
 				m.Decode.Window < -1 || (m.Decode.Window == -1 && len(fds) != 2) {
 				return fmt.Errorf("a decode with %d descriptors into window %d", len(fds), m.Decode.Window)
@@ -187,6 +204,22 @@ func (h *helper) serve() error {
 			}()
 		}
 	}
+}
+
+// tableOf gives a decode request its video's probe table: the one it carries, kept for the
+// requests of the video that follow, or the one kept (nil if none: the mount's mistake). Tables
+// the mount says it will not send again are let go of first. Called from serve alone, in the
+// order requests come.
+func (h *helper) tableOf(req *decodeRequest) {
+	for _, f := range req.Forget {
+		delete(h.tables, f)
+	}
+	if req.Info != nil {
+		req.Info.Path = req.Video
+		h.tables[req.Video] = req.Info
+		return
+	}
+	req.Info = h.tables[req.Video]
 }
 
 // decode runs one request: fds are its source, and its memory when that is the request's alone

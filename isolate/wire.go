@@ -70,9 +70,13 @@ type hello struct {
 
 // decodeRequest is a decode.Pool.DecodeClip call, with where its bytes come from and go to.
 type decodeRequest struct {
-	Info *decode.Info
-	Clip clipSpec
-	Out  decode.Output
+	// Video is the video's path. Info is its probe table when the helper has not kept it from an
+	// earlier request (proc.tables), else nil; Forget names tables it may let go of first.
+	Video  string
+	Info   *decode.Info
+	Forget []string
+	Clip   clipSpec
+	Out    decode.Output
 	// Window is the window (memory.go) the frames go into, at its start, Len bytes: one the
 	// helper has mapped, or, when a descriptor comes with the request, new memory to map in its
 	// place. -1: the descriptor is memory for this request alone.
@@ -203,7 +207,12 @@ func (m *message) body() []byte {
 		e.str(h.Err)
 	case msgDecode:
 		r := m.Decode
+		e.str(r.Video)
 		e.info(r.Info)
+		e.u32(uint32(len(r.Forget)))
+		for _, f := range r.Forget {
+			e.str(f)
+		}
 		c := r.Clip
 		e.int(c.Start)
 		e.int(c.Frames)
@@ -271,7 +280,13 @@ func parse(k kind, id uint64, fds int, b []byte) (*message, error) {
 		m.Hello = &hello{Pid: d.int(), UID: d.int(), LandlockABI: d.int(), Seccomp: d.boolean(), Err: d.str()}
 	case msgCancel:
 	case msgDecode:
-		r := &decodeRequest{Info: d.info()}
+		r := &decodeRequest{Video: d.str(), Info: d.info()}
+		if n := d.count(4); n > 0 {
+			r.Forget = make([]string, n)
+			for i := range r.Forget {
+				r.Forget[i] = d.str()
+			}
+		}
 		r.Clip = clipSpec{Start: d.int(), Frames: d.int(), Stride: d.int(), PadEnd: d.boolean(), Strict: d.boolean(), FPS: d.rational()}
 		r.Out, r.Window, r.Len = d.output(), d.int(), d.i64()
 		if d.boolean() {

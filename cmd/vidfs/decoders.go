@@ -64,12 +64,27 @@ func (o *mountOptions) newDecoder(workers int, log *slog.Logger, open decode.Ope
 		}
 		pool.Close()
 	}
-	d, err := isolate.New(isolate.Options{Helpers: (vfs.Decoders(workers) + each - 1) / each, PerHelper: each, Open: open,
+	helpers, clips, idle := helpersFor(workers)
+	d, err := isolate.New(isolate.Options{Helpers: helpers, PerHelper: clips, Idle: idle, Open: open,
 		Deadline: o.decodeDeadline, Log: log})
 	if err != nil {
 		return nil, nil, err
 	}
 	return d, d, nil
+}
+
+// helpersFor is how many helpers decode for a mount of workers, how many clips each decodes at
+// once, and how many decoders each keeps open between clips: a helper for every 8 workers, at
+// most 8, the mount's clips at once (fs.Decoders) and idle decoders (one a worker, as an
+// in-process mount keeps) shared among them. A helper's memory grows with its decoders, not
+// with the helpers: each costs about 7 MiB of its own idle, and up to 32 MiB of frame buffers
+// kept between decoders (decode's frame pool), so fewer, wider helpers hold less than one for
+// every two clips (issue 51: 24 helpers at --workers 16 held 1.4 GiB). A crash costs a helper's
+// clips in flight a retry each.
+func helpersFor(workers int) (helpers, clips, idle int) {
+	n := vfs.Decoders(workers)
+	helpers = min(max(1, (workers+7)/8), 8, n)
+	return helpers, (n + helpers - 1) / helpers, (max(1, workers) + helpers - 1) / helpers
 }
 
 // gpuDecoder is a mount's decoders when NVDEC decodes: in-process, with the helpers that probe
