@@ -18,8 +18,8 @@ func versionCommand() *command {
 		usage:   "",
 		help: `Prints vidfs's version, the FFmpeg it was built with (version, licence, configure line),
 the Go version, the C library it runs on, the hardware decoders (hwaccels) built in and whether
-an NVIDIA GPU is usable for them here, and every video decoder built in. Paste it into bug
-reports. ` + "`vidfs --version`" + ` prints the first line only.`,
+an NVIDIA GPU is usable for them here, which decoders run sandboxed (NVDEC's do not yet), and every
+video decoder built in. Paste it into bug reports. ` + "`vidfs --version`" + ` prints the first line only.`,
 		run: func(ctx context.Context, e *env, args []string) error {
 			if len(args) > 0 {
 				return usageError{"version takes no arguments"}
@@ -62,6 +62,8 @@ func printVersion(w io.Writer) {
 		}
 		fmt.Fprintf(w, "GPU:        %s\n", gpu)
 	}
+	fmt.Fprintln(w, "sandbox:    CPU decoders and probes run in sandboxed helper processes (--decoders isolated, the default);")
+	fmt.Fprintln(w, "            NVDEC decoders do not: a mount that decodes on a GPU decodes in its own process, not sandboxed")
 	dec := decode.VideoDecoders()
 	fmt.Fprintf(w, "decoders:   %d video decoders:\n", len(dec))
 	line := " "
