@@ -34,6 +34,9 @@ test:
 	@if ! untidy=$$($(GO) mod tidy -diff 2>&1); then echo "go.mod/go.sum are not tidy (run: go mod tidy), or go mod tidy -diff could not check them:"; echo "$$untidy"; exit 1; fi
 	$(GOENV) $(GO) vet -tags vidfstest ./...
 	$(GOENV) $(GO) vet ./isolate/
+	# bin/vidfs, which the container image's test (deploy/image) puts in its image, built here
+	# rather than in the test (VIDFS_IMAGE_BINARY below).
+	$(GOENV) $(GO) build -o bin/vidfs ./cmd/vidfs
 	# -tags vidfstest: the test-only hooks (a video that crashes its decoder helper, a helper that
 	# tries what its sandbox forbids), absent from release builds.
 	# -timeout: a busy or slow machine must not fail the packages whose mounts take minutes under
@@ -42,7 +45,7 @@ test:
 	# memory widens them: under it they would check the same claims more loosely (the hits one
 	# bounds nothing), and no race: the mount runs in a process of its own, and these tests do not
 	# read its log for the detector's reports, as the tests of unmounting and of helper faults do.
-	$(GOENV) $(GO) test -race -count=1 -timeout 30m -tags vidfstest -skip '^TestMount(Hits)?MemoryBound$$' ./...
+	VIDFS_IMAGE_BINARY=$(CURDIR)/bin/vidfs $(GOENV) $(GO) test -race -count=1 -timeout 30m -tags vidfstest -skip '^TestMount(Hits)?MemoryBound$$' ./...
 	$(GOENV) $(GO) test -count=1 -run '^TestMount(Hits)?MemoryBound$$' ./cmd/vidfs/
 
 # The same without the race detector: quicker while working.

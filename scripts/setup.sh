@@ -137,3 +137,10 @@ fi
 if [ "$purpose" = test ]; then
   "$(dirname "$0")/../testdata/real.sh"
 fi
+
+# Tests: the Debian 12 base image the container image's tests (deploy/image) build this machine's
+# vidfs on, made once with debootstrap (about a minute) and kept as a local image by scripts/image.sh,
+# here rather than in the test run. As root only: the tests skip the image without root.
+if [ "$purpose" = test ] && [ "$(id -u)" -eq 0 ]; then
+  "$(dirname "$0")/image.sh" base bookworm >/dev/null
+fi
