@@ -40,6 +40,11 @@ type Clip struct {
 	// helpers) to the CPU time the decode took there, which the caller's thread does not see.
 	// Pool, whose decodes run on the caller's thread, leaves it alone.
 	CPU *time.Duration
+	// Background asks a decoder that decodes in another process (isolate's helpers) to decode
+	// the clip at SCHED_IDLE there, taking only CPU nothing else wants: a training copy's whole
+	// decode in the time the readers leave. Pool decodes on the caller's thread, at whatever
+	// priority the caller set it to.
+	Background bool
 }
 
 // Path is where a clip's frames were decoded.

@@ -48,6 +48,9 @@ type Options struct {
 	// beyond it wait or are skipped.
 	Backlog int64
 	Log     *slog.Logger
+	// Spent, if set, is told the CPU time the writer took for each batch it wrote (appending,
+	// the index, the checks): a copy paid for in CPU counts it.
+	Spent func(time.Duration)
 }
 
 // Stats is a snapshot of the copy.

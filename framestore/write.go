@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vidfs/vidfs/internal/diskstore"
+	"github.com/vidfs/vidfs/internal/threadcpu"
 )
 
 // job is a batch of frames of one video queued to be written (a Put's). Its data is the frames
@@ -94,6 +95,10 @@ func (c *Store) Put(ctx context.Context, v int, key diskstore.Key, needed, exten
 func (c *Store) writeJob(j job, frames []byte) (skipped int64) {
 	if c.beforeWrite != nil {
 		c.beforeWrite()
+	}
+	if spent := c.opts.Spent; spent != nil {
+		began := threadcpu.Now() // the writer's goroutine keeps to its thread
+		defer func() { spent(threadcpu.Now() - began) }()
 	}
 	written, err := c.write(j, frames)
 	if err != nil {

@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/vidfs/vidfs/internal/threadcpu"
 	"github.com/vidfs/vidfs/internal/wire"
 )
 
@@ -19,6 +18,16 @@ import (
 // its clips would. The bound is 0.3; the rest is margin for what the budget does not see
 // (keeping each decoded sample's frames is paid from it; the writer's appending is not).
 const budgetShare = 0.25
+
+// runShare is what each sample read grants instead, while the run has runRepays epochs or more
+// left: decoding a video whole (about 3.5 of a 10 s video's clips) is then repaid by the clips
+// of it the later epochs read from the copy, even at one or two clips a video an epoch. An epoch
+// then costs at most about 1 + runShare times what decoding its clips would (3x).
+const runShare = 2.0
+
+// runRepays is how many epochs left (PlanSampler(epochs=...), .vidfs/epochs) make runShare the
+// grant.
+const runRepays = 4
 
 // budgetKeep is how long tokens last: what is not spent fades (by e, every budgetKeep), so that
 // a batch of reads, whose grants come at once, is spent over the chunks that follow, and what one
@@ -50,6 +59,9 @@ type budget struct {
 	faded   time.Time     // when the tokens last faded
 	granted time.Duration // in all, for the stats
 	spent   time.Duration
+	// epochsLeft is what the readers last said of their run (.vidfs/epochs): the epochs left,
+	// this one included; 0: not said.
+	epochsLeft int
 }
 
 func newBudget() *budget { return &budget{changed: make(chan struct{})} }
@@ -71,6 +83,9 @@ func (b *budget) read(fromCopy bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	share := budgetShare
+	if b.epochsLeft >= runRepays {
+		share = runShare
+	}
 	if fromCopy {
 		share++
 	}
@@ -181,6 +196,13 @@ func (b *budget) chunkCost() time.Duration {
 	return b.clip
 }
 
+// run notes that the readers' run has n epochs left, this one included.
+func (b *budget) run(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.epochsLeft = n
+}
+
 // lift lifts the bound: vidfs copy asked for every video whole, whatever it costs.
 func (b *budget) lift() {
 	b.mu.Lock()
@@ -196,14 +218,8 @@ func (b *budget) state() wire.FillBudget {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return wire.FillBudget{Seconds: b.tokens.Seconds(), GrantedSeconds: b.granted.Seconds(), SpentSeconds: b.spent.Seconds(),
-		ClipSeconds: b.clip.Seconds(), ChunkSeconds: b.chunk.Seconds()}
+		ClipSeconds: b.clip.Seconds(), ChunkSeconds: b.chunk.Seconds(), EpochsLeft: b.epochsLeft}
 }
 
 // threadCPU is the CPU time the calling thread has used (the caller is locked to its thread).
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
-}
+func threadCPU() time.Duration { return threadcpu.Now() }

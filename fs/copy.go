@@ -190,9 +190,15 @@ func (f *FS) openCopy(cfg Config, workers int) error {
 	if cfg.CopyKeepFree > 0 {
 		bound = 0 // what the filesystem has room for
 	}
+	var b *budget
+	var spent func(time.Duration)
+	if cfg.Fill == FillAuto {
+		b = newBudget()
+		spent = b.spend // the writer's CPU is the copy's cost too
+	}
 	c, err := framestore.Open(framestore.Options{Dir: cfg.TierDir, MaxBytes: bound, KeepFree: cfg.CopyKeepFree, Codec: cfg.TierCodec,
 		FrameBytes: f.out.FrameBytes(), Width: f.out.Width, Videos: len(f.lay.Videos), Due: f.videoDue, Log: cfg.Log,
-		Backlog: max(8<<20, 2*int64(max(1, workers))*S)})
+		Backlog: max(8<<20, 2*int64(max(1, workers))*S), Spent: spent})
 	if err != nil {
 		return err
 	}
@@ -200,7 +206,7 @@ func (f *FS) openCopy(cfg Config, workers int) error {
 		keepFree: cfg.CopyKeepFree, needed: map[int]int{}}
 	t.frames, t.overhead = f.copyFootprint()
 	if cfg.Fill == FillAuto {
-		t.budget = newBudget()
+		t.budget = b
 		t.served, t.seen = newBits(f.lay.Len()), newBits(len(f.lay.Videos))
 	}
 	f.copy = t
@@ -322,7 +328,7 @@ func (f *FS) copyStats() *wire.CopyStats {
 	if f.copy == nil {
 		return nil
 	}
-	queued, filling, started, failed := f.copy.fills.counts() // before the store's: a fill that ends between shows its backlog
+	queued, filling, started, idle, failed := f.copy.fills.counts() // before the store's: a fill that ends between shows its backlog
 	s := f.copy.c.Stats()
 	w := &wire.CopyStats{Dir: s.Dir, Codec: s.Codec.String(), Fill: f.copy.mode.String(),
 		CapacityBytes: s.MaxBytes, UsedBytes: s.Bytes, Videos: s.Videos, Complete: s.Complete, Partial: s.Videos - s.Complete,
@@ -344,7 +350,7 @@ func (f *FS) copyStats() *wire.CopyStats {
 	}
 	w.Admitted, w.Refused, w.PromisedBytes, w.GivenBack = s.Admitted, s.Refused, s.Promised, s.GivenBack
 	w.FillQueued, w.Filling = queued, filling
-	w.WholeFills, w.WholeFillsFailed = started, failed
+	w.WholeFills, w.IdleFills, w.WholeFillsFailed = started, idle, failed
 	w.Share = f.copy.fills.shareStats(s.Backlog)
 	if b := f.copy.budget; b != nil {
 		s := b.state()

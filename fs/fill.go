@@ -35,6 +35,7 @@ type wholeFill struct {
 	wrapped bool // in the second pass
 	paused  bool // waiting for the budget (auto): a load does not wait for it meanwhile
 	ended   bool
+	idle    bool          // at SCHED_IDLE: a load never waits for it (it may get no CPU while loads run)
 	changed chan struct{} // closed, and replaced, when the progress moves
 }
 
@@ -84,7 +85,7 @@ func (fl *wholeFill) waitFor(ctx context.Context, first, last, ahead int) bool {
 			return true
 		}
 		soon := last < fl.at+ahead && (fl.wrapped || first >= fl.start)
-		if fl.ended || fl.paused || !soon {
+		if fl.ended || fl.paused || fl.idle || !soon {
 			fl.mu.Unlock()
 			return false
 		}
@@ -270,6 +271,9 @@ func (r *filler) decode(ctx context.Context, a, b int) error {
 // (auto), charges its CPU to the budget, and checks it came from the fill's decode path.
 func (r *filler) decodeClip(ctx context.Context, c decode.Clip, k int) error {
 	b := r.f.copy.budget
+	if r.fl.idle {
+		b = nil // it takes what no one else wants of the CPU: not the readers' budget
+	}
 	budgeted := false
 	if b != nil {
 		var err error
@@ -279,7 +283,7 @@ func (r *filler) decodeClip(ctx context.Context, c decode.Clip, k int) error {
 	}
 	var path decode.Path
 	var elsewhere time.Duration // a helper's CPU, where it decodes in one
-	c.Strict, c.Path, c.CPU = true, &path, &elsewhere
+	c.Strict, c.Path, c.CPU, c.Background = true, &path, &elsewhere, r.fl.idle
 	began := threadCPU()
 	err := r.f.cfg.Decoder.DecodeClip(ctx, r.info, c, r.f.out, r.b.chunk[:k*r.fb])
 	if b != nil {
@@ -361,6 +365,11 @@ func (r *filler) put(ctx context.Context, units []int, frames []byte) error {
 		return nil
 	}
 	t := r.f.copy
+	if b := t.budget; b != nil && !r.fl.idle {
+		// Compressing the frames is the fill's cost too: paid from the budget that paid its decode.
+		began := threadCPU()
+		defer func() { b.spend(threadCPU() - began) }()
+	}
 	if t.put(ctx, r.v, r.path, r.key, r.needed, r.extent, units, frames, 0) {
 		return nil
 	}

@@ -27,8 +27,11 @@ import (
 
 // fills runs the whole-video fills of a mount.
 type fills struct {
-	f     *FS
-	slots chan struct{} // a token for each fill running: --workers of them
+	f *FS
+	// slots holds a token for each fill running, at any priority: --workers of them, which the
+	// decoders are sized for beside the loads' (Decoders), so that no load waits for a decoder a
+	// fill holds, at SCHED_IDLE least of all.
+	slots chan struct{}
 	ctx   context.Context
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
@@ -47,6 +50,8 @@ type fills struct {
 	inWaiting []uint64
 	started   int64 // fills started, and those that ended early (damage, no room)
 	failed    int64
+	// idleStarted counts the fills started at SCHED_IDLE (of started).
+	idleStarted int64
 }
 
 // fillIdleEvery is how often an auto mount looks for a video to fill the budget allows.
@@ -96,9 +101,20 @@ func (fs *fills) wait(v int) {
 	fs.poke() // a slot may have freed since the load found none
 }
 
-// tryStart starts decoding video v whole from unit start (a multiple of the fill stride) if no
-// fill of it ran this mount and a slot is free, and returns it; nice runs it at a low priority.
-func (fs *fills) tryStart(v, start int, nice bool) *wholeFill {
+// priority is what a whole video's decode runs at.
+type priority int
+
+const (
+	atReaders priority = iota // as the readers' decodes: the budget's, a load's, --copy-fill videos'
+	atNice                    // nice 10: vidfs copy's
+	// atIdle: SCHED_IDLE in the helper that decodes it, taking only CPU nothing else wants: no
+	// reader's decode waits for it, and no load waits on it (auto).
+	atIdle
+)
+
+// tryStart starts decoding video v whole from unit start (a multiple of the fill stride) at
+// priority prio, if no fill of it ran this mount and a slot is free, and returns it.
+func (fs *fills) tryStart(v, start int, prio priority) *wholeFill {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.tried[v/64]&(1<<(v%64)) != 0 || fs.ctx.Err() != nil {
@@ -110,20 +126,30 @@ func (fs *fills) tryStart(v, start int, nice bool) *wholeFill {
 		return nil
 	}
 	fs.tried[v/64] |= 1 << (v % 64)
-	fl := &wholeFill{v: v, start: start, hi: start, at: start, changed: make(chan struct{})}
+	fl := &wholeFill{v: v, start: start, hi: start, at: start, idle: prio == atIdle, changed: make(chan struct{})}
 	fs.running[v] = fl
 	fs.started++
+	if fl.idle {
+		fs.idleStarted++
+	}
 	fs.wg.Add(1)
-	go fs.run(fl, nice)
+	go fs.run(fl, prio)
 	return fl
 }
 
-// run decodes fl's video whole, on a thread of its own (at nice 10 if nice), and ends it.
-func (fs *fills) run(fl *wholeFill, nice bool) {
+// run decodes fl's video whole, on a thread of its own at priority prio, and ends it.
+func (fs *fills) run(fl *wholeFill, prio priority) {
 	defer fs.wg.Done()
 	runtime.LockOSThread() // never unlocked: the thread, with its priority, ends with the goroutine
-	if nice {
+	switch prio {
+	case atNice:
 		unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 10) // best effort
+	case atIdle:
+		// Its decodes run at SCHED_IDLE in the helper that decodes them (decode.Clip.Background).
+		// This thread mostly waits for them; where it decodes itself (--decoders in-process) it
+		// runs at nice 19, not SCHED_IDLE: a thread of the mount's that the kernel may leave
+		// without CPU for seconds could hold up the Go runtime's stops for the whole mount.
+		unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19) // best effort
 	}
 	f := fs.f
 	err := f.fillVideo(fs.ctx, fl)
@@ -243,7 +269,14 @@ func (fs *fills) dispatch() {
 			if v < 0 {
 				break
 			}
-			if fs.tryStart(v, 0, from == fromList) == nil {
+			prio := atReaders
+			switch from {
+			case fromList:
+				prio = atNice
+			case fromIdle:
+				prio = atIdle
+			}
+			if fs.tryStart(v, 0, prio) == nil {
 				fs.giveBack(v, from) // a load took the last slot meanwhile
 				break
 			}
@@ -257,7 +290,30 @@ const (
 	fromWaiting = iota
 	fromList
 	fromPlans
+	fromIdle // the plans' upcoming videos, decoded at SCHED_IDLE (auto)
 )
+
+// idleSlots is how many of a mount's fill slots idle fills may take: half, at least one. The
+// others are left to the fills the budget pays for: an idle fill gets no CPU while readers keep
+// every core busy, and holds its slot meanwhile.
+func idleSlots(slots int) int { return max(1, slots/2) }
+
+// idleRunning counts the idle fills under way.
+func (fs *fills) idleRunning() int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	n := 0
+	for _, fl := range fs.running {
+		if fl.idle {
+			n++
+		}
+	}
+	return n
+}
+
+// idleLookahead is how many of the plans' next samples an auto mount looks at for videos to
+// decode whole at SCHED_IDLE.
+const idleLookahead = 512
 
 // next returns the next video to decode whole in the background, or -1, and where it found it:
 // a video a load wanted whole when every slot was taken (videos), FillAll's next video not whole
@@ -307,14 +363,32 @@ func (fs *fills) next() (int, int) {
 	fs.all = -1
 	fs.mu.Unlock()
 	videos := f.copy.mode == FillVideos
-	if b := f.copy.budget; !videos && (b == nil || !b.ready()) {
+	if b := f.copy.budget; videos || b != nil && b.ready() {
+		var buf [64]int
+		for _, i := range f.plans.Upcoming(buf[:0], len(buf)) {
+			v := f.lay.Sample(i).Video
+			if !fs.isTried(v) && !f.copy.whole(v) && f.current(i) && (videos || f.wantedAgain(i)) && f.copy.admit(v) {
+				return v, fromPlans
+			}
+		}
+	}
+	return fs.nextIdle()
+}
+
+// nextIdle returns, under auto, a video of the plans' next samples to decode whole at SCHED_IDLE
+// in a free slot, or -1: what the readers leave of the CPU fills the copy, whatever the budget,
+// so that a trainer bound by its GPU, whose cores are mostly idle, has its copy (or its node's
+// share, which is what its plans hold) whole within about an epoch.
+func (fs *fills) nextIdle() (int, int) {
+	f := fs.f
+	if f.copy.mode != FillAuto || len(fs.slots) == cap(fs.slots) || fs.idleRunning() >= idleSlots(cap(fs.slots)) {
 		return -1, 0
 	}
-	var buf [64]int
-	for _, i := range f.plans.Upcoming(buf[:0], len(buf)) {
+	buf := make([]int, 0, idleLookahead)
+	for _, i := range f.plans.Upcoming(buf, idleLookahead) {
 		v := f.lay.Sample(i).Video
-		if !fs.isTried(v) && !f.copy.whole(v) && f.current(i) && (videos || f.wantedAgain(i)) && f.copy.admit(v) {
-			return v, fromPlans
+		if !fs.isTried(v) && !f.copy.whole(v) && f.current(i) && f.copy.admit(v) {
+			return v, fromIdle
 		}
 	}
 	return -1, 0
@@ -414,8 +488,9 @@ func (fs *fills) isTried(v int) bool {
 }
 
 // counts says how many videos FillAll has still to go through (some of which may turn out whole
-// or tried already), how many fills run, and how many started and ended early.
-func (fs *fills) counts() (queued, running int, started, failed int64) {
+// or tried already), how many fills run, and how many started (idle of them at SCHED_IDLE) and
+// ended early.
+func (fs *fills) counts() (queued, running int, started, idle, failed int64) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.all >= 0 {
@@ -425,7 +500,7 @@ func (fs *fills) counts() (queued, running int, started, failed int64) {
 		}
 	}
 	queued += len(fs.waiting)
-	return queued, len(fs.running), fs.started, fs.failed
+	return queued, len(fs.running), fs.started, fs.idleStarted, fs.failed
 }
 
 // fillFile is .vidfs/fill, in a mount that keeps a training copy: writing "all" to it asks for
@@ -485,4 +560,46 @@ func (h *fillHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	}
 	h.f.log.Warn("fill: want \"all\" or \"share SEED samples|videos NODE NODES...\"", "got", string(data))
 	return 0, syscall.EINVAL
+}
+
+// epochsFile is .vidfs/epochs: a reader's sampler (PlanSampler(epochs=...)) writes how many epochs
+// its run has left, the current one included, at each epoch; under --copy-fill auto, a run with
+// enough of them left lets whole decodes take more of each epoch's CPU (budget.run). Any mount
+// takes it (a sampler need not know whether the mount keeps a copy); a write that is not a
+// number from 0 to a million fails with EINVAL. Reading it gives nothing.
+type epochsFile struct{ node }
+
+// Setattr accepts truncation (`>` truncates before it writes).
+func (c *epochsFile) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	c.f.attr(&out.Attr, c.mode, 0)
+	return 0
+}
+
+// Open opens .vidfs/epochs for writing.
+func (c *epochsFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	return &epochsHandle{f: c.f}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// epochsHandle is .vidfs/epochs, open.
+type epochsHandle struct{ f *FS }
+
+// Read gives nothing: what was said is in .vidfs/stats (copy, fill_budget).
+func (h *epochsHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return fuse.ReadResultData(nil), 0
+}
+
+// maxEpochs bounds what .vidfs/epochs takes.
+const maxEpochs = 1_000_000
+
+// Write takes the epochs left, a number.
+func (h *epochsHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || n < 0 || n > maxEpochs {
+		h.f.log.Warn("epochs: want the epochs left, a number from 0 to a million", "got", string(data))
+		return 0, syscall.EINVAL
+	}
+	if t := h.f.copy; t != nil && t.budget != nil {
+		t.budget.run(n)
+	}
+	return uint32(len(data)), 0
 }

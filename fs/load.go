@@ -134,7 +134,7 @@ func (f *FS) fillFor(ctx context.Context, i int) bool {
 	if !t.admit(v) {
 		return false // no room for it: decided before decoding it whole
 	}
-	fl := t.fills.tryStart(v, first/step*step, false)
+	fl := t.fills.tryStart(v, first/step*step, atReaders)
 	if fl == nil {
 		if t.mode == FillVideos {
 			t.fills.wait(v) // every slot taken: decoded whole when one frees

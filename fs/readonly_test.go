@@ -71,7 +71,7 @@ func TestReadOnly(t *testing.T) {
 		t.Fatalf("unexpected tree:\n%s", before)
 	}
 	for d, want := range map[string]string{".": ".vidfs classes.txt clips.npy clips.raw index.csv samples",
-		".vidfs": "failed labels.npy layout.json order order.npy plans stats videos.npy videos.txt", "samples": "a b"} {
+		".vidfs": "epochs failed labels.npy layout.json order order.npy plans stats videos.npy videos.txt", "samples": "a b"} {
 		entries, err := os.ReadDir(filepath.Join(mnt, d))
 		var names []string
 		for _, e := range entries {

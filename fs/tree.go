@@ -117,6 +117,8 @@ func (r *root) OnAdd(ctx context.Context) {
 	if f.copy != nil {
 		add(ctl, "fill", &fillFile{node{f: f, mode: syscall.S_IFREG | 0o200}}, syscall.S_IFREG, 22)
 	}
+	// Written by PlanSampler(epochs=...) in any mount: a mount without a copy takes it and ignores it.
+	add(ctl, "epochs", &epochsFile{node{f: f, mode: syscall.S_IFREG | 0o200}}, syscall.S_IFREG, 24)
 }
 
 // samplesDir is samples/<path>: folders of the source and the folders of its videos.

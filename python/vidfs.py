@@ -190,6 +190,15 @@ class Mount:
                 while part:  # a write to FUSE may be short
                     part = part[f.write(part):]
 
+    def _tell_epochs(self, left):
+        """Tell the mount that the run has left epochs to go (.vidfs/epochs); a mount too old to
+        take it is left alone."""
+        try:
+            with open(os.path.join(self.path, ".vidfs", "epochs"), "w") as f:
+                f.write("%d\n" % left)
+        except OSError:
+            pass
+
     def remove_plan(self, name):
         """Drop plan name, so that it holds no cache."""
         os.unlink(self.plan_path(name))
@@ -693,10 +702,14 @@ class PlanSampler:
         return [self._order(self.epoch), self._order(self.epoch + 1)]
 
     def _write(self):
-        """Write this epoch's plan, once: writing it again would restart vidfs's count."""
+        """Write this epoch's plan, once: writing it again would restart vidfs's count. With epochs
+        given, tell the mount how many are left (.vidfs/epochs), this one included: with four or
+        more, its training copy may decode videos whole faster (it repays itself in the run)."""
         if self._written != self.epoch:
             self.mount._write_plan_parts(self._plan(), name=self.name)
             self._written = self.epoch
+            if self.epochs is not None:
+                self.mount._tell_epochs(max(0, self.epochs - self.epoch))
 
     def __iter__(self):
         self._write()

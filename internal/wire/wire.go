@@ -183,6 +183,8 @@ type CopyStats struct {
 	FillQueued      int     `json:"fill_queued"`       // videos waiting to be decoded whole (vidfs copy)
 	Filling         int     `json:"filling"`           // videos being decoded whole now
 	WholeFills      int64   `json:"whole_fills"`       // videos whose whole decode started this mount
+	// IdleFills counts those of them decoded at SCHED_IDLE, in the CPU the readers left (auto).
+	IdleFills int64 `json:"idle_fills"`
 	// WholeFillsFailed counts those that ended before the video's end: damage (the rest is left
 	// to the samples' own decodes), no room, or another decode path's frames held.
 	WholeFillsFailed int64 `json:"whole_fills_failed"`
@@ -219,8 +221,12 @@ type FillBudget struct {
 	Seconds        float64 `json:"seconds"` // what fills may spend now (below 0: owed)
 	GrantedSeconds float64 `json:"granted_seconds"`
 	SpentSeconds   float64 `json:"spent_seconds"`
-	ClipSeconds    float64 `json:"clip_seconds"`  // a clip's decode, as measured lately
-	ChunkSeconds   float64 `json:"chunk_seconds"` // a chunk of a whole decode, expected
+	ClipSeconds    float64 `json:"clip_seconds"` // a clip's decode, as measured lately
+	// EpochsLeft is what the readers last said of their run (.vidfs/epochs, PlanSampler(epochs=)):
+	// the epochs left, the current one included; 0: not said. With 4 or more left, each read
+	// grants 2 clips' decode, not a quarter (whole decodes repay themselves in such a run).
+	EpochsLeft   int     `json:"epochs_left,omitempty"`
+	ChunkSeconds float64 `json:"chunk_seconds"` // a chunk of a whole decode, expected
 }
 
 // PlanStats is where the readers are in their plans, and how much is ready ahead of them, over

@@ -1,0 +1,148 @@
+package fs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vidfs/vidfs/internal/diskstore"
+	"github.com/vidfs/vidfs/layout"
+)
+
+// waitWhole waits until m's copy holds n videos whole, with nothing left to write, or fails.
+func waitWhole(t *testing.T, m *testMount, n int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		m.fs.copy.c.Flush()
+		c := m.fs.copyStats()
+		if c.Complete >= n && c.Filling == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the copy did not come to hold %d videos whole: %+v", n, c)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestCopyIdleFills: under --copy-fill auto, a plan written and nothing read (a trainer bound by
+// its GPU, its cores idle) has the copy decode the plan's videos whole at SCHED_IDLE, in the CPU
+// the readers leave, with no budget granted (no reader read): every video with samples becomes
+// whole, every whole decode is such an idle one, and every sample then reads from the copy, as
+// decoding it gives, with no decode. (The cache holds a few samples: its prefetches, which decode
+// ahead of the plan, keep few frames of their own.)
+func TestCopyIdleFills(t *testing.T) {
+	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}
+	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv", "b/vp9.webm": "vp9.webm"},
+		spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames, fill: FillAuto,
+		cacheBytes: 16 * spec.SampleBytes(), prefetch: 2}
+	want := decoded(t, &setup)
+	m := mountVideos(t, setup)
+	n := m.lay.Len()
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	writeOrder(t, m, append(all, all...)) // two epochs planned, as PlanSampler writes them
+	waitWhole(t, m, m.fs.videosWithSamples)
+	st := m.fs.Stats()
+	if st.Copy.IdleFills == 0 || st.Copy.IdleFills != st.Copy.WholeFills {
+		t.Errorf("%d whole decodes, %d of them idle; want every one idle", st.Copy.WholeFills, st.Copy.IdleFills)
+	}
+	if st.Copy.FillBudget.GrantedSeconds != 0 {
+		t.Errorf("%.3f s of budget granted; want none: nothing was read", st.Copy.FillBudget.GrantedSeconds)
+	}
+	got := readAll(t, m)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("sample %d (%s) from the copy differs from decoding it", i, m.fs.sampleFile(i))
+		}
+	}
+	if after := m.fs.Stats(); after.Decode.Clips != st.Decode.Clips {
+		t.Errorf("%d samples decoded after the copy was whole; want every one from it", after.Decode.Clips-st.Decode.Clips)
+	}
+}
+
+// TestCopyStableWhenFull: a copy whose bound holds part of the whole copy says so (its estimate
+// within a quarter of what the copy takes once every video that fits is in, fits below 1), takes
+// videos until the room is promised and refuses the rest before decoding them, and keeps the same
+// videos epoch after epoch: nothing is evicted for another video a plan wants, and a second epoch
+// decodes no video whole.
+func TestCopyStableWhenFull(t *testing.T) {
+	spec := layout.Spec{Frames: 4, Stride: 1, Step: 2, Height: 32, Width: 48}
+	files := map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "a/gop250.mp4": "h264_gop250.mp4", "b/hevc.mkv": "hevc.mkv",
+		"b/vp9.webm": "vp9.webm", "c/mpeg4.avi": "mpeg4.avi", "c/av1.mp4": "av1.mp4"}
+	probe := mountVideos(t, mountSetup{files: files, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, tierCodec: diskstore.None, keep: KeepFrames, fill: FillClips})
+	whole, _ := probe.fs.copy.estimate() // codec none: exact, a frame its raw bytes
+	src := probe.src
+	probe.close()
+
+	bound := whole / 2
+	setup := mountSetup{files: files, src: src, spec: spec, tierDir: t.TempDir(), tierBytes: bound, tierCodec: diskstore.None, keep: KeepFrames, fill: FillVideos}
+	m := mountVideos(t, setup)
+	n := m.lay.Len()
+	order := make([]int, 0, 2*n)
+	for e := range 2 {
+		for i := range n {
+			order = append(order, (i*7+e*3)%n) // a different order each epoch
+		}
+	}
+	writeOrder(t, m, order)
+	readOutcomes(t, m, order[:n])
+	waitFills(t, m)
+	held := map[int]bool{}
+	for v := range m.lay.Videos {
+		if m.fs.copy.c.Whole(v) {
+			held[v] = true
+		}
+	}
+	st1 := m.fs.Stats().Copy
+	if len(held) == 0 || len(held) == len(m.lay.Videos) {
+		t.Fatalf("%d of %d videos whole with the bound at half the copy: %+v", len(held), len(m.lay.Videos), st1)
+	}
+	if st1.Refused == 0 || st1.Fits >= 1 || st1.Fits < 0.4 {
+		t.Errorf("stats %+v: want videos refused room, and fits about a half", st1)
+	}
+	if d := float64(st1.EstimatedBytes-whole) / float64(whole); d < -0.25 || d > 0.25 {
+		t.Errorf("estimated %d bytes, the whole copy %d", st1.EstimatedBytes, whole)
+	}
+	readOutcomes(t, m, order[n:])
+	waitFills(t, m)
+	st2 := m.fs.Stats().Copy
+	for v := range m.lay.Videos {
+		if m.fs.copy.c.Whole(v) != held[v] {
+			t.Errorf("video %s whole after epoch 1: %v, after epoch 2: %v; want the same set", m.lay.Videos[v].Path, held[v], !held[v])
+		}
+	}
+	if st2.Evicted != 0 || st2.WholeFills != st1.WholeFills {
+		t.Errorf("epoch 2: %d videos evicted, %d whole decodes started (%d in epoch 1); want none evicted, none started",
+			st2.Evicted, st2.WholeFills, st1.WholeFills)
+	}
+	if st2.UsedBytes > bound {
+		t.Errorf("the copy takes %d bytes, over its bound %d", st2.UsedBytes, bound)
+	}
+}
+
+// TestEpochsFile: .vidfs/epochs takes the epochs a run has left (PlanSampler(epochs=...)), which
+// the stats show, and refuses what is not such a number.
+func TestEpochsFile(t *testing.T) {
+	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: layout.Spec{Frames: 4, Stride: 1, Height: 32, Width: 48},
+		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames, fill: FillAuto}
+	m := mountVideos(t, setup)
+	p := filepath.Join(m.dir, ".vidfs", "epochs")
+	if err := os.WriteFile(p, []byte("10\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.fs.Stats().Copy.FillBudget.EpochsLeft; got != 10 {
+		t.Errorf("epochs left %d, want 10", got)
+	}
+	for _, bad := range []string{"ten", "-1", "2000000"} {
+		if err := os.WriteFile(p, []byte(bad), 0); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("writing %q: %v, want EINVAL", bad, err)
+		}
+	}
+}
