@@ -30,7 +30,10 @@ type mountDecoder interface {
 // helpers yet, so a mount that decodes on a GPU decodes in-process, and says so, while its
 // probes still run in helpers of their own. With --decoders in-process, the prober is nil: the
 // scan probes in this process. It is made before the scan, which its helpers probe for.
-func (o *mountOptions) newDecoder(workers int, log *slog.Logger, open decode.Opener) (mountDecoder, catalog.Prober, error) {
+//
+// window is the shared memory a helper needs for a clip (its sample, and the frames it keeps for
+// a training copy): helpers are as many as keep each one's within maxHelperShared.
+func (o *mountOptions) newDecoder(workers int, window int64, log *slog.Logger, open decode.Opener) (mountDecoder, catalog.Prober, error) {
 	inProcess := func() (*decode.Pool, error) {
 		// One decoder per load the cache may run at once; as many kept open between clips as it
 		// prefetches at once.
@@ -64,7 +67,7 @@ func (o *mountOptions) newDecoder(workers int, log *slog.Logger, open decode.Ope
 		}
 		pool.Close()
 	}
-	helpers, clips, idle := helpersFor(workers)
+	helpers, clips, idle := helpersFor(workers, window)
 	d, err := isolate.New(isolate.Options{Helpers: helpers, PerHelper: clips, Idle: idle, Open: open,
 		Deadline: o.decodeDeadline, Log: log})
 	if err != nil {
@@ -73,17 +76,24 @@ func (o *mountOptions) newDecoder(workers int, log *slog.Logger, open decode.Ope
 	return d, d, nil
 }
 
+// maxHelperShared bounds the shared memory a helper can write: its windows, a clip's each.
+const maxHelperShared = 32 << 20
+
 // helpersFor is how many helpers decode for a mount of workers, how many clips each decodes at
 // once, and how many decoders each keeps open between clips: a helper for every 8 workers, at
-// most 8, the mount's clips at once (fs.Decoders) and idle decoders (one a worker, as an
-// in-process mount keeps) shared among them. A helper's memory grows with its decoders, not
+// most 8, or more where their windows (window bytes a clip) would pass maxHelperShared; the
+// mount's clips at once (fs.Decoders) and idle decoders (one a worker, as an in-process mount
+// keeps) shared among them. A helper's memory grows with its decoders, not
 // with the helpers: each costs about 7 MiB of its own idle, and up to 32 MiB of frame buffers
 // kept between decoders (decode's frame pool), so fewer, wider helpers hold less than one for
 // every two clips (issue 51: 24 helpers at --workers 16 held 1.4 GiB). A crash costs a helper's
 // clips in flight a retry each.
-func helpersFor(workers int) (helpers, clips, idle int) {
+func helpersFor(workers int, window int64) (helpers, clips, idle int) {
 	n := vfs.Decoders(workers)
-	helpers = min(max(1, (workers+7)/8), 8, n)
+	helpers = min(max(1, (workers+7)/8), 8)
+	per := int(max(1, maxHelperShared/max(window, 1))) // a clip at least, however large
+	helpers = max(helpers, (n+per-1)/per)
+	helpers = min(helpers, n)
 	return helpers, (n + helpers - 1) / helpers, (max(1, workers) + helpers - 1) / helpers
 }
 

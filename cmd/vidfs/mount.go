@@ -395,7 +395,11 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 	}
 	// The decoders come first: with --decoders isolated, their helpers probe the videos, so that
 	// the mount reads none of a video's bytes itself.
-	pool, prober, err := o.newDecoder(workers, log, source.opener())
+	window := spec.SampleBytes() // a clip's sample, and with a training copy the frames it keeps
+	if o.cacheDir != "" {
+		window *= 2
+	}
+	pool, prober, err := o.newDecoder(workers, window, log, source.opener())
 	if err != nil {
 		return err
 	}
