@@ -53,6 +53,9 @@ func TestCopyIdleFills(t *testing.T) {
 	if st.Copy.IdleFills == 0 || st.Copy.IdleFills != st.Copy.WholeFills {
 		t.Errorf("%d whole decodes, %d of them idle; want every one idle", st.Copy.WholeFills, st.Copy.IdleFills)
 	}
+	if h := st.Decode.Helpers; h == nil || h.Background == 0 || h.IdleDecodes != h.Background {
+		t.Errorf("helpers' stats %+v: want the idle fills' clips decoded at SCHED_IDLE", h)
+	}
 	if st.Copy.FillBudget.GrantedSeconds != 0 {
 		t.Errorf("%.3f s of budget granted; want none: nothing was read", st.Copy.FillBudget.GrantedSeconds)
 	}

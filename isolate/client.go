@@ -61,6 +61,9 @@ type Stats struct {
 	ReplaceSeconds float64
 	// ResidentBytes is the helpers' resident memory, summed.
 	ResidentBytes int64
+	// Background counts the clips decoded as decode.Clip.Background asked, IdleDecodes those of
+	// them that ran at SCHED_IDLE in their helper.
+	Background, IdleDecodes int64
 }
 
 // Decoders decodes clips in sandboxed helper processes, as decode.Pool does in-process (it
@@ -369,7 +372,7 @@ func (d *Decoders) notify() {
 func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
 	defer d.end(p)
 	req := &decodeRequest{Info: info, Out: o, Len: int64(len(dst)),
-		Clip: clipSpec{Start: c.Start, Frames: c.Frames, Stride: c.Stride, PadEnd: c.PadEnd, Strict: c.Strict, FPS: c.FPS}}
+		Clip: clipSpec{Start: c.Start, Frames: c.Frames, Stride: c.Stride, PadEnd: c.PadEnd, Strict: c.Strict, Background: c.Background, FPS: c.FPS}}
 	src, stop, err := d.source(p, info.Path, &req.Stream, &req.Size)
 	if err != nil {
 		return err
@@ -409,6 +412,14 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 	}
 	if c.CPU != nil {
 		*c.CPU = max(r.CPU, 0)
+	}
+	if c.Background {
+		d.mu.Lock()
+		d.stats.Background++
+		if r.Idle {
+			d.stats.IdleDecodes++
+		}
+		d.mu.Unlock()
 	}
 	d.acceptMarks(info, r.Marks)
 	if r.Err == nil {

@@ -71,6 +71,9 @@ func loadSeccomp() error {
 		{Name: "tgkill", Conditions: is(0, pid)},
 		{Name: "prlimit64", Conditions: is(0, 0)},
 		{Name: "prlimit64", Conditions: is(0, pid)},
+		// its own thread's scheduling: SCHED_IDLE for a background clip (idleThread)
+		{Name: "sched_setattr", Conditions: is(0, 0)},
+		{Name: "sched_getattr", Conditions: is(0, 0)},
 	}
 	// a descriptor's flags, and dups of it; not its owner or signals (F_SETOWN, F_SETSIG)
 	for _, cmd := range []uint64{unix.F_GETFD, unix.F_SETFD, unix.F_GETFL, unix.F_SETFL, unix.F_DUPFD_CLOEXEC} {

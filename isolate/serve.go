@@ -267,13 +267,34 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 	// the start: probes, which come first, run 4x slower with it fixed.
 	h.fixMmap.Do(decode.FixMmapThreshold)
 	poison(req.Info.Path) // test builds only: a marked video crashes the helper
-	// The decode runs on this thread (one FFmpeg thread a decoder): its CPU is the thread's.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	began := threadCPU()
-	err := h.pool.DecodeClip(ctx, req.Info, c, req.Out, dst)
+	// The decode runs on this thread (one FFmpeg thread a decoder): its CPU is the thread's. A
+	// background clip (a training copy's whole decode in the time the readers leave) runs on a
+	// thread of its own at SCHED_IDLE, which ends with it (a thread cannot leave SCHED_IDLE
+	// unprivileged).
+	var err error
+	var cpu time.Duration
+	idle := false
+	decodeClip := func() {
+		began := threadCPU()
+		err = h.pool.DecodeClip(ctx, req.Info, c, req.Out, dst)
+		cpu = threadCPU() - began
+	}
+	if req.Clip.Background {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runtime.LockOSThread() // never unlocked: the thread, at SCHED_IDLE, ends with this goroutine
+			idle = idleThread()
+			decodeClip()
+		}()
+		<-done
+	} else {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		decodeClip()
+	}
 	scribble(req.Info.Path, dst) // test builds only: a marked video writes past its frames
-	r := &reply{Err: toWire(err), Path: path, Stats: h.pool.Stats(), CPU: threadCPU() - began}
+	r := &reply{Err: toWire(err), Path: path, Stats: h.pool.Stats(), CPU: cpu, Idle: idle}
 	if k != nil {
 		r.Kept = k.units
 	}
@@ -304,6 +325,14 @@ func threadCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// idleThread puts the calling thread at SCHED_IDLE, and says whether it is (best effort: where
+// the filter or the kernel refuses, it stays as it was).
+func idleThread() bool {
+	unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0)
+	a, err := unix.SchedGetAttr(0, 0)
+	return err == nil && a.Policy == unix.SCHED_IDLE
 }
 
 // open is the pool's decode.Opener: a descriptor of its own (a dup) of one a request running

@@ -94,9 +94,9 @@ type decodeRequest struct {
 
 // clipSpec is decode.Clip less what cannot cross a process: its Keeper and Path pointer.
 type clipSpec struct {
-	Start, Frames, Stride int
-	PadEnd, Strict        bool
-	FPS                   decode.Rational
+	Start, Frames, Stride      int
+	PadEnd, Strict, Background bool
+	FPS                        decode.Rational
 }
 
 // keepSpec is what a decode.Keeper wants: frames whose bit is set in Need, at most Max of them,
@@ -118,6 +118,8 @@ type reply struct {
 	// Marks are the frames of the keyframes of the decode's video found unusable so far
 	// (decode.Pool.UnusableKeyframes): taken for that video only.
 	Marks []int
+	// Idle says the decode ran at SCHED_IDLE (a Background clip whose thread took the policy).
+	Idle bool
 }
 
 // tryResult is one forbidden thing a helper tried, and what it got.
@@ -219,6 +221,7 @@ func (m *message) body() []byte {
 		e.int(c.Stride)
 		e.bool(c.PadEnd)
 		e.bool(c.Strict)
+		e.bool(c.Background)
 		e.rational(c.FPS)
 		e.output(r.Out)
 		e.int(r.Window)
@@ -256,6 +259,7 @@ func (m *message) body() []byte {
 		e.i64(int64(r.CPU))
 		e.info(r.Info)
 		e.ints(r.Marks)
+		e.bool(r.Idle)
 	case msgTry:
 		e.u32(uint32(len(m.Tries)))
 		for _, r := range m.Tries {
@@ -287,7 +291,7 @@ func parse(k kind, id uint64, fds int, b []byte) (*message, error) {
 				r.Forget[i] = d.str()
 			}
 		}
-		r.Clip = clipSpec{Start: d.int(), Frames: d.int(), Stride: d.int(), PadEnd: d.boolean(), Strict: d.boolean(), FPS: d.rational()}
+		r.Clip = clipSpec{Start: d.int(), Frames: d.int(), Stride: d.int(), PadEnd: d.boolean(), Strict: d.boolean(), Background: d.boolean(), FPS: d.rational()}
 		r.Out, r.Window, r.Len = d.output(), d.int(), d.i64()
 		if d.boolean() {
 			k := &keepSpec{}
@@ -319,6 +323,7 @@ func parse(k kind, id uint64, fds int, b []byte) (*message, error) {
 		r.CPU = time.Duration(d.i64())
 		r.Info = d.info()
 		r.Marks = d.ints()
+		r.Idle = d.boolean()
 		m.Reply = r
 	case msgTry:
 		if n := d.count(8); n > 0 {

@@ -311,6 +311,10 @@ type HelperStats struct {
 	LandlockABI    int     `json:"landlock_abi"`    // the Landlock ABI they are confined under (0: none)
 	ReplaceSeconds float64 `json:"replace_seconds"` // how long the last replacement of a dead helper took
 	ResidentBytes  int64   `json:"resident_bytes"`  // their resident memory, summed
+	// Background counts the clips decoded in the time the readers leave (the training copy's
+	// idle fills), IdleDecodes those of them that ran at SCHED_IDLE in their helper.
+	Background  int64 `json:"background"`
+	IdleDecodes int64 `json:"idle_decodes"`
 }
 
 // GPUStats is one GPU's decoders.
