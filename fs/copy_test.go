@@ -101,9 +101,7 @@ func TestCopyServesDecodedBytes(t *testing.T) {
 		plain.src = sourceTree(t, plain.files, false)
 		var want [][32]byte
 		t.Run(tc.name+"/reference", func(t *testing.T) {
-			ref := plain
-			ref.inProcess = true
-			m := mountVideos(t, ref)
+			m := mountVideos(t, plain)
 			want = readAll(t, m)
 			m.close()
 		})
@@ -113,6 +111,7 @@ func TestCopyServesDecodedBytes(t *testing.T) {
 					t.Fatal("no reference")
 				}
 				withCopy := plain
+				withCopy.helpers = tc.name == "every video" // each class through the helpers into the copy
 				withCopy.tierDir, withCopy.tierBytes, withCopy.tierCodec, withCopy.keep = t.TempDir(), 1<<30, codec, KeepFrames
 				a := mountVideos(t, withCopy)
 				fillWhole(t, a)

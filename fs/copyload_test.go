@@ -159,9 +159,7 @@ func TestCopyPropertyLoad(t *testing.T) {
 			if n >= fixed {
 				plain.files = classes // the real files are long: in the layouts that showed them only
 			}
-			inProcess := plain // the reference: decoded in the test's process
-			inProcess.inProcess = true
-			ref := mountVideos(t, inProcess)
+			ref := mountVideos(t, plain) // the reference: decoded in the test's process
 			n := ref.lay.Len()
 			all := make([]int, n)
 			for i := range all {
@@ -172,6 +170,7 @@ func TestCopyPropertyLoad(t *testing.T) {
 			ref.close()
 
 			load := plain
+			load.helpers = true // the mount's path: decoders in sandboxed helpers
 			load.src, load.workers, load.fillChunk, load.wrap = ref.src, 3, 1+r.IntN(3), withDelays(3*time.Millisecond)
 			load.tierDir, load.tierBytes, load.tierCodec, load.keep, load.fill = t.TempDir(), 1<<30, rd.codec, KeepFrames, rd.fill
 			load.cacheBytes = int64(2*(2*3+2)+4) * s.SampleBytes() // little beyond the loads' room: reads go to the copy

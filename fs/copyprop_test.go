@@ -119,9 +119,7 @@ func TestCopyProperty(t *testing.T) {
 			spec.ClipsPerVideo, spec.FPS.Num, spec.PadShort, resize, fast, cb.fill, cb.codec)
 		t.Run(name, func(t *testing.T) {
 			plain := mountSetup{files: files, spec: spec, resize: resize, fast: fast}
-			inProcess := plain // the reference: decoded in the test's process (what is decoded does not depend on where)
-			inProcess.inProcess = true
-			ref := mountVideos(t, inProcess)
+			ref := mountVideos(t, plain)
 			n := ref.lay.Len()
 			all := make([]int, n)
 			for i := range all {

@@ -39,7 +39,7 @@ func TestCopyIdleFills(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv", "b/vp9.webm": "vp9.webm"},
 		spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames, fill: FillAuto,
-		cacheBytes: 16 * spec.SampleBytes(), prefetch: 2}
+		cacheBytes: 16 * spec.SampleBytes(), prefetch: 2, helpers: true}
 	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
 	n := m.lay.Len()

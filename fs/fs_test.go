@@ -46,7 +46,10 @@ type testMount struct {
 }
 
 type mountSetup struct {
-	inProcess  bool              // decode in the test's process, not in helpers
+	// helpers decodes in sandboxed helper processes (this test binary), as vidfs mount does;
+	// without, in the test's process (decode.Pool), which is what a test of fs's own logic needs
+	// and much quicker under the race detector. Tests of the path through helpers set it.
+	helpers    bool
 	files      map[string]string // path under SRC -> test video name
 	spec       layout.Spec
 	resize     decode.Resize
@@ -91,7 +94,7 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 		s.workers = 2
 	}
 	var pool Decoder
-	if s.inProcess {
+	if !s.helpers {
 		p, err := decode.NewPool(decode.PoolOptions{Concurrency: Decoders(s.workers), Idle: s.workers})
 		if err != nil {
 			t.Fatal(err)
@@ -273,7 +276,7 @@ func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:
 // TestNumpyReadsSamples: np.load(mmap_mode="r") on clips.npy has the right shape and its samples
 // are what decode.DecodeClip makes; the per-sample files and clips.raw hold the same bytes.
 func TestNumpyReadsSamples(t *testing.T) {
-	tm := mountVideos(t, mountSetup{files: allGood, spec: layout.Spec{Frames: 4, Stride: 2, Step: 8, Height: 24, Width: 40, PadShort: true}})
+	tm := mountVideos(t, mountSetup{files: allGood, spec: layout.Spec{Frames: 4, Stride: 2, Step: 8, Height: 24, Width: 40, PadShort: true}, helpers: true})
 	n := tm.lay.Len()
 	picks := []int{0, 1, n / 3, n / 2, n - 2, n - 1}
 	var idx []string

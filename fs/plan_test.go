@@ -150,7 +150,7 @@ func TestDamagedVideos(t *testing.T) {
 	tm := mountVideos(t, mountSetup{spec: layout.Spec{Frames: 4, Stride: 1, Step: 4, Height: 32, Width: 32}, files: map[string]string{
 		"good/a.mp4": "h264_gop16.mp4", "bad/corrupt.mp4": "corrupt.mp4", "bad/truncated.mp4": "truncated.mp4",
 		"bad/empty.mp4": "empty.mp4", "bad/random.mp4": "random.mp4",
-	}})
+	}, helpers: true})
 	failed := 0
 	for pass := range 2 {
 		for i := range tm.lay.Len() {
