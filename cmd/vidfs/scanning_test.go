@@ -32,9 +32,7 @@ func TestScanProgress(t *testing.T) {
 		}
 	}
 	mnt := t.TempDir()
-	// In-process decoders: the scan is over before a mount starts its decoders.
-	cmd := exec.Command(os.Args[0], "mount", src, mnt, "--probe-workers", "1", "--probe-cache", "", "--size", "32x32", "--cache-mem", "16MiB",
-		"--decoders", "in-process")
+	cmd := exec.Command(os.Args[0], "mount", src, mnt, "--probe-workers", "1", "--probe-cache", "", "--size", "32x32", "--cache-mem", "16MiB")
 	cmd.Env = mountEnv()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
