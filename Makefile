@@ -5,7 +5,7 @@ GO      ?= go
 # Runs go with FFmpeg 7's pkg-config directory: a system FFmpeg 7, or the cached build.
 GOENV    = scripts/with-ffmpeg
 
-.PHONY: all deps build test test-short demo bench bench-decode bench-tier bench-random bench-isolation bench-scale bench-scale-large bench-soak bench-s3 testdata dist test-dist image test-image clean help
+.PHONY: all deps build test test-short demo bench bench-decode bench-tier bench-random bench-copy bench-isolation bench-scale bench-scale-large bench-soak bench-s3 testdata dist test-dist image test-image clean help
 
 all: build
 
@@ -68,6 +68,7 @@ bench: build bin/s3serve
 	/usr/bin/python3 bench/run.py
 	/usr/bin/python3 bench/beyond.py
 	/usr/bin/python3 bench/random_clips.py --doc docs/benchmarks.md
+	/usr/bin/python3 bench/copy_policy.py --doc docs/benchmarks.md
 	/usr/bin/python3 bench/scale.py --sizes $(SCALE_SIZES) --doc docs/benchmarks.md
 	/usr/bin/python3 bench/s3.py --doc docs/benchmarks.md
 
@@ -90,6 +91,15 @@ bench-tier: build
 bench-random: build
 	scripts/setup.sh bench
 	/usr/bin/python3 bench/random_clips.py
+	/usr/bin/python3 bench/copy_policy.py
+
+# The training copy's policy at a real run's shape (issue 47) alone, printed: 12 videos of 10 s at
+# 480p, 2 random clips a video, no copy against the copy's defaults read flat out and paced (a
+# trainer bound by its GPU), told its epochs, half of it fitting, two nodes, and the mount's estimate
+# of the whole copy (bench/copy_policy.py --help). About 10 minutes a round on 2 cores.
+bench-copy: build
+	scripts/setup.sh bench
+	/usr/bin/python3 bench/copy_policy.py
 
 # Scale (issue 18) alone, printed: sources of hard links to one video, 40 videos against each of
 # SCALE_SIZES (bench/scale.py --help); sources and probe caches are kept in ~/.cache/vidfs/bench/scale.

@@ -87,6 +87,20 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu(pid):
+    """CPU seconds of process pid with its children: those reaped (cutime, cstime) and those alive,
+    recursively (a mount's decoder helpers: they are its children, reaped only when they end)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    total = sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    for c in children(pid):
+        try:
+            total += tree_cpu(c)
+        except OSError:
+            pass  # ended meanwhile: counted in cutime once reaped
+    return total
+
+
 def children(pid):
     """pid's child processes (the DataLoader's workers)."""
     out = []
@@ -111,7 +125,8 @@ def counts(mount):
            "frames_decoded": st["decode"]["frames_decoded"]}
     for k in ["hits", "misses", "complete", "partial", "videos", "frames", "used_bytes", "written_frames", "skipped",
               "corrupt", "read_errors", "evicted", "fill_queued", "backlog", "codec", "fill", "layout_videos", "whole_fills",
-              "whole_fills_failed", "fill_budget", "backlog_full"]:
+              "whole_fills_failed", "fill_budget", "backlog_full", "idle_fills", "estimated_bytes", "fits", "admitted", "refused",
+              "capacity_bytes"]:
         if k in c:
             out["copy_" + k] = c[k]
     return out
@@ -136,7 +151,7 @@ def train(a):
                 w += proc_cpu(p)
             except OSError:
                 workers.discard(p)  # never happens with persistent workers before the end
-        v = proc_cpu(a.vidfs_pid) if a.vidfs_pid else 0.0
+        v = tree_cpu(a.vidfs_pid) if a.vidfs_pid else 0.0  # the mount and its decoder helpers
         return r.ru_utime + r.ru_stime + w + v, v
 
     # Epoch 1 counts from before the sampler writes its first plan, which starts vidfs decoding.
@@ -144,7 +159,8 @@ def train(a):
     base = cpu(), time.perf_counter()
     # No epochs=: every epoch's plan holds the next one's, the last measured one's too, as in a
     # longer run (with epochs=, the last epoch would be served from what the one before decoded).
-    sampler = vidfs.PlanSampler(mount, seed=SEED, clips="random", clips_per_video=a.k)
+    sampler = vidfs.PlanSampler(mount, seed=SEED, clips="random", clips_per_video=a.k,
+                                epochs=a.epochs if a.told else None)
     loader = torch.utils.data.DataLoader(data, batch_size=BATCH, num_workers=WORKERS, sampler=sampler,
                                          persistent_workers=True)
     epochs = []
@@ -154,12 +170,20 @@ def train(a):
             (c0, v0), t0 = base
         else:
             (c0, v0), t0 = cpu(), time.perf_counter()
-        n = 0
-        for clips, _ in loader:
-            n += clips.shape[0]
+        n, waited = 0, 0.0
+        it = iter(loader)
+        while True:
+            w0 = time.perf_counter()
+            batch = next(it, None)
+            waited += time.perf_counter() - w0  # the trainer blocked, waiting for its clips
+            if batch is None:
+                break
+            n += batch[0].shape[0]
+            if a.pace:
+                time.sleep(a.pace * batch[0].shape[0])  # a trainer bound by its GPU: a.pace a clip
         secs = time.perf_counter() - t0
         c1, v1 = cpu()
-        rec = {"epoch": e + 1, "clips": n, "seconds": secs, "clips_per_s": n / secs,
+        rec = {"epoch": e + 1, "clips": n, "seconds": secs, "waited_s": waited, "clips_per_s": n / secs,
                "cpu_s_per_clip": (c1 - c0) / n, "vidfs_cpu_s_per_clip": (v1 - v0) / n if a.vidfs_pid else None}
         if a.vidfs_pid:
             rec["stats"] = counts(mount)
@@ -258,8 +282,9 @@ def prepare(name, height, videos=None):
     return source, ceiling, index, lay
 
 
-def run_trainer(mnt, epochs, k, vidfs_pid=0, ceiling=None):
-    cmd = ["/usr/bin/python3", os.path.abspath(__file__), "--train", "--mnt", mnt, "--epochs", str(epochs), "--k", str(k)]
+def run_trainer(mnt, epochs, k, vidfs_pid=0, ceiling=None, pace=0.0, told=False):
+    cmd = ["/usr/bin/python3", os.path.abspath(__file__), "--train", "--mnt", mnt, "--epochs", str(epochs), "--k", str(k),
+           "--pace", str(pace)] + (["--told"] if told else [])
     if vidfs_pid:
         cmd += ["--vidfs-pid", str(vidfs_pid)]
     if ceiling:
@@ -553,6 +578,8 @@ def main():
     ap.add_argument("--mnt", help=argparse.SUPPRESS)
     ap.add_argument("--ceiling", help=argparse.SUPPRESS)
     ap.add_argument("--vidfs-pid", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--pace", type=float, default=0.0, help=argparse.SUPPRESS)
+    ap.add_argument("--told", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.train:
         a.k = int(a.k)
