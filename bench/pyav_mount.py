@@ -225,27 +225,6 @@ def check_frames(binary, data, probe, tmp, samples, clips, extra):
     return worst, margin
 
 
-def cpu_line():
-    """The machine (bench/run.py's machine()), with the CPU's family, model and AVX-512, and the
-    hypervisor the kernel found (its page faults decide much of what a fresh buffer costs)."""
-    info = {}
-    for line in open("/proc/cpuinfo"):
-        k, _, v = line.partition(":")
-        info.setdefault(k.strip(), v.strip())
-        if not line.strip():
-            break
-    extra = "family %s, model %s%s" % (info.get("cpu family", "?"), info.get("model", "?"),
-                                       ", AVX-512" if "avx512f" in info.get("flags", "").split() else "")
-    try:
-        hv = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
-        found = [ln.split("Hypervisor detected:", 1)[1].strip() for ln in hv.splitlines() if "Hypervisor detected:" in ln]
-        if found:
-            extra += ", under %s" % found[0]
-    except OSError:
-        pass
-    return machine().replace(",", " (%s)," % extra, 1)
-
-
 def rng(xs, fmt):
     return (fmt + " (" + fmt + "-" + fmt + ")") % (statistics.median(xs), min(xs), max(xs))
 
@@ -292,7 +271,7 @@ def main():
                     pts[path] = video_pts(path)
                 clips.append([path, pts[path][start:start + STRIDE * (FRAMES - 1) + 1:STRIDE]])
             plans.append((samples, clips))
-        lines = ["Machine: " + cpu_line(), ""]
+        lines = ["Machine: " + machine(), ""]
         if not a.no_check:
             own, margin = check_frames(binary, data, probe, tmp, plans[0][0], plans[0][1], extra)
             lines += ["Frames checked (round 0's %d clips, %d frames): each frame vidfs serves is closest to PyAV's same "
