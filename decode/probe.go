@@ -81,6 +81,12 @@ type Keyframe struct {
 	Unusable bool `json:"unusable,omitempty"`
 }
 
+// TableVersion is the version of what a probe table (Info) holds and how probing counts frames:
+// tables kept by an earlier version are probed again. 2: keyframes carry their packet's checksum
+// (Keyframe.Sum), and the packets an MP4 edit list marks to be discarded count as the decoder
+// decodes them (a table of 1 numbers such a video's frames differently).
+const TableVersion = 2
+
 // Info is a video's probe table: everything DecodeClip needs to find frame i exactly.
 //
 // Frame k is the k-th frame FFmpeg's decoder puts out for the stream, in presentation order: what

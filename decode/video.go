@@ -193,6 +193,7 @@ type position struct {
 type clipWork struct {
 	Decoded   int // frames out of the decoder, needed or not
 	Seeks     int
+	Rewinds   int // of the seeks, those to a keyframe past the first that started from the file's start
 	GPUFrames int // of the clip's frames, those NVDEC decoded
 	CPUFrames int // and those the CPU decoded
 	Fallbacks int // 1 when the clip decoded only from an earlier start than its keyframe
@@ -388,8 +389,12 @@ func (v *video) decodeClip(ctx context.Context, c Clip, o Output, dst []byte) (c
 			}
 			kf, starts = starts[0], starts[1:]
 			r.work.Seeks++
-			if err := v.seek(kf); err != nil {
+			rewound, err := v.seek(kf)
+			if err != nil {
 				return r.work, err
+			}
+			if rewound && kf > 0 {
+				r.work.Rewinds++
 			}
 		}
 		r.track(drain)
@@ -511,10 +516,12 @@ func (v *video) drainPays(idx []int) bool {
 	return next-kfs[k].Frame <= shortGOP
 }
 
-// seek positions the decoder just before keyframe kf; keyframe 0 is the start of the file.
-func (v *video) seek(kf int) error {
+// seek positions the decoder just before keyframe kf; keyframe 0 is the start of the file. It
+// says whether it went to the start of the file instead (rewind): the demuxer could not seek, or
+// where it landed could not be told surely (landing).
+func (v *video) seek(kf int) (rewound bool, err error) {
 	if kf == 0 {
-		return v.rewind()
+		return true, v.rewind()
 	}
 	v.reset()
 	k := v.info.Keyframes[kf]
@@ -523,14 +530,14 @@ func (v *video) seek(kf int) error {
 		ts = k.DTS // demuxers index by decode time; only PTS-timed tables hold true PTS
 	}
 	if ts == NoPTS {
-		return v.rewind()
+		return true, v.rewind()
 	}
 	if err := v.in.fc.SeekFrame(v.info.Stream, ts, astiav.NewSeekFlags(astiav.SeekFlagBackward)); err != nil {
-		return v.rewind()
+		return true, v.rewind()
 	}
 	if v.info.Timing == TimingPTS {
 		v.at.lastOut = k.Frame - 1
-		return nil
+		return false, nil
 	}
 	// Frames are known by the packets they come from, so find out which packet the demuxer landed
 	// on: a keyframe's, at or before the one asked for (landing). What comes before it is dropped:
@@ -551,28 +558,36 @@ func (v *video) seek(kf int) error {
 			break // it could be more than one keyframe's: numbering frames from it could be wrong
 		}
 		v.at.lastOut, v.at.nextPacket, v.at.pending = kk.Frame-1, kk.Packet, true
-		return nil
+		return false, nil
 	}
-	return v.rewind()
+	return true, v.rewind()
 }
 
 // landing finds the keyframe, at or before keyframe kf, whose packet pkt (a keyframe's, read
 // after a seek) is: one of the same size and, where the demuxer gives both, place in the file,
-// and where the table has it, the same checksum of its bytes. ok says some keyframe matches;
-// sure, that exactly one does, or one at the packet's own place. Keyframes alike in size whose places the demuxer does not give
-// are common in program streams of steady footage (a constant bit rate makes I-frames of nearly
-// equal size): taking the first that matched numbered every frame after a landing from another
-// group of pictures. Tables probed before checksums were kept may leave a landing unsure: the
-// decoder then starts from the start of the file.
+// and where the table has it, the same checksum of its bytes. ok says such a keyframe matches;
+// sure, that no other keyframe of the whole table does (or that it is the one at the packet's
+// own place). Keyframes alike in size whose places the demuxer does not give are common in
+// program streams of steady footage (a constant bit rate makes I-frames of nearly equal size):
+// taking the first that matched numbered every frame after a landing from another group of
+// pictures. Keyframes alike in every byte (a still scene, black between shots) leave a landing
+// unsure too, also where the other is past kf: a demuxer may land past the keyframe asked for.
+// Unsure, the decoder starts from the start of the file. A packet that is surely keyframe 0's or
+// one past kf is no landing (ok false): the caller reads on, as where the file holds keyframes
+// out of their frames' order (packed B-frames in AVI).
 func (in *Info) landing(kf int, pkt *astiav.Packet) (kk Keyframe, ok, sure bool) {
 	var sum uint32 // the packet's, once a keyframe with a checksum needs it
 	n := 0
-	for _, c := range in.Keyframes[1 : kf+1] {
+	for j, c := range in.Keyframes {
 		if c.Size != pkt.Size() || c.Pos >= 0 && pkt.Pos() >= 0 && c.Pos != pkt.Pos() {
 			continue
 		}
+		usable := j >= 1 && j <= kf // keyframe 0's landing is a rewind's; past kf, too late
 		if c.Pos >= 0 && c.Pos == pkt.Pos() && (c.Sum == 0 || c.Sum == packetSum(pkt)) {
-			return c, true, true // one packet a place: this is it
+			if !usable {
+				return Keyframe{}, false, false // one packet a place: surely keyframe j's
+			}
+			return c, true, true
 		}
 		if c.Sum != 0 {
 			if sum == 0 {
@@ -582,12 +597,12 @@ func (in *Info) landing(kf int, pkt *astiav.Packet) (kk Keyframe, ok, sure bool)
 				continue
 			}
 		}
-		if n == 0 {
-			kk = c
+		if usable && !ok {
+			kk, ok = c, true
 		}
 		n++
 	}
-	return kk, n > 0, n == 1
+	return kk, ok, ok && n == 1
 }
 
 // maxLanding is how many packets after a seek may come before one known as a keyframe's.

@@ -31,14 +31,15 @@ import (
 // when it decodes the video (Tables.Info), and keeps per video only a Ref to it:
 //
 //	segMagic
+//	decode.TableVersion (4 bytes, little-endian): the tables' own version
 //	preamble length (4 bytes, little-endian) and preamble: a gob stream of the type decode.Info
 //	    and a zero Info, which a record's bytes follow to be decoded alone
 //	records: each the gob message of one *decode.Info from the same encoder
 //	index: a gob segIndex (the root, and per video its file, brief table, error and record)
 //	trailer: the index's offset (8 bytes, little-endian) and segEnd
 const (
-	segMagic    = "vidfs probe tables 4\n"
-	segEnd      = "VPT4END\n"
+	segMagic    = "vidfs probe tables 5\n"
+	segEnd      = "VPT5END\n"
 	segSuffix   = ".seg"
 	maxSegments = 8
 	// checkpointEvery is how many probes a scan writes to a segment before it renames it into
@@ -165,7 +166,7 @@ func loadSegment(f *os.File, name, root string) (*segment, error) {
 		return nil, err
 	}
 	size := st.Size()
-	head := make([]byte, len(segMagic)+4)
+	head := make([]byte, len(segMagic)+8)
 	tail := make([]byte, 16)
 	if size < int64(len(head)+len(tail)) {
 		return nil, errors.New("too short")
@@ -179,7 +180,10 @@ func loadSegment(f *os.File, name, root string) (*segment, error) {
 	if string(head[:len(segMagic)]) != segMagic || string(tail[8:]) != segEnd {
 		return nil, errors.New("not a probe cache segment of this version")
 	}
-	pl := int64(binary.LittleEndian.Uint32(head[len(segMagic):]))
+	if v := binary.LittleEndian.Uint32(head[len(segMagic):]); v != decode.TableVersion {
+		return nil, fmt.Errorf("holds probe tables of version %d, not %d", v, decode.TableVersion)
+	}
+	pl := int64(binary.LittleEndian.Uint32(head[len(segMagic)+4:]))
 	idx := int64(binary.LittleEndian.Uint64(tail))
 	if int64(len(head))+pl > idx || idx > size-16 {
 		return nil, errors.New("damaged trailer")
@@ -268,7 +272,8 @@ func (w *segWriter) start() (*segWriter, error) {
 		return nil, err
 	}
 	w.preamble = bytes.Clone(w.buf.Bytes())
-	head := binary.LittleEndian.AppendUint32([]byte(segMagic), uint32(len(w.preamble)))
+	head := binary.LittleEndian.AppendUint32([]byte(segMagic), decode.TableVersion)
+	head = binary.LittleEndian.AppendUint32(head, uint32(len(w.preamble)))
 	if err := w.write(append(head, w.preamble...)); err != nil {
 		w.abort()
 		return nil, err
