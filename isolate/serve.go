@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/threadcpu"
 )
 
 // helperFD is the descriptor a helper finds its socket to the mount on.
@@ -275,9 +276,9 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 	var cpu time.Duration
 	idle := false
 	decodeClip := func() {
-		began := threadCPU()
+		began := threadcpu.Now()
 		err = h.pool.DecodeClip(ctx, req.Info, c, req.Out, dst)
-		cpu = threadCPU() - began
+		cpu = threadcpu.Now() - began
 	}
 	if req.Clip.Background {
 		done := make(chan struct{})
@@ -313,18 +314,9 @@ func (h *helper) probe(req *probeRequest, fd int) *reply {
 	poisonProbe(req.Path) // test builds only: a marked video crashes the helper
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	began := threadCPU()
+	began := threadcpu.Now()
 	info, err := decode.ProbeFrom(req.Path, h.open)
-	return &reply{Err: toWire(err), Info: info, CPU: threadCPU() - began}
-}
-
-// threadCPU is the CPU time the calling thread has used.
-func threadCPU() time.Duration {
-	var ru unix.Rusage
-	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return &reply{Err: toWire(err), Info: info, CPU: threadcpu.Now() - began}
 }
 
 // idleThread puts the calling thread at SCHED_IDLE, and says whether it is (best effort: where
