@@ -28,7 +28,8 @@
 //
 // Keepers. A Clip's Keeper is given the frames the decode passes through on its way to the
 // clip's own that it wants (a training copy keeps them), and is told to drop those that damage
-// found later may have spoilt.
+// found later may have spoilt. KeepSpec is the rule such a store keeps them by, and FrameKeeper
+// a Keeper that follows it, in this process or in a sandboxed decoder.
 //
 // Errors. Every error is an *Error for one video file (and a frame where there is one) whose
 // Kind is one of the Err* values: test them with errors.Is. Permanent tells the failures a video

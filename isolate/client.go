@@ -435,16 +435,16 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 		}
 	}
 	if req.Keep != nil {
-		// What the helper says it kept is checked as the Keeper would have: frames it wants,
-		// in order, at most a clip's worth, each within the memory lent.
-		fb, last := req.Keep.FrameBytes, -1
-		for j, i := range r.Kept {
+		// What the helper says it kept is checked by the rule it follows (decode.KeepSpec):
+		// frames it wants, in order, at most a clip's worth; each within the memory lent, and
+		// still wanted by the Keeper.
+		fb := req.Keep.FrameBytes
+		for j, i := range r.Kept[:req.Keep.Valid(r.Kept)] {
 			at := req.KeepOff + int64(j)*int64(fb)
-			if j >= req.Keep.Max || i <= last || i >= info.Frames || at+int64(fb) > size || !c.Keep.Want(i) {
+			if i >= info.Frames || at+int64(fb) > size || !c.Keep.Want(i) {
 				break
 			}
 			c.Keep.Keep(i, mem[at:at+int64(fb)])
-			last = i
 		}
 	}
 	return r.Err.error()
@@ -560,7 +560,7 @@ func (d *Decoders) retireIfIdle(p *proc) {
 
 // keepOf is what c.Keep wants, for a helper to follow: the frames it wants of the video, at
 // most a clip's worth. Nil when it wants none.
-func keepOf(c decode.Clip, info *decode.Info, o decode.Output) *keepSpec {
+func keepOf(c decode.Clip, info *decode.Info, o decode.Output) *decode.KeepSpec {
 	need := make([]uint64, (info.Frames+63)/64)
 	any := false
 	for i := range info.Frames {
@@ -572,7 +572,7 @@ func keepOf(c decode.Clip, info *decode.Info, o decode.Output) *keepSpec {
 	if !any {
 		return nil
 	}
-	return &keepSpec{Need: need, Max: c.Frames, FrameBytes: o.FrameBytes()}
+	return &decode.KeepSpec{Need: need, Max: c.Frames, FrameBytes: o.FrameBytes()}
 }
 
 // source opens the video at path for helper p: the file itself, or for a video that is not a

@@ -255,11 +255,12 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 	var path decode.Path
 	c := decode.Clip{Start: req.Clip.Start, Frames: req.Clip.Frames, Stride: req.Clip.Stride, PadEnd: req.Clip.PadEnd,
 		Strict: req.Clip.Strict, FPS: req.Clip.FPS, Path: &path}
-	var k *keeper
+	var k *decode.FrameKeeper
 	if req.Keep != nil {
-		k = &keeper{spec: req.Keep}
+		// The frames kept go one after another into the memory lent at KeepOff, never past it.
+		k = &decode.FrameKeeper{Spec: *req.Keep}
 		if req.KeepOff >= req.Len && req.KeepOff <= int64(len(mem)) {
-			k.out = mem[req.KeepOff:]
+			k.Frames = mem[req.KeepOff:req.KeepOff:len(mem)]
 		}
 		c.Keep = k
 	}
@@ -297,7 +298,7 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 	scribble(req.Info.Path, dst) // test builds only: a marked video writes past its frames
 	r := &reply{Err: toWire(err), Path: path, Stats: h.pool.Stats(), CPU: cpu, Idle: idle}
 	if k != nil {
-		r.Kept = k.units
+		r.Kept = k.Kept
 	}
 	// The keyframes found unusable of this video, so far: the mount takes them for it alone.
 	r.Marks = forgeMarks(req.Info, h.pool.UnusableKeyframes()[req.Info.Path])
@@ -466,34 +467,3 @@ func (e *streamError) Unwrap() []error {
 
 // maxStreamRead bounds one read of a streamed source (FFmpeg asks for 64 KiB at a time).
 const maxStreamRead = 1 << 20
-
-// keeper is fs's passKeeper's rule on the helper's side (decode.Keeper): the frames wanted
-// are written one after another into out, and their numbers listed in units.
-type keeper struct {
-	spec  *keepSpec
-	out   []byte
-	units []int
-}
-
-// Want tells whether frame i is wanted: its bit is set, and there is room.
-func (k *keeper) Want(i int) bool {
-	need := k.spec.Need
-	return i >= 0 && i < len(need)*64 && need[i/64]&(1<<(i%64)) != 0 && len(k.units) < k.spec.Max
-}
-
-// Keep writes frame i after those kept, if it comes after them and there is room.
-func (k *keeper) Keep(i int, rgb []byte) {
-	fb := k.spec.FrameBytes
-	at := len(k.units) * fb
-	if len(rgb) != fb || len(k.units) >= k.spec.Max || at+fb > len(k.out) || (len(k.units) > 0 && i <= k.units[len(k.units)-1]) {
-		return
-	}
-	copy(k.out[at:], rgb)
-	k.units = append(k.units, i)
-}
-
-// Drop forgets the frames kept from frame from on.
-func (k *keeper) Drop(from int) {
-	n, _ := slices.BinarySearch(k.units, from)
-	k.units = k.units[:n]
-}
