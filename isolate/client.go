@@ -22,6 +22,7 @@ import (
 
 	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/wire"
 )
 
 // Options configures Decoders.
@@ -706,6 +707,15 @@ func (d *Decoders) Isolation() Stats {
 		}
 	}
 	return st
+}
+
+// HelperStats is Isolation as the mount's stats give it (.vidfs/stats' decode.helpers): the
+// filesystem (fs.Isolated) takes it without knowing this package.
+func (d *Decoders) HelperStats() wire.HelperStats {
+	h := d.Isolation()
+	return wire.HelperStats{Serving: h.Helpers, Started: h.Started, Crashes: h.Crashes, Hangs: h.Hangs,
+		Retries: h.Retries, VideosHeld: h.Held, LandlockABI: h.LandlockABI, ReplaceSeconds: h.ReplaceSeconds, ResidentBytes: h.ResidentBytes,
+		Background: h.Background, IdleDecodes: h.IdleDecodes}
 }
 
 // UnusableKeyframes returns the keyframes helpers found unusable (decode.Pool.UnusableKeyframes),
