@@ -318,8 +318,8 @@ func (f *FS) keepFrames(ctx context.Context, i int, p decode.Path, buf []byte, k
 	var ub [64]int
 	units := f.sampleUnits(i, ub[:0])
 	f.copy.put(ctx, v, p, key, needed, extent, units, buf, f.copy.wait)
-	if len(keep.units) > 0 {
-		f.copy.put(ctx, v, p, key, needed, extent, keep.units, keep.frames, f.copy.wait)
+	if len(keep.Kept) > 0 {
+		f.copy.put(ctx, v, p, key, needed, extent, keep.Kept, keep.Frames, f.copy.wait)
 	}
 }
 

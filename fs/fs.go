@@ -38,7 +38,6 @@ import (
 	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/internal/metrics"
 	"github.com/vidfs/vidfs/internal/wire"
-	"github.com/vidfs/vidfs/isolate"
 	"github.com/vidfs/vidfs/layout"
 	"github.com/vidfs/vidfs/order"
 	"github.com/vidfs/vidfs/tier"
@@ -58,9 +57,10 @@ type SharedBuffers interface {
 	Buffers(size int64, n int) (cache.Memory, error)
 }
 
-// Isolated is a Decoder whose decoders run in helper processes: what they met, for the stats.
+// Isolated is a Decoder whose decoders run in helper processes (isolate.Decoders): what they
+// met, for the stats.
 type Isolated interface {
-	Isolation() isolate.Stats
+	HelperStats() wire.HelperStats
 }
 
 // Infos gives the probe tables of a layout's videos.

@@ -100,10 +100,8 @@ func (f *FS) Stats() wire.Stats {
 		Errors: f.problems.snapshot(),
 	}
 	if iso, ok := f.cfg.Decoder.(Isolated); ok {
-		h := iso.Isolation()
-		st.Decode.Helpers = &wire.HelperStats{Serving: h.Helpers, Started: h.Started, Crashes: h.Crashes, Hangs: h.Hangs,
-			Retries: h.Retries, VideosHeld: h.Held, LandlockABI: h.LandlockABI, ReplaceSeconds: h.ReplaceSeconds, ResidentBytes: h.ResidentBytes,
-			Background: h.Background, IdleDecodes: h.IdleDecodes}
+		h := iso.HelperStats()
+		st.Decode.Helpers = &h
 	}
 	if n := hits + misses; n > 0 {
 		st.Cache.HitRate = float64(hits) / float64(n)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/wire"
 )
 
 // Options configures Decoders.
@@ -435,16 +436,16 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 		}
 	}
 	if req.Keep != nil {
-		// What the helper says it kept is checked as the Keeper would have: frames it wants,
-		// in order, at most a clip's worth, each within the memory lent.
-		fb, last := req.Keep.FrameBytes, -1
-		for j, i := range r.Kept {
+		// What the helper says it kept is checked by the rule it follows (decode.KeepSpec):
+		// frames it wants, in order, at most a clip's worth; each within the memory lent, and
+		// still wanted by the Keeper.
+		fb := req.Keep.FrameBytes
+		for j, i := range r.Kept[:req.Keep.Valid(r.Kept)] {
 			at := req.KeepOff + int64(j)*int64(fb)
-			if j >= req.Keep.Max || i <= last || i >= info.Frames || at+int64(fb) > size || !c.Keep.Want(i) {
+			if i >= info.Frames || at+int64(fb) > size || !c.Keep.Want(i) {
 				break
 			}
 			c.Keep.Keep(i, mem[at:at+int64(fb)])
-			last = i
 		}
 	}
 	return r.Err.error()
@@ -560,7 +561,7 @@ func (d *Decoders) retireIfIdle(p *proc) {
 
 // keepOf is what c.Keep wants, for a helper to follow: the frames it wants of the video, at
 // most a clip's worth. Nil when it wants none.
-func keepOf(c decode.Clip, info *decode.Info, o decode.Output) *keepSpec {
+func keepOf(c decode.Clip, info *decode.Info, o decode.Output) *decode.KeepSpec {
 	need := make([]uint64, (info.Frames+63)/64)
 	any := false
 	for i := range info.Frames {
@@ -572,7 +573,7 @@ func keepOf(c decode.Clip, info *decode.Info, o decode.Output) *keepSpec {
 	if !any {
 		return nil
 	}
-	return &keepSpec{Need: need, Max: c.Frames, FrameBytes: o.FrameBytes()}
+	return &decode.KeepSpec{Need: need, Max: c.Frames, FrameBytes: o.FrameBytes()}
 }
 
 // source opens the video at path for helper p: the file itself, or for a video that is not a
@@ -706,6 +707,15 @@ func (d *Decoders) Isolation() Stats {
 		}
 	}
 	return st
+}
+
+// HelperStats is Isolation as the mount's stats give it (.vidfs/stats' decode.helpers): the
+// filesystem (fs.Isolated) takes it without knowing this package.
+func (d *Decoders) HelperStats() wire.HelperStats {
+	h := d.Isolation()
+	return wire.HelperStats{Serving: h.Helpers, Started: h.Started, Crashes: h.Crashes, Hangs: h.Hangs,
+		Retries: h.Retries, VideosHeld: h.Held, LandlockABI: h.LandlockABI, ReplaceSeconds: h.ReplaceSeconds, ResidentBytes: h.ResidentBytes,
+		Background: h.Background, IdleDecodes: h.IdleDecodes}
 }
 
 // UnusableKeyframes returns the keyframes helpers found unusable (decode.Pool.UnusableKeyframes),

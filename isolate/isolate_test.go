@@ -117,7 +117,15 @@ func TestExact(t *testing.T) {
 			}
 			defer arena.Free(shared)
 			for _, dst := range [][]byte{shared, make([]byte, len(want))} {
-				err := d.DecodeClip(context.Background(), j.info, j.clip, out, dst)
+				// The helper's thread CPU clock (threadcpu, clock_gettime under its seccomp
+				// filter) reports the decode's CPU.
+				c := j.clip
+				cpu := time.Duration(-1)
+				c.CPU = &cpu
+				err := d.DecodeClip(context.Background(), j.info, c, out, dst)
+				if err == nil && cpu <= 0 {
+					t.Errorf("%s clip %d: the helper reported %v of CPU", filepath.Base(j.info.Path), j.clip.Start, cpu)
+				}
 				if (err == nil) != (werr == nil) {
 					t.Errorf("%s clip %d: helper %v, in-process %v", filepath.Base(j.info.Path), j.clip.Start, err, werr)
 					continue

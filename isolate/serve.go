@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vidfs/vidfs/decode"
+	"github.com/vidfs/vidfs/internal/threadcpu"
 )
 
 // helperFD is the descriptor a helper finds its socket to the mount on.
@@ -254,11 +255,12 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 	var path decode.Path
 	c := decode.Clip{Start: req.Clip.Start, Frames: req.Clip.Frames, Stride: req.Clip.Stride, PadEnd: req.Clip.PadEnd,
 		Strict: req.Clip.Strict, FPS: req.Clip.FPS, Path: &path}
-	var k *keeper
+	var k *decode.FrameKeeper
 	if req.Keep != nil {
-		k = &keeper{spec: req.Keep}
+		// The frames kept go one after another into the memory lent at KeepOff, never past it.
+		k = &decode.FrameKeeper{Spec: *req.Keep}
 		if req.KeepOff >= req.Len && req.KeepOff <= int64(len(mem)) {
-			k.out = mem[req.KeepOff:]
+			k.Frames = mem[req.KeepOff:req.KeepOff:len(mem)]
 		}
 		c.Keep = k
 	}
@@ -275,9 +277,9 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 	var cpu time.Duration
 	idle := false
 	decodeClip := func() {
-		began := threadCPU()
+		began := threadcpu.Now()
 		err = h.pool.DecodeClip(ctx, req.Info, c, req.Out, dst)
-		cpu = threadCPU() - began
+		cpu = threadcpu.Now() - began
 	}
 	if req.Clip.Background {
 		done := make(chan struct{})
@@ -296,7 +298,7 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 	scribble(req.Info.Path, dst) // test builds only: a marked video writes past its frames
 	r := &reply{Err: toWire(err), Path: path, Stats: h.pool.Stats(), CPU: cpu, Idle: idle}
 	if k != nil {
-		r.Kept = k.units
+		r.Kept = k.Kept
 	}
 	// The keyframes found unusable of this video, so far: the mount takes them for it alone.
 	r.Marks = forgeMarks(req.Info, h.pool.UnusableKeyframes()[req.Info.Path])
@@ -313,18 +315,9 @@ func (h *helper) probe(req *probeRequest, fd int) *reply {
 	poisonProbe(req.Path) // test builds only: a marked video crashes the helper
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	began := threadCPU()
+	began := threadcpu.Now()
 	info, err := decode.ProbeFrom(req.Path, h.open)
-	return &reply{Err: toWire(err), Info: info, CPU: threadCPU() - began}
-}
-
-// threadCPU is the CPU time the calling thread has used.
-func threadCPU() time.Duration {
-	var ru unix.Rusage
-	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return &reply{Err: toWire(err), Info: info, CPU: threadcpu.Now() - began}
 }
 
 // idleThread puts the calling thread at SCHED_IDLE, and says whether it is (best effort: where
@@ -474,34 +467,3 @@ func (e *streamError) Unwrap() []error {
 
 // maxStreamRead bounds one read of a streamed source (FFmpeg asks for 64 KiB at a time).
 const maxStreamRead = 1 << 20
-
-// keeper is fs's passKeeper's rule on the helper's side (decode.Keeper): the frames wanted
-// are written one after another into out, and their numbers listed in units.
-type keeper struct {
-	spec  *keepSpec
-	out   []byte
-	units []int
-}
-
-// Want tells whether frame i is wanted: its bit is set, and there is room.
-func (k *keeper) Want(i int) bool {
-	need := k.spec.Need
-	return i >= 0 && i < len(need)*64 && need[i/64]&(1<<(i%64)) != 0 && len(k.units) < k.spec.Max
-}
-
-// Keep writes frame i after those kept, if it comes after them and there is room.
-func (k *keeper) Keep(i int, rgb []byte) {
-	fb := k.spec.FrameBytes
-	at := len(k.units) * fb
-	if len(rgb) != fb || len(k.units) >= k.spec.Max || at+fb > len(k.out) || (len(k.units) > 0 && i <= k.units[len(k.units)-1]) {
-		return
-	}
-	copy(k.out[at:], rgb)
-	k.units = append(k.units, i)
-}
-
-// Drop forgets the frames kept from frame from on.
-func (k *keeper) Drop(from int) {
-	n, _ := slices.BinarySearch(k.units, from)
-	k.units = k.units[:n]
-}

@@ -84,7 +84,7 @@ type decodeRequest struct {
 	Len    int64
 	// Keep, when set, asks for the frames a decode passes through (decode.Keeper), written one
 	// after another into the same memory at KeepOff.
-	Keep    *keepSpec
+	Keep    *decode.KeepSpec
 	KeepOff int64
 	// Stream: the source descriptor is a socket answering reads (streamSource), of Size bytes;
 	// otherwise it is the video file itself.
@@ -97,14 +97,6 @@ type clipSpec struct {
 	Start, Frames, Stride      int
 	PadEnd, Strict, Background bool
 	FPS                        decode.Rational
-}
-
-// keepSpec is what a decode.Keeper wants: frames whose bit is set in Need, at most Max of them,
-// of FrameBytes each (the rule fs's passKeeper follows).
-type keepSpec struct {
-	Need       []uint64
-	Max        int
-	FrameBytes int
 }
 
 // reply is a decode's end.
@@ -294,7 +286,7 @@ func parse(k kind, id uint64, fds int, b []byte) (*message, error) {
 		r.Clip = clipSpec{Start: d.int(), Frames: d.int(), Stride: d.int(), PadEnd: d.boolean(), Strict: d.boolean(), Background: d.boolean(), FPS: d.rational()}
 		r.Out, r.Window, r.Len = d.output(), d.int(), d.i64()
 		if d.boolean() {
-			k := &keepSpec{}
+			k := &decode.KeepSpec{}
 			if n := d.count(8); n > 0 {
 				k.Need = make([]uint64, n)
 				for i := range k.Need {

@@ -100,6 +100,10 @@ func TestFlagGroups(t *testing.T) {
 	if got, want := groupFlags["mount"][diskFlags], []string{"cache-dir", "cache-disk", "cache-keep", "copy-fill", "cache-disk-codec"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("mount's disk group: %v; want %v", got, want)
 	}
+	// What decodes is said with the memory it decodes into.
+	if got, want := groupFlags["mount"][memoryFlags], []string{"cache-mem", "workers", "hwaccel", "gpus", "decoders", "decode-deadline"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("mount's memory and decoding group: %v; want %v", got, want)
+	}
 	if m, v := groupFlags["mount"][sampleFlags], groupFlags["verify"][sampleFlags]; !reflect.DeepEqual(m, v) || len(m) == 0 {
 		t.Errorf("samples: mount's %v, verify's %v; want the same", m, v)
 	}

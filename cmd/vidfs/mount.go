@@ -275,6 +275,8 @@ Exit status:
 				fs.IntVar(&o.workers, "workers", 0, "samples decoded at once ahead of the reader ("+coresHelp(decodeWorkers(o.cores), o.cores)+", less an eighth left to the trainer's own processes)")
 				fs.Var(&o.hwaccel, "hwaccel", "decode on an NVIDIA GPU (NVDEC) where the codec allows: auto (if there is one), cuda (require one) or none")
 				fs.Var(&o.gpus, "gpus", gpusHelp)
+				fs.StringVar(&o.decoders, "decoders", decodersIsolated, "where FFmpeg decodes: isolated (in sandboxed helper processes, without privileges, files or network: a decoder that crashes or hangs costs the samples it was decoding, tried once more, never the mount) or in-process (in the mount itself, for comparison). NVDEC decodes in-process for now")
+				fs.DurationVar(&o.decodeDeadline, "decode-deadline", 0, "with --decoders isolated, a decode taking longer has its helper killed as hung, and is tried once more (default: 30s plus 100ms a frame from the clip's keyframe to its last frame, more above 1080p)")
 			})
 			grouped(fs, diskFlags, func(fs *pflag.FlagSet) {
 				fs.StringVar(&o.cacheDir, "cache-dir", "", "keep decoded samples here too, compressed, and read them back instead of decoding again, across mounts (a disk tier; one mount per directory)")
@@ -284,8 +286,6 @@ Exit status:
 				fs.Var(&o.cacheDiskCodec, "cache-disk-codec", "how the disk stores samples or frames: none (the least CPU), lz4 or zstd (smaller, more CPU); auto: for samples, none if every sample fits within --cache-disk so, else zstd; for frames, none if every frame the samples use fits so, else huff (a lossless image codec, 0.44x; frames alone). docs/usage.md has the sizes and costs")
 			})
 			grouped(fs, damageFlags, func(fs *pflag.FlagSet) {
-				fs.StringVar(&o.decoders, "decoders", decodersIsolated, "where FFmpeg decodes: isolated (in sandboxed helper processes, without privileges, files or network: a decoder that crashes or hangs costs the samples it was decoding, tried once more, never the mount) or in-process (in the mount itself, for comparison). NVDEC decodes in-process for now")
-				fs.DurationVar(&o.decodeDeadline, "decode-deadline", 0, "with --decoders isolated, a decode taking longer has its helper killed as hung, and is tried once more (default: 30s plus 100ms a frame from the clip's keyframe to its last frame, more above 1080p)")
 				fs.StringVar(&o.onError, "on-error", "eio", "what a read of a sample that cannot be decoded gets: eio, substitute (a good sample of the same video, else of the same class, else zeros) or zeros; .vidfs/failed lists them")
 				fs.DurationVar(&o.planIdle, "plan-idle", 10*time.Minute, "a plan nobody reads or writes for this long expires: it stops holding cache and its entries are let go (its file then reads empty) until it is written again")
 				fs.IntVar(&o.planMaxEntries, "plan-max-entries", 0, "bound on the entries of all plans in use together (8 bytes each); a plan written past it is refused whole, its close failing with ENOSPC (default: twice the longest plan accepted, 128 epochs of the samples, at least 2 million)")
