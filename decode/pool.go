@@ -300,7 +300,10 @@ func (p *Pool) takeFor(info *Info, start int, cpu bool) (*video, error) {
 	switch {
 	case err != nil:
 		p.release(info.Path, st)
-	case v.g == nil && !p.closed:
+	case v.g == nil && !p.closed && p.opts.Threads == 1:
+		// Single-threaded decoders only: a frame-threaded decoder's threads hold copies of its
+		// context, and may take a buffer through it after detachFrames, before the context is
+		// freed (and joins them).
 		p.frames.attach(v.cc)
 	}
 	p.mu.Unlock()

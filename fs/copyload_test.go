@@ -187,6 +187,25 @@ func TestCopyPropertyLoad(t *testing.T) {
 			b := mountVideos(t, load)
 			check.check(t, b, readOutcomesAtOnce(t, b, r.Perm(n), 6), "remounted, 6 readers")
 			st := b.fs.Stats()
+			// The reads compared were the copy's: vidfs copy made every clean video whole, and
+			// the remount served their samples from it, decoding none.
+			clean := 0
+			for v := range b.lay.Videos {
+				first, end := b.lay.VideoSamples(v)
+				ok := first < end
+				for i := first; i < end; i++ {
+					ok = ok && !want[i].failed
+				}
+				if ok {
+					clean += end - first
+					if !b.fs.copy.c.Whole(v) {
+						t.Errorf("video %s decodes cleanly, but is not whole in the copy after vidfs copy", b.lay.Videos[v].Path)
+					}
+				}
+			}
+			if st.Copy.Hits < int64(clean) || st.Decode.Clips != 0 {
+				t.Errorf("remounted: %d samples from the copy, %d decoded; want the %d samples of clean videos from the copy, none decoded", st.Copy.Hits, st.Decode.Clips, clean)
+			}
 			t.Logf("%d samples of %d videos: %d from the copy, %d decoded on the remount (fill chunk %d)",
 				n, len(b.lay.Videos), st.Copy.Hits, st.Decode.Clips, load.fillChunk)
 		})

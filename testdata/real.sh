@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetches real videos that vidfs once served wrongly, from Debian 12's own packages, into the test
 # cache (${XDG_CACHE_HOME:-~/.cache}/vidfs/realvideos/); the tests that hold them (fs's
-# TestCopyPropertyLoad, decode's TestRealConformance) read them there, and fail naming this script
+# TestCopyPropertyLoad, decode's TestConformance and TestLandingsTaken) read them there, and fail naming this script
 # when they are missing. testdata/ stays small: these are a few MB each, and not ours to commit.
 #
 #   movie-hello.mpeg  forensics-samples-files, original-files/movie2/: MPEG-2 in a program stream
@@ -14,9 +14,13 @@
 set -euo pipefail
 dir=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/vidfs/realvideos}
 want=(movie-hello.mpeg tour.mp4)
+# Their SHA-256, as Debian 12's packages hold them: a changed file would hold other streams than
+# the tests were written for.
+sums="6a7de01a1606c17b819f6548f2c89d30512a8e7528c529141409c51c3bd141a6  movie-hello.mpeg
+91710dd894ba07c35dbbe7b808f67fca67e64568a1aa0b61019b47a6ee18f02a  tour.mp4"
 missing=0
 for f in "${want[@]}"; do [ -s "$dir/$f" ] || missing=1; done
-[ "$missing" = 0 ] && exit 0
+[ "$missing" = 0 ] && (cd "$dir" && sha256sum --quiet -c - <<<"$sums" >/dev/null 2>&1) && exit 0
 
 command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || {
   echo "real.sh: needs apt-get and dpkg-deb (Debian or Ubuntu) to fetch the real test videos" >&2; exit 1; }
@@ -38,3 +42,4 @@ for deb in *.deb; do dpkg-deb -x "$deb" x; done
 cp x/usr/share/forensics-samples/original-files/movie2/movie-hello.mpeg \
    x/usr/share/pampi/presentations/data/pampi-help/tour.mp4 "$dir/"
 for f in "${want[@]}"; do [ -s "$dir/$f" ] || { echo "real.sh: $f is not in the packages any more" >&2; exit 1; }; done
+(cd "$dir" && sha256sum --quiet -c - <<<"$sums") || { echo "real.sh: the files in $dir are not those the tests were written for (SHA-256 above)" >&2; exit 1; }

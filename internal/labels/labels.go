@@ -117,7 +117,23 @@ func (f *File) add(line int, p, label string) error {
 	return nil
 }
 
-// readCSV reads lines "path,label", the first of which may be the header "path,label".
+// isHeader tells whether a CSV's first line of fields p and label names its two columns (path,
+// label; video,class; id,template, ...) rather than giving a video and its label.
+func isHeader(p, label string) bool {
+	switch strings.ToLower(p) {
+	case "path", "video", "file", "filename", "name", "id", "video_id", "youtube_id":
+	default:
+		return false
+	}
+	switch strings.ToLower(label) {
+	case "label", "class", "class_name", "category", "template":
+		return true
+	}
+	return false
+}
+
+// readCSV reads lines "path,label", the first of which may be a header naming the columns
+// (isHeader).
 func (f *File) readCSV(data []byte) error {
 	r := csv.NewReader(bytes.NewReader(data))
 	r.FieldsPerRecord = 2
@@ -138,7 +154,7 @@ func (f *File) readCSV(data []byte) error {
 			return err
 		}
 		p, label := strings.TrimSpace(rec[0]), strings.TrimSpace(rec[1])
-		if first && strings.EqualFold(p, "path") && strings.EqualFold(label, "label") {
+		if first && isHeader(p, label) {
 			continue
 		}
 		line, _ := r.FieldPos(0)

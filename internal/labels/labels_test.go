@@ -21,13 +21,14 @@ func write(t *testing.T, name, text string) string {
 	return p
 }
 
-// TestRead: every form a file may take gives the same labels: CSV with and without its header
+// TestRead: every form a file may take gives the same labels: CSV with and without a header (path,label or other names)
 // (quoted fields, spaces, CRLF, a byte order mark, blank lines, a path named twice alike), and
 // JSON as an object or a list, whatever the extension says.
 func TestRead(t *testing.T) {
 	want := map[string]string{"walk/a.mp4": "walking", "b.mp4": "running, fast", "c d/e.webm": "walking"}
 	for _, tc := range []struct{ name, text string }{
 		{"l.csv", "path,label\nwalk/a.mp4,walking\nb.mp4,\"running, fast\"\n\"c d/e.webm\",walking\n"},
+		{"other-header.csv", "Video,Class\nwalk/a.mp4,walking\nb.mp4,\"running, fast\"\n\"c d/e.webm\",walking\n"},
 		{"l.txt", "\ufeffwalk/a.mp4, walking\r\n\r\n./b.mp4,\"running, fast\"\r\nc d/e.webm,walking\r\nwalk/a.mp4,walking\r\n"},
 		{"l.json", `{"walk/a.mp4": "walking", "b.mp4": "running, fast", "c d/e.webm": " walking"}`},
 		{"labels", "  \n[{\"path\": \"walk/a.mp4\", \"label\": \"walking\", \"id\": 7},\n {\"path\": \"b.mp4\", \"label\": \"running, fast\"},\n {\"label\": \"walking\", \"path\": \"c d/e.webm\"}]\n"},
