@@ -620,6 +620,7 @@ func exitWatch(t *testing.T, pid int) func() bool {
 // exit status says what happened: 0 once unmounted, 3 when on a signal the FUSE connection
 // could not be ended (here: fusectl hidden from the process).
 func TestUnmountUnderReaders(t *testing.T) {
+	t.Parallel() // it waits mostly, on unmounts; each case's mount is its own
 	src := makeSource(t)
 	flags := []string{"--size", "64x64", "--frames", "8", "--step", "4", "--cache-mem", "8MiB", "--workers", "2", "--probe-cache", ""}
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {

@@ -61,6 +61,7 @@ func runNodes(t *testing.T, args ...string) nodesRun {
 // split); the job restarted decodes nothing; 2 to 3 nodes moves at most 40 % of the videos; and
 // vidfs copy --nodes fills exactly the videos the sampler places on the node.
 func TestNodePlacement(t *testing.T) {
+	t.Parallel() // it waits mostly, on its mounts' fills; its mounts and sources are its own
 	src := nodesSource(t)
 	// In-process decoders: where a mount decodes is nothing to the placement, and the training
 	// copy's fills through helpers are TestCopyCommand's.

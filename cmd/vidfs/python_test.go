@@ -103,6 +103,7 @@ var ddpSources = map[string]string{
 // about once per epoch; the ranks read what DistributedSampler splits with the same seed, and the
 // bytes a single process reads.
 func TestDDP(t *testing.T) {
+	t.Parallel() // it waits mostly, on torchrun's ranks; its rendezvous port is its own
 	mp := startMount(t, linkSources(t, ddpSources), "--frames", "4", "--step", "4", "--size", "32x32", "--workers", "2",
 		"--cache-mem", "1MiB", "--probe-cache", "")
 	lay, err := readDataset(mp.dir)
