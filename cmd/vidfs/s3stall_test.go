@@ -22,7 +22,6 @@ import (
 // deadline does not count), no helper is killed as hung, no video is held, and once the server is
 // back the same samples read as on local disk.
 func TestS3StallIsNoCrash(t *testing.T) {
-	t.Parallel() // it waits mostly, on the stalled server; the server and mounts are its own
 	s, p := bucketSource(t)
 	local := startMount(t, makeSource(t), smallMount...)
 	want, _ := samplesOf(t, local.dir, nil, false)
