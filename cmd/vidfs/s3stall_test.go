@@ -15,7 +15,7 @@ import (
 	"github.com/vidfs/vidfs/internal/wire"
 )
 
-// TestS3StallIsNoCrash: the S3 server stopped for 16 s, longer than --decode-deadline and
+// TestS3StallIsNoCrash: the S3 server stopped for 40 s, longer than --decode-deadline and
 // --s3-timeout (at least three reads that wait it out, where two decodes killed as hung would
 // hold the video), under a mount whose decoders are helpers: the samples read meanwhile fail with
 // EIO, a transient error (each wait ends in the object store's own timeout, which the decode
@@ -25,12 +25,12 @@ func TestS3StallIsNoCrash(t *testing.T) {
 	s, p := bucketSource(t)
 	local := startMount(t, makeSource(t), smallMount...)
 	want, _ := samplesOf(t, local.dir, nil, false)
-	m := probedMount(t, p, "--s3-timeout", "3s", "--decode-deadline", "2s")
+	m := probedMount(t, p, "--s3-timeout", "6s", "--decode-deadline", "2s")
 	stalled := samplesOfVideo(t, m.dir, "walk/gop250.mp4") // none of its bytes fetched yet
 
 	s.Stop()
 	reads := 0
-	for end := time.Now().Add(16 * time.Second); time.Now().Before(end); reads++ {
+	for end := time.Now().Add(40 * time.Second); time.Now().Before(end); reads++ {
 		i := stalled[reads%len(stalled)]
 		_, failed := samplesOf(t, m.dir, []int{i}, false)
 		if !errors.Is(failed[i], syscall.EIO) {
