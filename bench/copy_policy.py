@@ -63,6 +63,16 @@ def copy_stats(mnt):
     return json.load(open(os.path.join(mnt, ".vidfs", "stats")))["copy"]
 
 
+def measured(mnt):
+    """The copy's stats once the mount has measured a frame's size (at most a minute)."""
+    for _ in range(600):
+        c = copy_stats(mnt)
+        if not c.get("estimate_assumed"):
+            break
+        time.sleep(0.1)
+    return c
+
+
 def estimate(source, cache_mem):
     """What a mount with huff estimates the whole copy at (after it measured a frame), and what
     vidfs copy then writes with huff and room for all of it."""
@@ -70,12 +80,7 @@ def estimate(source, cache_mem):
     try:
         with rc.Mounted(source, ["--cache-mem", cache_mem, "--cache-dir", d, "--cache-disk-codec", "huff", "--cache-keep", "frames"],
                         os.path.join(rc.CACHE, "random-logs", "copy-policy-estimate.log")) as m:
-            for _ in range(600):
-                c = copy_stats(m.dir)
-                if not c.get("estimate_assumed"):
-                    break
-                time.sleep(0.1)
-            est = c["estimated_bytes"]
+            est = measured(m.dir)["estimated_bytes"]
             subprocess.run([os.path.join(rc.ROOT, "bin", "vidfs"), "copy", m.dir], check=True, capture_output=True)
             written = copy_stats(m.dir)["used_bytes"]
     finally:
@@ -88,11 +93,7 @@ def fits_at(source, cache_mem, half):
     try:
         with rc.Mounted(source, ["--cache-mem", cache_mem, "--cache-dir", d, "--cache-disk", half],
                         os.path.join(rc.CACHE, "random-logs", "copy-policy-fits.log")) as m:
-            for _ in range(600):
-                c = copy_stats(m.dir)
-                if not c.get("estimate_assumed"):
-                    break
-                time.sleep(0.1)
+            c = measured(m.dir)
             return c["fits"], c["codec"], c["estimated_bytes"]
     finally:
         shutil.rmtree(d, ignore_errors=True)
