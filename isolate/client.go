@@ -55,7 +55,7 @@ type Stats struct {
 	Started     int64 // helpers started, replacements and retries included
 	Crashes     int64 // helpers that died (killed by a signal, or exited) while decoding
 	Hangs       int64 // helpers killed because a decode passed its deadline
-	Retries     int64 // clips decoded again, alone in a fresh helper, after their helper died
+	Retries     int64 // clips decoded again, alone in a fresh helper, after their helper died or failed inside FFmpeg
 	Held        int64 // videos held damaged: they crashed a helper twice
 	LandlockABI int   // the Landlock ABI helpers confine themselves under (0: none)
 	// ReplaceSeconds is how long the last replacement of a dead helper took to serve.
@@ -228,9 +228,11 @@ func (d *Decoders) Probe(ctx context.Context, path string) (*decode.Info, error)
 }
 
 // do runs one request of the video at path, of pictures of pixels pixels, in a helper whose data
-// limit allows them: attempt sends it to the helper it is given and waits for its end. A helper that dies under it (maybe for another video) costs one
-// try more, alone in a fresh helper, where a second death is this video's: it is held, and every
-// later request of it fails at once with decode.ErrCrashed. what names the request in the log.
+// limit allows them: attempt sends it to the helper it is given and waits for its end. A helper
+// that dies under it (maybe for another video) costs one try more, alone in a fresh helper, where
+// a second death is this video's: it is held, and every later request of it fails at once with
+// decode.ErrCrashed. An internal failure (decode.ErrInternal: memory, mostly) is tried once more
+// alone too. what names the request in the log.
 func (d *Decoders) do(ctx context.Context, path string, pixels int64, what string, attempt func(p *proc) error) error {
 	d.mu.Lock()
 	if d.closed {
@@ -266,12 +268,21 @@ func (d *Decoders) do(ctx context.Context, path string, pixels int64, what strin
 		// It died before the request was sent to it: another takes it, as if nothing happened.
 	}
 	var died *deathError
-	if !errors.As(err, &died) || ctx.Err() != nil || d.isClosed() {
+	dead := errors.As(err, &died)
+	// A failure inside FFmpeg the data does not explain is mostly memory: its helper may be at
+	// its limit for another video's sake (one that allocates without end, before the limit
+	// kills it). It is tried once more alone too, and its second failure is only a failure.
+	internal := !dead && errors.Is(err, decode.ErrInternal)
+	if !dead && !internal || ctx.Err() != nil || d.isClosed() {
 		return err
 	}
-	// Its helper died under it, maybe for another video: once more, alone, in a fresh helper,
-	// where a second death is this video's.
-	d.opts.Log.Warn("a decoder helper died; trying "+what+" again alone in a fresh one", "file", path, "reason", died.reason)
+	if dead {
+		// Its helper died under it, maybe for another video: once more, alone, in a fresh
+		// helper, where a second death is this video's.
+		d.opts.Log.Warn("a decoder helper died; trying "+what+" again alone in a fresh one", "file", path, "reason", died.reason)
+	} else {
+		d.opts.Log.Warn("a decoder helper failed inside FFmpeg; trying "+what+" again alone in a fresh one", "file", path, "err", err)
+	}
 	// A helper's death costs all its clips a retry each: they take turns, a few helpers at once,
 	// rather than a fresh helper each at once.
 	select {
@@ -290,6 +301,9 @@ func (d *Decoders) do(ctx context.Context, path string, pixels int64, what strin
 	alone.begin(path)
 	err = attempt(alone)
 	alone.stop()
+	if internal {
+		return err
+	}
 	var again *deathError
 	if !errors.As(err, &again) || ctx.Err() != nil || d.isClosed() {
 		return err
