@@ -80,9 +80,12 @@ type Decoders struct {
 	started atomic.Int64
 
 	// mu guards the fields below. LOCK ORDERING: mu before a proc's mu.
-	mu       sync.Mutex
-	procs    []*proc // by slot; nil while one is being started
-	held     map[string]string
+	mu    sync.Mutex
+	procs []*proc // by slot; nil while one is being started
+	held  map[string]string
+	// internal holds the videos whose lone retry after an internal failure failed inside
+	// FFmpeg again: theirs is the video's own, and is not tried alone again (one a video).
+	internal map[string]bool
 	marks    map[string][]int // keyframes found unusable, by video (acceptMarks)
 	picture  int64            // the picture measure helpers start with (limits.go)
 	arena    *Arena           // the cache's memory (Buffers), nil before
@@ -122,7 +125,7 @@ func New(opts Options) (*Decoders, error) {
 		exe = "/proc/self/exe"
 	}
 	d := &Decoders{opts: opts, exe: exe, slots: make(chan struct{}, opts.Helpers*opts.PerHelper), alone: make(chan struct{}, 2),
-		procs: make([]*proc, opts.Helpers), held: map[string]string{}, changed: make(chan struct{}), spawn: make(chan func()),
+		procs: make([]*proc, opts.Helpers), held: map[string]string{}, internal: map[string]bool{}, changed: make(chan struct{}), spawn: make(chan func()),
 		picture: probePicture}
 	go func() {
 		runtime.LockOSThread() // for ever: the thread ends with the goroutine, and helpers with it
@@ -273,6 +276,11 @@ func (d *Decoders) do(ctx context.Context, path string, pixels int64, what strin
 	// its limit for another video's sake (one that allocates without end, before the limit
 	// kills it). It is tried once more alone too, and its second failure is only a failure.
 	internal := !dead && errors.Is(err, decode.ErrInternal)
+	if internal {
+		d.mu.Lock()
+		internal = !d.internal[path]
+		d.mu.Unlock()
+	}
 	if !dead && !internal || ctx.Err() != nil || d.isClosed() {
 		return err
 	}
@@ -302,6 +310,11 @@ func (d *Decoders) do(ctx context.Context, path string, pixels int64, what strin
 	err = attempt(alone)
 	alone.stop()
 	if internal {
+		if errors.Is(err, decode.ErrInternal) {
+			d.mu.Lock()
+			d.internal[path] = true // its own failure: later reads are not retried alone
+			d.mu.Unlock()
+		}
 		return err
 	}
 	var again *deathError
@@ -449,7 +462,9 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 			*c.Path = r.Path
 		}
 	}
-	if req.Keep != nil {
+	if req.Keep != nil && r.Err == nil {
+		// Only a decode that ended well hands its kept frames over (a failed one may have kept
+		// frames whose later references it never confirmed, and is tried again).
 		// What the helper says it kept is checked by the rule it follows (decode.KeepSpec):
 		// frames it wants, in order, at most a clip's worth; each within the memory lent, and
 		// still wanted by the Keeper.

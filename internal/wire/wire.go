@@ -304,7 +304,7 @@ type HelperStats struct {
 	Started int64 `json:"started"` // helpers started, replacements and lone retries included
 	Crashes int64 `json:"crashes"` // helpers that died (a signal, an exit) while decoding
 	Hangs   int64 `json:"hangs"`   // helpers killed because a decode passed its deadline
-	Retries int64 `json:"retries"` // clips decoded again, alone in a fresh helper, after their helper died
+	Retries int64 `json:"retries"` // clips decoded again, alone in a fresh helper, after their helper died or failed inside FFmpeg
 	// VideosHeld counts videos held damaged for the mount: they crashed a helper twice, the
 	// second time alone (listed in .vidfs/failed).
 	VideosHeld     int64   `json:"videos_held"`
