@@ -33,23 +33,39 @@ const candidates = 8
 // caller does once it has let mu go. Called with mu held.
 func (c *Store) makeRoom(n int64, v int) (gone []diskstore.Key, ok bool) {
 	for c.bytes+n > c.bound() {
-		if k, size, ok := c.oldestUntagged(); ok {
-			c.bytes -= size
-			c.untaggedBytes -= size
-			gone = append(gone, k)
-			c.stats.Evicted++
-			continue
-		}
-		w := c.victim(v)
-		if w < 0 {
+		k, ok := c.evictOne(v, false)
+		if !ok {
 			return gone, false
 		}
-		gone = append(gone, c.videos[w].key)
-		c.dropPresent(w)
-		c.stats.Evicted++
+		gone = append(gone, k)
 	}
 	c.bytes += n
 	return gone, true
+}
+
+// evictOne evicts one file and returns its key, for the caller to unlink once it has let mu go:
+// a file found at Open that no video claimed, oldest first; else, of a few videos chosen at
+// random (not v), one no plan wants, least recently used (victim); else, with anyVideo, the least
+// recently used of a few, wanted or not (leastRecent). ok is false when none may go. Called with
+// mu held.
+func (c *Store) evictOne(v int, anyVideo bool) (k diskstore.Key, ok bool) {
+	if uk, size, found := c.oldestUntagged(); found {
+		c.bytes -= size
+		c.untaggedBytes -= size
+		c.stats.Evicted++
+		return uk, true
+	}
+	w := c.victim(v)
+	if w < 0 && anyVideo {
+		w = c.leastRecent()
+	}
+	if w < 0 {
+		return diskstore.Key{}, false
+	}
+	k = c.videos[w].key
+	c.dropPresent(w)
+	c.stats.Evicted++
+	return k, true
 }
 
 func (c *Store) oldestUntagged() (diskstore.Key, int64, bool) {

@@ -145,23 +145,11 @@ func (c *Store) GiveBack() int64 {
 	was := c.bytes
 	var gone []diskstore.Key
 	for c.bytes > c.bound() {
-		if k, size, ok := c.oldestUntagged(); ok {
-			c.bytes -= size
-			c.untaggedBytes -= size
-			gone = append(gone, k)
-			c.stats.Evicted++
-			continue
-		}
-		w := c.victim(-1)
-		if w < 0 {
-			w = c.leastRecent()
-		}
-		if w < 0 {
+		k, ok := c.evictOne(-1, true)
+		if !ok {
 			break
 		}
-		gone = append(gone, c.videos[w].key)
-		c.dropPresent(w)
-		c.stats.Evicted++
+		gone = append(gone, k)
 	}
 	given := was - c.bytes
 	c.stats.GivenBack += given
