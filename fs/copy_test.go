@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 )
 
 // decoded reads every sample of setup's videos through a mount without a disk tier or copy, and
@@ -37,7 +39,7 @@ func decoded(t *testing.T, setup *mountSetup) [][32]byte {
 // what it decoded.
 func fillWhole(t *testing.T, m *testMount) {
 	t.Helper()
-	if !m.fs.FillAll() {
+	if !m.fs.load.FillAll() {
 		t.Fatal("the mount keeps no copy")
 	}
 	waitFills(t, m)
@@ -49,7 +51,7 @@ func waitFills(t *testing.T, m *testMount) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		c := m.fs.copyStats()
+		c := m.fs.load.CopyStats()
 		if c.FillQueued == 0 && c.Filling == 0 {
 			break
 		}
@@ -58,7 +60,7 @@ func waitFills(t *testing.T, m *testMount) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	m.fs.copy.c.Flush()
+	m.fs.load.Flush()
 }
 
 // TestCopyServesDecodedBytes: for every class of test video (each codec and container,
@@ -112,7 +114,7 @@ func TestCopyServesDecodedBytes(t *testing.T) {
 				}
 				withCopy := plain
 				withCopy.helpers = tc.name == "every video" // each class through the helpers into the copy
-				withCopy.tierDir, withCopy.tierBytes, withCopy.tierCodec, withCopy.keep = t.TempDir(), 1<<30, codec, KeepFrames
+				withCopy.tierDir, withCopy.tierBytes, withCopy.tierCodec, withCopy.keep = t.TempDir(), 1<<30, codec, load.KeepFrames
 				a := mountVideos(t, withCopy)
 				fillWhole(t, a)
 				st := a.fs.Stats()
@@ -147,7 +149,7 @@ func TestCopyRandomClips(t *testing.T) {
 	// A start every frame, frames 2 apart: sample k uses frames k, k+2, k+4, k+6.
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 1, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/vp9.webm": "vp9.webm"}, spec: spec,
-		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames, fill: FillClips}
+		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepFrames, fill: load.FillClips}
 	want := decoded(t, &setup)
 
 	a := mountVideos(t, setup)
@@ -158,7 +160,7 @@ func TestCopyRandomClips(t *testing.T) {
 			t.Fatalf("sample %d: differs from decoding it", first+k)
 		}
 	}
-	a.fs.copy.c.Flush()
+	a.fs.load.Flush()
 	decoded := a.fs.Stats().Decode.Clips
 	// Epoch 2: samples 2, 4, 6 (frames 2-12), never read: all their frames are in.
 	for _, k := range []int{2, 4, 6} {
@@ -210,7 +212,7 @@ func readSample(t *testing.T, m *testMount, i int) [32]byte {
 func TestCopyDamageAndChange(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}
 	files := map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "a/hevc.mkv": "hevc.mkv", "b/vp9.webm": "vp9.webm"}
-	setup := mountSetup{files: files, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames, copyFiles: true}
+	setup := mountSetup{files: files, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepFrames, copyFiles: true}
 	a := mountVideos(t, setup)
 	want := readAll(t, a)
 	fillWhole(t, a)
@@ -274,7 +276,7 @@ func TestCopyDamageAndChange(t *testing.T) {
 	small.tierDir, small.tierBytes = t.TempDir(), 64<<10
 	e := mountVideos(t, small)
 	readAll(t, e)
-	e.fs.copy.c.Flush()
+	e.fs.load.Flush()
 	used := int64(0)
 	filepath.Walk(small.tierDir, func(p string, fi os.FileInfo, err error) error {
 		if err == nil && fi.Mode().IsRegular() && fi.Name() != "lock" {
@@ -294,14 +296,14 @@ func TestCopyKeepsFramesPassed(t *testing.T) {
 	// Starts every 2 frames, frames 2 apart: the even frames. gop16.mp4 has a keyframe every 16.
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 2, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30,
-		keep: KeepFrames, fill: FillClips}
+		keep: load.KeepFrames, fill: load.FillClips}
 	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
 	// Sample 4 holds frames 8-14; its decode starts at frame 0 and passes 0, 2, 4 and 6.
 	if readSample(t, m, 4) != want[4] {
 		t.Fatal("sample 4 differs from decoding it")
 	}
-	m.fs.copy.c.Flush()
+	m.fs.load.Flush()
 	decoded := m.fs.Stats().Decode.Clips
 	if readSample(t, m, 0) != want[0] {
 		t.Fatal("sample 0 from the copy differs from decoding it")
@@ -317,7 +319,7 @@ func TestCopyKeepsFramesPassed(t *testing.T) {
 func TestCopyAskedAgainAtLoad(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 2, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30,
-		keep: KeepFrames, fill: FillClips}
+		keep: load.KeepFrames, fill: load.FillClips}
 	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
 	// Sample 46 holds frames 92-98; its decode starts at the keyframe at 80 and keeps 80-86,
@@ -325,7 +327,7 @@ func TestCopyAskedAgainAtLoad(t *testing.T) {
 	readSample(t, m, 46)
 	before := m.fs.Stats()
 	buf := make([]byte, m.lay.Spec.SampleBytes())
-	if err := m.fs.loadSample(context.Background(), 40, buf); err != nil {
+	if err := loadOf(m.fs)(context.Background(), 40, buf); err != nil {
 		t.Fatal(err)
 	}
 	if sha256.Sum256(buf) != want[40] {
@@ -346,7 +348,7 @@ func TestCopyAskedAgainAtLoad(t *testing.T) {
 func TestCopyFillVideos(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv"}, spec: spec,
-		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames, fill: FillVideos}
+		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepFrames, fill: load.FillVideos}
 	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
 	first, end := m.lay.VideoSamples(1)
@@ -359,8 +361,8 @@ func TestCopyFillVideos(t *testing.T) {
 			st.Copy.WholeFills, st.Copy.Hits)
 	}
 	waitFills(t, m)
-	if !m.fs.copy.c.Whole(1) {
-		t.Fatalf("video 1 not whole after a sample of it was read: %+v", m.fs.copyStats())
+	if !m.fs.load.Whole(1) {
+		t.Fatalf("video 1 not whole after a sample of it was read: %+v", m.fs.load.CopyStats())
 	}
 	before := m.fs.Stats()
 	for i := first; i < end; i++ {
@@ -382,7 +384,7 @@ func TestCopyFillVideos(t *testing.T) {
 func TestCopyKeptAcrossFlags(t *testing.T) {
 	dir := t.TempDir()
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv"},
-		spec: layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}, tierDir: dir, tierBytes: 1 << 30, keep: KeepFrames}
+		spec: layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}, tierDir: dir, tierBytes: 1 << 30, keep: load.KeepFrames}
 	m := mountVideos(t, setup)
 	fillWhole(t, m)
 	m.close()
@@ -392,10 +394,10 @@ func TestCopyKeptAcrossFlags(t *testing.T) {
 	}
 	again := setup
 	again.src = m.src
-	again.keep, again.tierBytes = KeepAuto, 4<<30
+	again.keep, again.tierBytes = load.KeepAuto, 4<<30
 	again.spec = layout.Spec{Frames: 4, Stride: 1, Step: 4, Height: 32, Width: 48}
 	b := mountVideos(t, again)
-	if b.fs.copy == nil {
+	if !b.fs.load.HasCopy() {
 		t.Fatal("remounted with the default --cache-keep over a copy: it keeps samples")
 	}
 	readAll(t, b)
@@ -407,13 +409,13 @@ func TestCopyKeptAcrossFlags(t *testing.T) {
 		}
 	}
 	lay, infos, skipped := probeTree(t, m.src, again.spec)
-	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: Decoders(2), Idle: 2})
+	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: load.Decoders(2), Idle: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	f, err := New(Config{Source: m.src, Layout: lay, Infos: InfoList(infos), Decoder: pool, CacheBytes: 64 << 20, Workers: 2, Skipped: skipped,
-		TierDir: dir, TierBytes: 4 << 30, Keep: KeepSamples})
+	f, err := New(Config{Source: m.src, Layout: lay, Infos: load.InfoList(infos), Decoder: pool, CacheBytes: 64 << 20, Workers: 2, Skipped: skipped,
+		Disk: load.Disk{Dir: dir, Bytes: 4 << 30, Keep: load.KeepSamples}})
 	if err == nil {
 		f.Close()
 		t.Fatal("--cache-keep samples over a training copy: mounted")
@@ -462,28 +464,28 @@ func TestCopyOnePath(t *testing.T) {
 		}
 		cfg.Layout = lay
 		cfg.Decoder = &pathDecoder{fakeDecoder: cfg.Decoder.(*fakeDecoder)}
-		cfg.TierDir, cfg.TierBytes, cfg.Keep, cfg.Fill = t.TempDir(), 1<<30, KeepFrames, FillClips
+		cfg.Disk = load.Disk{Dir: t.TempDir(), Bytes: 1 << 30, Keep: load.KeepFrames, Fill: load.FillClips}
 		cfg.Current = func(string) bool { return true }
 	})
 	buf := make([]byte, f.lay.Spec.SampleBytes())
 	for i := range f.lay.Len() {
-		if err := f.loadSample(context.Background(), i, buf); err != nil {
+		if err := loadOf(f)(context.Background(), i, buf); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.FillAll()
+	f.load.FillAll()
 	deadline := time.Now().Add(time.Minute)
-	for c := f.copyStats(); c.Filling > 0 || c.FillQueued > 0; c = f.copyStats() {
+	for c := f.load.CopyStats(); c.Filling > 0 || c.FillQueued > 0; c = f.load.CopyStats() {
 		if time.Now().After(deadline) {
 			t.Fatalf("the fills did not end: %+v", c)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	f.copy.c.Flush()
+	f.load.Flush()
 	hits := 0
 	fb := f.out.FrameBytes()
 	for i := range f.lay.Len() {
-		if !f.fetchCopy(i, buf, false) {
+		if !fetchOf(f)(context.Background(), i, buf).OK {
 			continue
 		}
 		hits++
@@ -495,7 +497,7 @@ func TestCopyOnePath(t *testing.T) {
 			}
 		}
 	}
-	st := f.copyStats()
+	st := f.load.CopyStats()
 	if hits == 0 {
 		t.Fatal("nothing served from the copy: nothing to check")
 	}
@@ -533,13 +535,13 @@ func TestCopyFillWaitBounded(t *testing.T) {
 	f, _ := fakeFSWith(t, 64, 2, nil, OnErrorEIO, func(cfg *Config) {
 		dec = &slowFills{fakeDecoder: cfg.Decoder.(*fakeDecoder), samples: map[[2]int]int{}}
 		cfg.Decoder = dec
-		cfg.TierDir, cfg.TierBytes, cfg.Keep, cfg.Fill = t.TempDir(), 1<<30, KeepFrames, FillVideos
+		cfg.Disk = load.Disk{Dir: t.TempDir(), Bytes: 1 << 30, Keep: load.KeepFrames, Fill: load.FillVideos}
 		cfg.Current = func(string) bool { return true }
 	})
 	buf := make([]byte, f.lay.Spec.SampleBytes())
 	first, end := f.lay.VideoSamples(0) // 64 frames: 16 samples, four 16-frame chunks a pass
 	mid := (first + end) / 2
-	if err := f.loadSample(context.Background(), mid, buf); err != nil {
+	if err := loadOf(f)(context.Background(), mid, buf); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(buf, want(f, mid)) {
@@ -548,10 +550,10 @@ func TestCopyFillWaitBounded(t *testing.T) {
 	if n := dec.samples[[2]int{0, f.lay.Sample(mid).Start}]; n != 0 {
 		t.Errorf("the first sample read was decoded %d times of its own; want it served from the whole decode", n)
 	}
-	if err := f.loadSample(context.Background(), first, buf); err != nil {
+	if err := loadOf(f)(context.Background(), first, buf); err != nil {
 		t.Fatal(err)
 	}
-	if f.copy.fills.of(0) == nil {
+	if !f.load.Filling(0) {
 		t.Error("the load of a sample the whole decode reaches last waited for it to end")
 	}
 	if n := dec.samples[[2]int{0, 0}]; n != 1 || !bytes.Equal(buf, want(f, first)) {
@@ -569,7 +571,7 @@ func TestCopyFillVideosQueued(t *testing.T) {
 		files[fmt.Sprintf("c/v%d%s", i, filepath.Ext(name))] = name
 	}
 	setup := mountSetup{files: files, spec: layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48},
-		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames, fill: FillVideos, workers: 1, prefetch: 64}
+		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepFrames, fill: load.FillVideos, workers: 1, prefetch: 64}
 	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
 	// A sample of each video, once: a slot missed at its load comes no second time.
@@ -587,14 +589,25 @@ func TestCopyFillVideosQueued(t *testing.T) {
 	}
 	waitFills(t, m)
 	for v := range m.lay.Videos {
-		if first, end := m.lay.VideoSamples(v); end > first && !m.fs.copy.c.Whole(v) {
-			t.Errorf("video %d (%s) not whole after its samples were read: %+v", v, m.lay.Videos[v].Path, m.fs.copyStats())
+		if first, end := m.lay.VideoSamples(v); end > first && !m.fs.load.Whole(v) {
+			t.Errorf("video %d (%s) not whole after its samples were read: %+v", v, m.lay.Videos[v].Path, m.fs.load.CopyStats())
 		}
 	}
-	m.fs.copy.fills.mu.Lock()
-	left := len(m.fs.copy.fills.waiting)
-	m.fs.copy.fills.mu.Unlock()
-	if left != 0 {
+	if left := m.fs.load.CopyStats().FillQueued; left != 0 {
 		t.Errorf("%d videos left queued", left)
 	}
+}
+
+// loadOf is the load f's cache calls (cache.Options.Load): a sample loaded as the cache would.
+func loadOf(f *FS) func(ctx context.Context, i int, buf []byte) error {
+	var o cache.Options
+	f.load.Wire(&o, 0)
+	return o.Load
+}
+
+// fetchOf is the cache's quick lane of f (cache.Options.Fetch): a sample from the disk, if there.
+func fetchOf(f *FS) func(ctx context.Context, i int, buf []byte) cache.Fetched {
+	var o cache.Options
+	f.load.Wire(&o, 0)
+	return o.Fetch
 }

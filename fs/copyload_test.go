@@ -18,6 +18,7 @@ import (
 	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/internal/testvideo"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 )
 
 var loadRounds = flag.Int("copy.load-rounds", 1, "TestCopyPropertyLoad: how many random layouts besides the fixed ones")
@@ -25,7 +26,7 @@ var loadRounds = flag.Int("copy.load-rounds", 1, "TestCopyPropertyLoad: how many
 // delayDecoder holds each decode back a random while (up to max) before it starts, so that
 // samples' decodes and whole videos' decodes of the same video interleave in new ways.
 type delayDecoder struct {
-	Decoder
+	load.Decoder
 	max time.Duration
 }
 
@@ -45,8 +46,8 @@ type delayShared struct {
 }
 
 // withDelays wraps a mount's decoder in a delayDecoder.
-func withDelays(max time.Duration) func(Decoder) Decoder {
-	return func(d Decoder) Decoder {
+func withDelays(max time.Duration) func(load.Decoder) load.Decoder {
+	return func(d load.Decoder) load.Decoder {
 		dd := delayDecoder{Decoder: d, max: max}
 		if sb, ok := d.(SharedBuffers); ok {
 			return delayShared{dd, sb}
@@ -134,18 +135,18 @@ func TestCopyPropertyLoad(t *testing.T) {
 		spec   layout.Spec
 		resize decode.Resize
 		fast   bool
-		fill   Fill
+		fill   load.Fill
 		codec  diskstore.Codec
 	}
 	rounds := []round{
 		// movie-hello.mpeg's sample at frame 92 differed here (a whole decode's landing after a
 		// seek on a keyframe of another's size and no place), and tour.mp4's at 10.625 s
 		// (frames shown that refer to a P-frame its edit list cuts off).
-		{layout.Spec{Frames: 8, Stride: 2, Step: 4, Height: 64, Width: 64, PadShort: true}, decode.Crop, false, FillVideos, diskstore.None},
-		{layout.Spec{Frames: 8, Stride: 2, Step: 5, Height: 64, Width: 64, PadShort: true, FPS: layout.Rate{Num: 24, Den: 1}}, decode.Stretch, true, FillVideos, diskstore.Zstd},
+		{layout.Spec{Frames: 8, Stride: 2, Step: 4, Height: 64, Width: 64, PadShort: true}, decode.Crop, false, load.FillVideos, diskstore.None},
+		{layout.Spec{Frames: 8, Stride: 2, Step: 5, Height: 64, Width: 64, PadShort: true, FPS: layout.Rate{Num: 24, Den: 1}}, decode.Stretch, true, load.FillVideos, diskstore.Zstd},
 	}
 	fixed := len(rounds)
-	fills := []Fill{FillAuto, FillClips, FillVideos}
+	fills := []load.Fill{load.FillAuto, load.FillClips, load.FillVideos}
 	for range *loadRounds {
 		spec, resize, fast := propLayout(r)
 		rounds = append(rounds, round{spec, resize, fast, fills[r.IntN(len(fills))], diskstore.Codecs[r.IntN(len(diskstore.Codecs))]})
@@ -169,12 +170,12 @@ func TestCopyPropertyLoad(t *testing.T) {
 			check := newPropCheck(ref, want)
 			ref.close()
 
-			load := plain
-			load.helpers = true // the mount's path: decoders in sandboxed helpers
-			load.src, load.workers, load.fillChunk, load.wrap = ref.src, 3, 1+r.IntN(3), withDelays(3*time.Millisecond)
-			load.tierDir, load.tierBytes, load.tierCodec, load.keep, load.fill = t.TempDir(), 1<<30, rd.codec, KeepFrames, rd.fill
-			load.cacheBytes = int64(2*(2*3+2)+4) * s.SampleBytes() // little beyond the loads' room: reads go to the copy
-			a := mountVideos(t, load)
+			busy := plain
+			busy.helpers = true // the mount's path: decoders in sandboxed helpers
+			busy.src, busy.workers, busy.fillChunk, busy.wrap = ref.src, 3, 1+r.IntN(3), withDelays(3*time.Millisecond)
+			busy.tierDir, busy.tierBytes, busy.tierCodec, busy.keep, busy.fill = t.TempDir(), 1<<30, rd.codec, load.KeepFrames, rd.fill
+			busy.cacheBytes = int64(2*(2*3+2)+4) * s.SampleBytes() // little beyond the loads' room: reads go to the copy
+			a := mountVideos(t, busy)
 			order := r.Perm(n)
 			if r.IntN(2) == 0 {
 				writeOrder(t, a, append(order, r.Perm(n)...)) // planned: fills start ahead of the readers
@@ -184,7 +185,7 @@ func TestCopyPropertyLoad(t *testing.T) {
 			check.check(t, a, readOutcomesAtOnce(t, a, r.Perm(n), 6), "after vidfs copy, 6 readers")
 			a.close()
 
-			b := mountVideos(t, load)
+			b := mountVideos(t, busy)
 			check.check(t, b, readOutcomesAtOnce(t, b, r.Perm(n), 6), "remounted, 6 readers")
 			st := b.fs.Stats()
 			// The reads compared were the copy's: vidfs copy made every clean video whole, and
@@ -198,7 +199,7 @@ func TestCopyPropertyLoad(t *testing.T) {
 				}
 				if ok {
 					clean += end - first
-					if !b.fs.copy.c.Whole(v) {
+					if !b.fs.load.Whole(v) {
 						t.Errorf("video %s decodes cleanly, but is not whole in the copy after vidfs copy", b.lay.Videos[v].Path)
 					}
 				}
@@ -207,7 +208,7 @@ func TestCopyPropertyLoad(t *testing.T) {
 				t.Errorf("remounted: %d samples from the copy, %d decoded; want the %d samples of clean videos from the copy, none decoded", st.Copy.Hits, st.Decode.Clips, clean)
 			}
 			t.Logf("%d samples of %d videos: %d from the copy, %d decoded on the remount (fill chunk %d)",
-				n, len(b.lay.Videos), st.Copy.Hits, st.Decode.Clips, load.fillChunk)
+				n, len(b.lay.Videos), st.Copy.Hits, st.Decode.Clips, busy.fillChunk)
 		})
 	}
 }

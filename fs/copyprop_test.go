@@ -18,6 +18,7 @@ import (
 	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/internal/testvideo"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 )
 
 var (
@@ -100,11 +101,11 @@ func readOutcomes(t *testing.T, m *testMount, samples []int) map[int]outcome {
 func TestCopyProperty(t *testing.T) {
 	r := rand.New(rand.NewPCG(*propSeed, 0x5eed))
 	type combo struct {
-		fill  Fill
+		fill  load.Fill
 		codec diskstore.Codec
 	}
 	var combos []combo
-	for _, fill := range []Fill{FillAuto, FillClips, FillVideos} {
+	for _, fill := range []load.Fill{load.FillAuto, load.FillClips, load.FillVideos} {
 		for _, codec := range diskstore.Codecs {
 			combos = append(combos, combo{fill, codec})
 		}
@@ -130,7 +131,7 @@ func TestCopyProperty(t *testing.T) {
 
 			withCopy := plain
 			withCopy.src = ref.src
-			withCopy.tierDir, withCopy.tierBytes, withCopy.tierCodec, withCopy.keep, withCopy.fill = t.TempDir(), 1<<30, cb.codec, KeepFrames, cb.fill
+			withCopy.tierDir, withCopy.tierBytes, withCopy.tierCodec, withCopy.keep, withCopy.fill = t.TempDir(), 1<<30, cb.codec, load.KeepFrames, cb.fill
 			withCopy.cacheBytes = int64(2*(2*2+2)+4) * spec.SampleBytes() // little beyond the loads' room: reads go to the copy
 			check := newPropCheck(ref, want)
 			a := mountVideos(t, withCopy)
@@ -151,7 +152,7 @@ func TestCopyProperty(t *testing.T) {
 			// (damaged ones, and the samples that fail).
 			notWhole := 0
 			for i := range n {
-				if !b.fs.copy.c.Whole(b.lay.Sample(i).Video) {
+				if !b.fs.load.Whole(b.lay.Sample(i).Video) {
 					notWhole++
 				}
 			}
@@ -165,7 +166,7 @@ func TestCopyProperty(t *testing.T) {
 				for i := first; i < end; i++ {
 					clean = clean && !want[i].failed
 				}
-				if clean && !b.fs.copy.c.Whole(v) {
+				if clean && !b.fs.load.Whole(v) {
 					t.Errorf("video %s decodes cleanly, but is not whole in the copy after vidfs copy", b.lay.Videos[v].Path)
 				}
 			}
@@ -224,7 +225,7 @@ func freshOutcome(t *testing.T, m *testMount, i int) outcome {
 		t.Fatal(err)
 	}
 	buf := make([]byte, m.lay.Spec.SampleBytes())
-	if err := decode.DecodeClip(context.Background(), info, SampleClip(m.lay, i), m.fs.out, buf, 1); err != nil {
+	if err := decode.DecodeClip(context.Background(), info, load.SampleClip(m.lay, i), m.fs.out, buf, 1); err != nil {
 		return outcome{failed: true}
 	}
 	return outcome{sum: sha256.Sum256(buf)}

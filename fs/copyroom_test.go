@@ -10,6 +10,7 @@ import (
 
 	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 )
 
 // waitWhole waits until m's copy holds n videos whole, with nothing left to write, or fails.
@@ -17,8 +18,8 @@ func waitWhole(t *testing.T, m *testMount, n int) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		m.fs.copy.c.Flush()
-		c := m.fs.copyStats()
+		m.fs.load.Flush()
+		c := m.fs.load.CopyStats()
 		if c.Complete >= n && c.Filling == 0 {
 			return
 		}
@@ -38,7 +39,7 @@ func waitWhole(t *testing.T, m *testMount, n int) {
 func TestCopyIdleFills(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv", "b/vp9.webm": "vp9.webm"},
-		spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames, fill: FillAuto,
+		spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepFrames, fill: load.FillAuto,
 		cacheBytes: 16 * spec.SampleBytes(), prefetch: 2, helpers: true}
 	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
@@ -48,7 +49,7 @@ func TestCopyIdleFills(t *testing.T) {
 		all[i] = i
 	}
 	writeOrder(t, m, append(all, all...)) // two epochs planned, as PlanSampler writes them
-	waitWhole(t, m, m.fs.videosWithSamples)
+	waitWhole(t, m, m.fs.Stats().Copy.VideosWithSamples)
 	st := m.fs.Stats()
 	if st.Copy.IdleFills == 0 || st.Copy.IdleFills != st.Copy.WholeFills {
 		t.Errorf("%d whole decodes, %d of them idle; want every one idle", st.Copy.WholeFills, st.Copy.IdleFills)
@@ -79,13 +80,13 @@ func TestCopyStableWhenFull(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 1, Step: 2, Height: 32, Width: 48}
 	files := map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "a/gop250.mp4": "h264_gop250.mp4", "b/hevc.mkv": "hevc.mkv",
 		"b/vp9.webm": "vp9.webm", "c/mpeg4.avi": "mpeg4.avi", "c/av1.mp4": "av1.mp4"}
-	probe := mountVideos(t, mountSetup{files: files, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, tierCodec: diskstore.None, keep: KeepFrames, fill: FillClips})
-	whole, _ := probe.fs.copy.estimate() // codec none: exact, a frame its raw bytes
+	probe := mountVideos(t, mountSetup{files: files, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, tierCodec: diskstore.None, keep: load.KeepFrames, fill: load.FillClips})
+	whole := probe.fs.load.CopyStats().EstimatedBytes // codec none: exact, a frame its raw bytes
 	src := probe.src
 	probe.close()
 
 	bound := whole / 2
-	setup := mountSetup{files: files, src: src, spec: spec, tierDir: t.TempDir(), tierBytes: bound, tierCodec: diskstore.None, keep: KeepFrames, fill: FillVideos}
+	setup := mountSetup{files: files, src: src, spec: spec, tierDir: t.TempDir(), tierBytes: bound, tierCodec: diskstore.None, keep: load.KeepFrames, fill: load.FillVideos}
 	m := mountVideos(t, setup)
 	n := m.lay.Len()
 	order := make([]int, 0, 2*n)
@@ -99,7 +100,7 @@ func TestCopyStableWhenFull(t *testing.T) {
 	waitFills(t, m)
 	held := map[int]bool{}
 	for v := range m.lay.Videos {
-		if m.fs.copy.c.Whole(v) {
+		if m.fs.load.Whole(v) {
 			held[v] = true
 		}
 	}
@@ -117,7 +118,7 @@ func TestCopyStableWhenFull(t *testing.T) {
 	waitFills(t, m)
 	st2 := m.fs.Stats().Copy
 	for v := range m.lay.Videos {
-		if m.fs.copy.c.Whole(v) != held[v] {
+		if m.fs.load.Whole(v) != held[v] {
 			t.Errorf("video %s whole after epoch 1: %v, after epoch 2: %v; want the same set", m.lay.Videos[v].Path, held[v], !held[v])
 		}
 	}
@@ -134,7 +135,7 @@ func TestCopyStableWhenFull(t *testing.T) {
 // the stats show, and refuses what is not such a number.
 func TestEpochsFile(t *testing.T) {
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: layout.Spec{Frames: 4, Stride: 1, Height: 32, Width: 48},
-		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames, fill: FillAuto}
+		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepFrames, fill: load.FillAuto}
 	m := mountVideos(t, setup)
 	p := filepath.Join(m.dir, ".vidfs", "epochs")
 	if err := os.WriteFile(p, []byte("10\n"), 0); err != nil {

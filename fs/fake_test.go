@@ -14,6 +14,7 @@ import (
 
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 	"github.com/vidfs/vidfs/order"
 )
 
@@ -111,12 +112,12 @@ func fakeFSWith(t *testing.T, cacheSamples, workers int, fail map[string]error, 
 		infos[i] = &decode.Info{Path: v.Path, Frames: v.Frames}
 		dec.video[v.Path] = i
 	}
-	cfg := Config{Source: "/fake", Layout: lay, Infos: InfoList(infos), Decoder: dec, Workers: workers, OnError: onError,
+	cfg := Config{Source: "/fake", Layout: lay, Infos: load.InfoList(infos), Decoder: dec, Workers: workers, OnError: onError,
 		CacheBytes: int64(cacheSamples) * spec.SampleBytes(), Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
 	for _, m := range more {
 		m(&cfg)
 	}
-	for i, in := range cfg.Infos.(InfoList) { // a change may have moved the videos
+	for i, in := range cfg.Infos.(load.InfoList) { // a change may have moved the videos
 		dec.video[in.Path] = i
 	}
 	f, err := New(cfg)

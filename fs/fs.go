@@ -1,30 +1,24 @@
 // Package fs is the mounted filesystem: it presents every sample of a layout as bytes of
 // clips.npy, clips.raw and per-sample files, serves reads from the sample cache, follows the
 // reader through the plan written to .vidfs/order, and reports what it does in .vidfs/stats.
+// What the cache loads a sample from, and what the disk keeps, is package load's.
 //
 // The files of the package, by job: fs.go (configuration and the parts of a mount), read.go
 // (the read path), failed.go (what a failed sample's reads get: --on-error), problems.go (the
 // log of what could not be served), stats.go (the snapshot behind .vidfs/stats), tree.go
 // (directories, and refusing changes), files.go (the tensor and fixed files), gen.go (files made
 // as they are read: index.csv, .vidfs/labels.npy, .vidfs/videos.npy), pages.go (memory-mapped
-// readers: handing whole samples to the page cache), control.go (the .vidfs control files),
-// owners.go (which process wrote which plan), load.go (the load path: what the cache's Fetch and
-// Load do for a sample), keep.go (what the disk keeps, samples or frames, and with which codec),
-// tier.go (the disk tier's keys, tagging and stats), copy.go (the training copy's keys, reads,
-// writes and stats), keeper.go (frames a decode passes through, kept for the copy), fill.go
-// (decoding one video whole into the copy), fills.go (which videos are decoded whole and when:
-// --copy-fill, vidfs copy's .vidfs/fill), budget.go (what --copy-fill auto may spend on them),
+// readers: handing whole samples to the page cache), control.go (the plans' control files),
+// requests.go (.vidfs/fill and .vidfs/epochs), owners.go (which process wrote which plan),
 // interfaces.go (what each node answers, checked by the compiler) and mount.go (mounting and
 // unmounting).
 package fs
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -35,20 +29,11 @@ import (
 
 	"github.com/vidfs/vidfs/cache"
 	"github.com/vidfs/vidfs/decode"
-	"github.com/vidfs/vidfs/internal/diskstore"
-	"github.com/vidfs/vidfs/internal/metrics"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 	"github.com/vidfs/vidfs/order"
-	"github.com/vidfs/vidfs/tier"
 )
-
-// Decoder decodes the clips a mount serves. *decode.Pool is the real one, sized for
-// Decoders(Workers) clips at once; tests pass fakes that write known bytes.
-type Decoder interface {
-	DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error
-	Stats() decode.PoolStats
-}
 
 // SharedBuffers is a Decoder with memory of its own for the cache's buffers: the cache takes its
 // n buffers of size bytes from it (isolate.Decoders: memory its helpers' clips are written into by
@@ -63,30 +48,18 @@ type Isolated interface {
 	HelperStats() wire.HelperStats
 }
 
-// Infos gives the probe tables of a layout's videos.
-type Infos interface {
-	// Info returns the probe table of video v (an index into Layout.Videos), not to be changed.
-	Info(v int) (*decode.Info, error)
-}
-
-// InfoList is Infos held in memory, one table per video.
-type InfoList []*decode.Info
-
-// Info returns l[v].
-func (l InfoList) Info(v int) (*decode.Info, error) { return l[v], nil }
-
 // Config is what a mount serves and with what resources.
 type Config struct {
 	Source string // the source directory, for reports
 	Layout *layout.Layout
 	// Infos gives the probe table of each of Layout.Videos, asked for when a sample of it is
 	// decoded (the tables need not all be in memory).
-	Infos  Infos
+	Infos  load.Infos
 	Resize decode.Resize
 	// Fast decodes with FFmpeg's shortcuts that are not bit-exact (decode.Output.Fast).
 	Fast bool
 	// Decoder decodes samples. The caller owns it, and closes it after the FS.
-	Decoder Decoder
+	Decoder load.Decoder
 	// CacheBytes bounds the memory for decoded samples.
 	CacheBytes int64
 	// Prefetch is how many samples ahead of the reader to keep decoded (0: as many as fit).
@@ -101,23 +74,8 @@ type Config struct {
 	PlanMaxEntries int
 	// OnError says what reads of a sample that cannot be decoded get.
 	OnError OnError
-	// TierDir and TierBytes put a disk tier of decoded samples behind the cache: samples decoded
-	// are kept there, compressed, and read back instead of decoded again, across mounts (package
-	// tier). "" or 0: none.
-	TierDir   string
-	TierBytes int64
-	// TierCodec is how the disk tier stores samples (0: none if every sample fits within
-	// TierBytes uncompressed, else zstd).
-	TierCodec diskstore.Codec
-	// CopyKeepFree, when set, bounds the training copy not by TierBytes but by what its
-	// filesystem has room for, less CopyKeepFree, which it leaves free (giving room back when
-	// other files take it): the default, with no --cache-disk.
-	CopyKeepFree int64
-	// Keep says whether the disk under TierDir keeps samples (the disk tier) or frames (the
-	// training copy); KeepAuto chooses by whether every sample fits (copyKeep).
-	Keep Keep
-	// Fill says when the training copy takes a video's frames.
-	Fill Fill
+	// Disk is what the disk under --cache-dir keeps of what is decoded (package load).
+	Disk load.Disk
 	// PlanMoved, if set, is called (quickly: it must not block) when what the plans want next
 	// may have changed: a plan written or removed, a reader moving on. Upcoming says what.
 	PlanMoved func()
@@ -150,18 +108,12 @@ type FS struct {
 	directIO  atomic.Bool
 	dirNumber map[string]int // folders under samples/, numbered for inode numbers
 
-	pages *pageFiller
-	// videosWithSamples counts the videos of the layout with a sample.
-	videosWithSamples int
-	tier              *diskTier     // nil without one
-	copy              *trainingCopy // nil without one (a mount has a disk tier or a copy, not both)
-	stopTag           func()        // ends tagTier and waits for it
-	reads             readCounters
-	decodeRate        metrics.Rate // of the same
-	decoded           atomic.Int64 // samples decoded (the pool's clips but the training copy's whole videos' chunks)
-	problems          problemLog
-	emptied           pendingEmpties // plans opened to be replaced and closed with nothing written
-	failed            failures       // what failed samples' reads get; which failed is the cache's
+	pages    *pageFiller
+	load     *load.Loader // what the cache loads from, and what the disk keeps
+	reads    readCounters
+	problems problemLog
+	emptied  pendingEmpties // plans opened to be replaced and closed with nothing written
+	failed   failures       // what failed samples' reads get; which failed is the cache's
 }
 
 // New builds a mount's state: cache and plans over cfg.Decoder. Close it when done.
@@ -192,7 +144,7 @@ func New(cfg Config) (*FS, error) {
 	}
 	f := &FS{
 		cfg: cfg, lay: lay, log: cfg.Log, start: time.Now(), proc: proc,
-		out: SampleOutput(lay, cfg.Resize, cfg.Fast),
+		out: load.SampleOutput(lay, cfg.Resize, cfg.Fast),
 	}
 	f.problems.init(cfg.Source, cfg.Skipped)
 	f.dirNumber = map[string]int{}
@@ -219,65 +171,22 @@ func New(cfg Config) (*FS, error) {
 	}
 	f.plans.SetMaxEntries(maxEntries)
 	f.owners = newOwners(proc, f.plans)
-	for v := range lay.Videos {
-		if first, end := lay.VideoSamples(v); end > first {
-			f.videosWithSamples++
-		}
+	l, err := load.New(load.Config{Source: cfg.Source, Layout: lay, Infos: cfg.Infos, Output: f.out, Decoder: cfg.Decoder,
+		Plans: f.plans, Workers: workers, Current: cfg.Current, Disk: cfg.Disk, Log: cfg.Log})
+	if err != nil {
+		return nil, err
 	}
-	keep := KeepAuto
-	if cfg.TierDir != "" && cfg.TierBytes > 0 {
-		frames := f.framesUsed() * int64(f.out.FrameBytes())
-		k, why, err := copyKeep(cfg.Keep, cfg.TierDir, diskHolds(cfg.TierDir), lay.Len(), S, frames, cfg.TierBytes)
-		if err != nil {
-			return nil, err
-		}
-		keep = k
-		cfg.Log.Info("disk keeps", "what", keep, "why", why)
-	}
-	if keep == KeepFrames {
-		codec, why := f.frameCodec(cfg.TierCodec, copyRoom(cfg))
-		cfg.Log.Info("training copy codec", "codec", codec, "why", why)
-		cfg.TierCodec, f.cfg.TierCodec = codec, codec
-		if err := f.openCopy(cfg, workers); err != nil {
-			return nil, err
-		}
-		opts.Fetch = f.fetchSample
-	}
-	if keep == KeepSamples && cfg.TierCodec == diskstore.Huff {
-		return nil, fmt.Errorf("codec %v stores frames, not samples: keep frames (--cache-keep frames), or store samples with none, lz4 or zstd", diskstore.Huff)
-	}
-	if keep == KeepSamples {
-		codec, why := tierCodec(cfg.TierCodec, lay.Len(), S, cfg.TierBytes)
-		cfg.Log.Info("disk tier codec", "codec", codec, "why", why)
-		// The write backlog is memory beside the cache: a few samples' worth.
-		t, err := tier.Open(tier.Options{Dir: cfg.TierDir, MaxBytes: cfg.TierBytes, Codec: codec, Log: cfg.Log, Backlog: max(16<<20, 4*S),
-			Due: f.plans.Due})
-		if err != nil {
-			return nil, err
-		}
-		f.tier = &diskTier{t: t, prefix: keyPrefix(f.out)}
-		opts.Fetch = f.fetchSample
-		opts.MaxLent = maxLent(capacity)
-	}
-	opts.Load, opts.OnFail, opts.NextUse, opts.Want = f.loadSample, f.loadFailed, f.plans.Due, f.plans.Upcoming
-	opts.Permanent = heldFailed
+	f.load = l
+	l.Wire(&opts, maxLent(capacity))
+	opts.OnFail, opts.NextUse, opts.Want = f.loadFailed, f.plans.Due, f.plans.Upcoming
 	c, err := f.newCache(cfg, opts)
 	if err != nil {
-		if f.tier != nil {
-			f.tier.t.Close()
-		}
-		if f.copy != nil {
-			f.copy.stop()
-			f.copy.c.Close()
-		}
+		l.Close()
 		return nil, err
 	}
 	f.cache = c
 	f.plans.OnRepublish(f.replanned) // the dues went stale and were worked out anew
 	f.pages = newPageFiller(f)
-	if f.tier != nil {
-		f.stopTag = f.startTagging()
-	}
 	return f, nil
 }
 
@@ -300,61 +209,7 @@ func (f *FS) Close() error {
 	f.plans.Close() // no republish calls back into the cache or the tier from here on
 	f.pages.close()
 	f.cache.Close()
-	if f.copy != nil {
-		f.copy.stop()
-		return f.copy.c.Close()
-	}
-	if f.tier != nil {
-		f.stopTag()
-		return f.tier.t.Close()
-	}
-	return nil
-}
-
-// heldFailed says whether a sample whose decode failed with err is held failed for the life
-// of the mount (the cache's Options.Permanent). Only a video's own damage is; what may pass
-// (descriptors short, a disk or the source's network down) fails the reads in progress with
-// EIO, and the sample is decoded again. A file changed since it was probed is held failed too
-// (listed in .vidfs/failed, stood in for under --on-error substitute): the layout describes the
-// file that was probed, and only a new scan mends that. The probe cache keeps no such error (its
-// entries are by size and mtime, so a changed file is probed again anyway).
-func heldFailed(err error) bool {
-	return decode.Permanent(err) || errors.Is(err, decode.ErrChanged) || errors.Is(err, decode.ErrCrashed)
-}
-
-// SampleClip is the clip sample i of lay holds: what a mount decodes for it (and vidfs verify).
-func SampleClip(lay *layout.Layout, i int) decode.Clip {
-	s, spec := lay.Sample(i), lay.Spec
-	return decode.Clip{Start: s.Start, Frames: spec.Frames, Stride: spec.Stride, PadEnd: s.Pad,
-		FPS: decode.Rational{Num: spec.FPS.Num, Den: spec.FPS.Den}}
-}
-
-// SampleOutput is the shape every frame of lay's samples is brought to, decoded fast or exactly.
-func SampleOutput(lay *layout.Layout, resize decode.Resize, fast bool) decode.Output {
-	return decode.Output{Width: lay.Spec.Width, Height: lay.Spec.Height, Resize: resize, Fast: fast}
-}
-
-// decodeSample decodes sample i into buf, for the cache (the decoder counts what it decodes),
-// giving keep, if not nil, the frames it passes through (decode.Clip.Keep), and telling path, if
-// not nil, where it was decoded.
-func (f *FS) decodeSample(ctx context.Context, i int, buf []byte, keep decode.Keeper, path *decode.Path, elsewhere *time.Duration) error {
-	info, err := f.cfg.Infos.Info(f.lay.Sample(i).Video)
-	if err != nil {
-		return err
-	}
-	c := SampleClip(f.lay, i)
-	c.Keep, c.Path, c.CPU = keep, path, elsewhere
-	if err := f.cfg.Decoder.DecodeClip(ctx, info, c, f.out, buf); err != nil {
-		return err
-	}
-	f.decodeRate.Add(1, time.Now())
-	f.decoded.Add(1)
-	return nil
-}
-
-// videoPath is the source file of video v.
-func (f *FS) videoPath(v int) string {
-	return filepath.Join(f.cfg.Source, filepath.FromSlash(f.lay.Videos[v].Path))
+	return f.load.Close()
 }
 
 // loadFailed logs a sample the cache now holds failed, and adds it to the problems: the cache
@@ -388,10 +243,7 @@ func (f *FS) Held(i int) bool {
 	if c, _ := f.cache.ReadyAhead([]int{i}); c > 0 {
 		return true
 	}
-	if f.copy != nil {
-		return f.current(i) && f.copy.c.Whole(f.lay.Sample(i).Video)
-	}
-	return f.tier != nil && f.current(i) && f.tier.t.Has(f.sampleKey(i))
+	return f.load.Held(i)
 }
 
 // removePlan drops the plan called name, its owner and its counters with it.
@@ -405,9 +257,7 @@ func (f *FS) removePlan(name string) bool {
 // plan changed, or that the plans worked their dues out anew: every sample's due may have moved.
 func (f *FS) replanned() {
 	f.cache.Replanned()
-	if f.tier != nil {
-		f.tier.t.Replanned()
-	}
+	f.load.Replanned()
 	f.fetchAhead()
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/isolate"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 )
 
 func TestMain(m *testing.M) {
@@ -63,11 +64,11 @@ type mountSetup struct {
 	tierDir    string
 	tierBytes  int64
 	tierCodec  diskstore.Codec
-	keep       Keep
-	fill       Fill
+	keep       load.Keep
+	fill       load.Fill
 	// wrap, if set, is put around the mount's decoder (a test's delays); fillChunk, if set, is
 	// how many frames a whole video's decode converts at a time (trainingCopy.chunk).
-	wrap      func(Decoder) Decoder
+	wrap      func(load.Decoder) load.Decoder
 	fillChunk int
 }
 
@@ -93,9 +94,9 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 	if s.workers == 0 {
 		s.workers = 2
 	}
-	var pool Decoder
+	var pool load.Decoder
 	if !s.helpers {
-		p, err := decode.NewPool(decode.PoolOptions{Concurrency: Decoders(s.workers), Idle: s.workers})
+		p, err := decode.NewPool(decode.PoolOptions{Concurrency: load.Decoders(s.workers), Idle: s.workers})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +104,7 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 		pool = p
 	} else {
 		// As vidfs mount decodes by default: in sandboxed helper processes (this test binary).
-		d, err := isolate.New(isolate.Options{Helpers: (Decoders(s.workers) + 1) / 2, PerHelper: 2,
+		d, err := isolate.New(isolate.Options{Helpers: (load.Decoders(s.workers) + 1) / 2, PerHelper: 2,
 			Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -114,14 +115,11 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 	if s.wrap != nil {
 		pool = s.wrap(pool)
 	}
-	f, err := New(Config{Source: src, Layout: lay, Infos: InfoList(in), Resize: s.resize, Fast: s.fast, Decoder: pool, CacheBytes: s.cacheBytes,
+	f, err := New(Config{Source: src, Layout: lay, Infos: load.InfoList(in), Resize: s.resize, Fast: s.fast, Decoder: pool, CacheBytes: s.cacheBytes,
 		Workers: s.workers, Prefetch: s.prefetch, Skipped: skipped, OnError: s.onError, Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
-		TierDir: s.tierDir, TierBytes: s.tierBytes, TierCodec: s.tierCodec, Keep: s.keep, Fill: s.fill})
+		Disk: load.Disk{Dir: s.tierDir, Bytes: s.tierBytes, Codec: s.tierCodec, Keep: s.keep, Fill: s.fill, FillChunk: s.fillChunk}})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if s.fillChunk > 0 && f.copy != nil {
-		f.copy.chunk = s.fillChunk
 	}
 	m, err := f.Mount(dir, MountOptions{})
 	if err != nil {
@@ -256,7 +254,7 @@ func (tm *testMount) decoded(t *testing.T, i int) []byte {
 	sp := tm.lay.Spec
 	buf := make([]byte, sp.SampleBytes())
 	o := decode.Output{Width: sp.Width, Height: sp.Height, Resize: tm.fs.out.Resize}
-	if err := decode.DecodeClip(context.Background(), tm.fs.cfg.Infos.(InfoList)[s.Video], decode.Clip{Start: s.Start, Frames: sp.Frames, Stride: sp.Stride, PadEnd: s.Pad}, o, buf, 1); err != nil {
+	if err := decode.DecodeClip(context.Background(), tm.fs.cfg.Infos.(load.InfoList)[s.Video], decode.Clip{Start: s.Start, Frames: sp.Frames, Stride: sp.Stride, PadEnd: s.Pad}, o, buf, 1); err != nil {
 		t.Fatalf("DecodeClip(sample %d): %v", i, err)
 	}
 	return buf

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 )
 
 // reader is a trainer-like client: it shuffles the samples, writes the order to .vidfs/order
@@ -158,7 +159,7 @@ func TestDamagedVideos(t *testing.T) {
 			s := tm.lay.Sample(i)
 			sp := tm.lay.Spec
 			want := make([]byte, sp.SampleBytes())
-			derr := decode.DecodeClip(t.Context(), tm.fs.cfg.Infos.(InfoList)[s.Video], decode.Clip{Start: s.Start, Frames: sp.Frames, Stride: sp.Stride},
+			derr := decode.DecodeClip(t.Context(), tm.fs.cfg.Infos.(load.InfoList)[s.Video], decode.Clip{Start: s.Start, Frames: sp.Frames, Stride: sp.Stride},
 				decode.Output{Width: sp.Width, Height: sp.Height}, want, 1)
 			switch {
 			case derr != nil && !errorsIsEIO(err):

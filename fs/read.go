@@ -87,11 +87,8 @@ func (f *FS) read(ctx context.Context, hdr []byte, first, count int, dest []byte
 		t0 := time.Now()
 		h, hit, err := f.cache.Get(ctx, p.Sample)
 		f.plans.Done(p.Sample) // pinned (or failed): it may look unwanted now
-		if access && f.tier != nil {
-			f.tier.t.Refresh(p.Sample) // read: due later now, most likely
-		}
-		if access && err == nil && f.copy != nil && f.copy.budget != nil {
-			f.copy.budget.read(f.copy.served.take(p.Sample))
+		if access {
+			f.load.Accessed(p.Sample, err == nil)
 		}
 		if err != nil && f.cfg.OnError != OnErrorEIO && f.failedLoad(p.Sample, err) {
 			h, err = f.insteadOf(ctx, p.Sample) // logged once, when first served

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 )
 
 // BenchmarkCachedRead: a read of a whole sample the cache holds (a hit), through f.read as go-fuse
@@ -25,7 +26,7 @@ func BenchmarkCachedRead(b *testing.B) {
 		dec.video[v.Path] = i
 	}
 	n, S := lay.Len(), spec.SampleBytes()
-	f, err := New(Config{Source: "/fake", Layout: lay, Infos: InfoList(infos), Decoder: dec, Workers: 1,
+	f, err := New(Config{Source: "/fake", Layout: lay, Infos: load.InfoList(infos), Decoder: dec, Workers: 1,
 		CacheBytes: int64(n+8) * S, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)

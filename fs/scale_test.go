@@ -19,6 +19,7 @@ import (
 	"github.com/vidfs/vidfs/internal/npy"
 	"github.com/vidfs/vidfs/internal/readers"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 	"github.com/vidfs/vidfs/order"
 )
 
@@ -47,7 +48,7 @@ func scaleFS(t testing.TB, videos, cacheSamples int) (*FS, *fakeDecoder) {
 		infos[i] = &decode.Info{Path: v.Path, Frames: v.Frames}
 		dec.video[v.Path] = i
 	}
-	f, err := New(Config{Source: "/fake", Layout: lay, Infos: InfoList(infos), Decoder: dec, Workers: 1, OnError: OnErrorEIO,
+	f, err := New(Config{Source: "/fake", Layout: lay, Infos: load.InfoList(infos), Decoder: dec, Workers: 1, OnError: OnErrorEIO,
 		CacheBytes: int64(cacheSamples) * scaleSpec.SampleBytes(), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -32,12 +32,13 @@ func (f *FS) Stats() wire.Stats {
 	upcoming := f.plans.Upcoming(nil, depth)
 	ahead, inWindow := f.cache.ReadyAhead(upcoming)
 	S := f.lay.Spec.SampleBytes()
-	tier := f.tierStats()
+	decoded, decodeRate := f.load.Decoded(now)
+	tier := f.load.TierStats()
 	var backlog int64
 	if tier != nil {
 		backlog = tier.BacklogBytes
 	}
-	cp := f.copyStats()
+	cp := f.load.CopyStats()
 	if cp != nil {
 		backlog = cp.BacklogBytes
 	}
@@ -82,8 +83,8 @@ func (f *FS) Stats() wire.Stats {
 		Plans: plans,
 		Decode: wire.DecodeStats{
 			Workers: f.cache.Workers(), InFlight: cs.Loading, Queued: cs.Queued,
-			Clips: f.decoded.Load(), FillClips: max(0, ds.ClipsCPU+ds.ClipsGPU-f.decoded.Load()), Failed: cs.Failed, FailedTransient: cs.Transient, Prefetched: cs.Prefetched, OnDemand: cs.Demand, Cancelled: cs.Cancelled,
-			ClipsPerSecond: f.decodeRate.PerSecond(now),
+			Clips: decoded, FillClips: max(0, ds.ClipsCPU+ds.ClipsGPU-decoded), Failed: cs.Failed, FailedTransient: cs.Transient, Prefetched: cs.Prefetched, OnDemand: cs.Demand, Cancelled: cs.Cancelled,
+			ClipsPerSecond: decodeRate,
 			ByDecoder:      wire.DecoderClips{NVDEC: ds.ClipsGPU, CPU: ds.ClipsCPU}, GPUFallbacks: ds.GPUFallbacks,
 			FramesDecoded: ds.Frames, FramesServed: (hits + misses) * int64(f.lay.Spec.Frames),
 			Seeks: ds.Seeks, DecodersOpened: ds.Opens, DecodersAdopted: ds.Adoptions, GPUs: gpus,
@@ -172,11 +173,7 @@ func (f *FS) memory(cs cache.Stats, backlog int64) wire.MemoryStats {
 	heap := v(0) + v(2) + v(3) + v(4) + v(5) // every byte of the heap's arenas, resident or not
 	// The rest of what the runtime holds lies outside the arenas: its metadata, OS thread stacks.
 	m.GoRuntimeBytes = v(1) - heap
-	var tierDir string
-	if f.tier != nil {
-		tierDir = f.cfg.TierDir
-	}
-	parts, err := mappedResident(tierDir, uintptr(unsafe.Pointer(f)))
+	parts, err := mappedResident(f.load.TierDir(), uintptr(unsafe.Pointer(f)))
 	if err == nil {
 		m.GoHeapBytes, m.TierMappedBytes = parts.goHeap, parts.tier
 	} else {

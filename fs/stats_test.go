@@ -9,6 +9,7 @@ import (
 
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 )
 
 // TestDecodeCount: the stats' decode count is the samples the mount decoded, counted where they
@@ -24,7 +25,7 @@ func TestDecodeCount(t *testing.T) {
 		}
 	}
 	withTier := func(cfg *Config) {
-		cfg.Source, cfg.TierDir, cfg.TierBytes, cfg.Keep = src, tierDir, 1<<20, KeepSamples
+		cfg.Source, cfg.Disk = src, load.Disk{Dir: tierDir, Bytes: 1 << 20, Keep: load.KeepSamples}
 		for i, v := range cfg.Layout.Videos {
 			st, err := os.Stat(v.Path)
 			if err != nil {
@@ -39,7 +40,7 @@ func TestDecodeCount(t *testing.T) {
 	if _, errno := readAt(t, a, hdr, S); errno != 0 {
 		t.Fatalf("sample 0: %v", errno)
 	}
-	a.tier.t.Flush()
+	a.load.Flush()
 	if st := a.Stats(); st.Decode.Clips != 1 || st.Tier.Written != 1 {
 		t.Fatalf("first mount: %d decoded, %d written to the tier; want sample 0's 1 and 1", st.Decode.Clips, st.Tier.Written)
 	}
@@ -78,7 +79,7 @@ func TestSnapshotsCostNoMoreWithTheDataset(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		infos := make(InfoList, len(lay.Videos))
+		infos := make(load.InfoList, len(lay.Videos))
 		for i, v := range lay.Videos {
 			infos[i] = &decode.Info{Path: v.Path, Frames: v.Frames}
 		}

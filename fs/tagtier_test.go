@@ -7,6 +7,7 @@ import (
 
 	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 )
 
 // TestCloseJoinsTagTier: Close returns only once the goroutine that tags the disk tier's entries
@@ -19,7 +20,7 @@ func TestCloseJoinsTagTier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Source: "/fake", Layout: lay, Infos: InfoList{{Path: "a/long.mp4", Frames: 4 << 20}}, Decoder: &fakeDecoder{},
+	cfg := Config{Source: "/fake", Layout: lay, Infos: load.InfoList{{Path: "a/long.mp4", Frames: 4 << 20}}, Decoder: &fakeDecoder{},
 		Workers: 1, CacheBytes: 64 * spec.SampleBytes()}
 	onDisk(t, t.TempDir(), t.TempDir(), diskstore.None)(&cfg)
 	// The goroutine is cancelled at once but ends in its own time: a few rounds show one that

@@ -14,6 +14,7 @@ import (
 	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/internal/testvideo"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 	"github.com/vidfs/vidfs/order"
 	"github.com/vidfs/vidfs/tier"
 )
@@ -75,12 +76,12 @@ func testTier(t *testing.T, codec diskstore.Codec) {
 	}
 	tierDir := t.TempDir()
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 6, Height: 32, Width: 48}
-	setup := mountSetup{src: src, spec: spec, tierDir: tierDir, tierBytes: 1 << 30, tierCodec: codec, keep: KeepSamples}
+	setup := mountSetup{src: src, spec: spec, tierDir: tierDir, tierBytes: 1 << 30, tierCodec: codec, keep: load.KeepSamples}
 
 	// First mount: everything is decoded, and written to the tier.
 	a := mountVideos(t, setup)
 	want := readAll(t, a)
-	a.fs.tier.t.Flush()
+	a.fs.load.Flush()
 	st := a.fs.Stats()
 	n := int64(a.lay.Len())
 	if st.Tier == nil || st.Tier.Written != n || st.Tier.Hits != 0 || st.Decode.Clips != n || st.Tier.Codec != codec.String() {
@@ -100,7 +101,7 @@ func testTier(t *testing.T, codec diskstore.Codec) {
 		if got := readAll(t, b); !equalDigests(got, want) {
 			t.Errorf("remount with %v: samples from the tier differ from the decoded ones", other)
 		}
-		b.fs.tier.t.Flush()
+		b.fs.load.Flush()
 		st = b.fs.Stats()
 		if st.Tier.Hits != n || st.Decode.Clips != 0 || st.Tier.Written != 0 {
 			t.Errorf("remount with %v: %d tier hits, %d decoded, %d written; want %d, 0, 0", other, st.Tier.Hits, st.Decode.Clips, st.Tier.Written, n)
@@ -129,7 +130,7 @@ func testTier(t *testing.T, codec diskstore.Codec) {
 		if st := c.fs.Stats(); st.Tier.Hits != 0 || st.Decode.Clips == 0 {
 			t.Errorf("%s: %d tier hits and %d decodes, want none from the tier", change.what, st.Tier.Hits, st.Decode.Clips)
 		}
-		c.fs.tier.t.Flush()
+		c.fs.load.Flush()
 		c.close()
 	}
 
@@ -186,7 +187,7 @@ func testTier(t *testing.T, codec diskstore.Codec) {
 	small.tierBytes = 20 << 10
 	e := mountVideos(t, small)
 	readAll(t, e)
-	e.fs.tier.t.Flush()
+	e.fs.load.Flush()
 	if _, bytes := entryFiles(t, small.tierDir); bytes > small.tierBytes || e.fs.Stats().Tier.UsedBytes > small.tierBytes {
 		t.Errorf("a tier bound to %d bytes holds %d on disk (%d counted)", small.tierBytes, bytes, e.fs.Stats().Tier.UsedBytes)
 	}
@@ -233,9 +234,9 @@ func onDisk(t *testing.T, src, tierDir string, codec diskstore.Codec) func(*Conf
 				t.Fatal(err)
 			}
 			cfg.Layout.Videos[i].Size, cfg.Layout.Videos[i].ModTime = st.Size(), st.ModTime().UnixNano()
-			cfg.Infos.(InfoList)[i].Path = p
+			cfg.Infos.(load.InfoList)[i].Path = p
 		}
-		cfg.Source, cfg.TierDir, cfg.TierBytes, cfg.TierCodec, cfg.Keep = src, tierDir, 1<<20, codec, KeepSamples
+		cfg.Source, cfg.Disk = src, load.Disk{Dir: tierDir, Bytes: 1 << 20, Codec: codec, Keep: load.KeepSamples}
 	}
 }
 
@@ -254,14 +255,14 @@ func TestTierAheadOfDecodes(t *testing.T) {
 					t.Fatalf("sample %d: %v", i, errno)
 				}
 			}
-			f.tier.t.Flush()
+			f.load.Flush()
 			f.Close()
 			synctest.Test(t, func(t *testing.T) {
 				// Capacity 16 and one worker: 12 samples ahead. The tier loses samples 0-3 (its
 				// entries are removed), so those decode, and every decode is held.
 				f, dec := fakeFSWith(t, 16, 1, nil, OnErrorEIO, onDisk(t, src, tierDir, codec))
 				for i := range 4 {
-					s := f.sampleKey(i).String()
+					s := f.load.TierKey(i).String()
 					if err := os.Remove(filepath.Join(tierDir, "v1", s[:2], s)); err != nil {
 						t.Fatal(err)
 					}

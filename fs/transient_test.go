@@ -12,6 +12,7 @@ import (
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/testfd"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 )
 
 // TestDescriptorsShort: a decoder that cannot open its video because the process is out of file
@@ -32,7 +33,7 @@ func TestDescriptorsShort(t *testing.T) {
 	// decoders of its own: the mount's keep theirs open).
 	first, end := m.lay.VideoSamples(video["c/corrupt.mp4"])
 	bad := -1
-	info := m.fs.cfg.Infos.(InfoList)[video["c/corrupt.mp4"]]
+	info := m.fs.cfg.Infos.(load.InfoList)[video["c/corrupt.mp4"]]
 	for s := first; s < end && bad < 0; s++ {
 		smp := m.lay.Sample(s)
 		err := decode.DecodeClip(context.Background(), info, decode.Clip{Start: smp.Start, Frames: spec.Frames, Stride: spec.Stride, PadEnd: smp.Pad},

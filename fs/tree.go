@@ -114,11 +114,11 @@ func (r *root) OnAdd(ctx context.Context) {
 	add(ctl, "labels.npy", &genFile{f: f, name: ".vidfs/labels.npy", gen: labelsNpy(lay)}, syscall.S_IFREG, 20)
 	add(ctl, "videos.npy", &genFile{f: f, name: ".vidfs/videos.npy", gen: videosNpy(lay)}, syscall.S_IFREG, 21)
 	add(ctl, "videos.txt", &genFile{f: f, name: ".vidfs/videos.txt", gen: &videosTxt{lay: lay}}, syscall.S_IFREG, 23)
-	if f.copy != nil {
-		add(ctl, "fill", &fillFile{node{f: f, mode: syscall.S_IFREG | 0o200}}, syscall.S_IFREG, 22)
+	if f.load.HasCopy() {
+		add(ctl, "fill", &requestFile{node{f: f, mode: syscall.S_IFREG | 0o200}, f.fillRequest}, syscall.S_IFREG, 22)
 	}
 	// Written by PlanSampler(epochs=...) in any mount: a mount without a copy takes it and ignores it.
-	add(ctl, "epochs", &epochsFile{node{f: f, mode: syscall.S_IFREG | 0o200}}, syscall.S_IFREG, 24)
+	add(ctl, "epochs", &requestFile{node{f: f, mode: syscall.S_IFREG | 0o200}, f.epochsRequest}, syscall.S_IFREG, 24)
 }
 
 // samplesDir is samples/<path>: folders of the source and the folders of its videos.

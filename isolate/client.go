@@ -68,7 +68,7 @@ type Stats struct {
 }
 
 // Decoders decodes clips in sandboxed helper processes, as decode.Pool does in-process (it
-// serves fs.Decoder). A helper that crashes or hangs costs only the clips it was decoding:
+// serves load.Decoder). A helper that crashes or hangs costs only the clips it was decoding:
 // each is decoded once more, alone in a fresh helper, and fails only if that crashes too, when
 // its video is held damaged for the life of the Decoders (decode.ErrCrashed).
 type Decoders struct {
@@ -708,7 +708,7 @@ func readAt(src decode.Source, b []byte, off int64) (n int, err error) {
 	return src.ReadAt(b, off)
 }
 
-// Stats returns the helpers' decode counters, summed (decode.PoolStats, as fs.Decoder asks).
+// Stats returns the helpers' decode counters, summed (decode.PoolStats, as load.Decoder asks).
 func (d *Decoders) Stats() decode.PoolStats {
 	d.mu.Lock()
 	st := d.dead

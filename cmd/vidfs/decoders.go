@@ -5,9 +5,9 @@ import (
 	"log/slog"
 
 	"github.com/vidfs/vidfs/decode"
-	vfs "github.com/vidfs/vidfs/fs"
 	"github.com/vidfs/vidfs/internal/catalog"
 	"github.com/vidfs/vidfs/isolate"
+	"github.com/vidfs/vidfs/load"
 )
 
 // Where a mount's decoders run: in sandboxed helper processes (isolate), or in its own.
@@ -19,13 +19,13 @@ const (
 
 // mountDecoder decodes a mount's samples: isolate.Decoders or a decode.Pool.
 type mountDecoder interface {
-	vfs.Decoder
+	load.Decoder
 	UnusableKeyframes() map[string][]int
 	Close()
 }
 
 // newDecoder makes the mount's decoders for workers, and what probes its videos: with
-// --decoders isolated, helpers for as many clips at once as the mount decodes (fs.Decoders),
+// --decoders isolated, helpers for as many clips at once as the mount decodes (load.Decoders),
 // two each, which probe the videos too (prober), unless NVDEC serves: GPU decoders are not in
 // helpers yet, so a mount that decodes on a GPU decodes in-process, and says so, while its
 // probes still run in helpers of their own. With --decoders in-process, the prober is nil: the
@@ -37,7 +37,7 @@ func (o *mountOptions) newDecoder(workers int, window int64, log *slog.Logger, o
 	inProcess := func() (*decode.Pool, error) {
 		// One decoder per load the cache may run at once; as many kept open between clips as it
 		// prefetches at once.
-		return decode.NewPool(decode.PoolOptions{Concurrency: vfs.Decoders(workers), Idle: workers, Threads: 1,
+		return decode.NewPool(decode.PoolOptions{Concurrency: load.Decoders(workers), Idle: workers, Threads: 1,
 			HWAccel: o.hwaccel.h, GPUs: o.gpus.gpus, GPUDecoders: o.gpuDecoders, Log: log, Open: open})
 	}
 	switch o.decoders {
@@ -82,14 +82,14 @@ const maxHelperShared = 32 << 20
 // helpersFor is how many helpers decode for a mount of workers, how many clips each decodes at
 // once, and how many decoders each keeps open between clips: a helper for every 8 workers, at
 // most 8, or more where their windows (window bytes a clip) would pass maxHelperShared; the
-// mount's clips at once (fs.Decoders) and idle decoders (one a worker, as an in-process mount
+// mount's clips at once (load.Decoders) and idle decoders (one a worker, as an in-process mount
 // keeps) shared among them. A helper's memory grows with its decoders, not
 // with the helpers: each costs about 7 MiB of its own idle, and up to 32 MiB of frame buffers
 // kept between decoders (decode's frame pool), so fewer, wider helpers hold less than one for
 // every two clips (issue 51: 24 helpers at --workers 16 held 1.4 GiB). A crash costs a helper's
 // clips in flight a retry each.
 func helpersFor(workers int, window int64) (helpers, clips, idle int) {
-	n := vfs.Decoders(workers)
+	n := load.Decoders(workers)
 	helpers = min(max(1, (workers+7)/8), 8)
 	per := int(max(1, maxHelperShared/max(window, 1))) // a clip at least, however large
 	helpers = max(helpers, (n+per-1)/per)

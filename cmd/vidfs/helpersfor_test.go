@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	vfs "github.com/vidfs/vidfs/fs"
+	"github.com/vidfs/vidfs/load"
 )
 
 // TestHelpersFor: a mount's helpers decode all its clips at once and keep its idle decoders,
@@ -16,7 +16,7 @@ func TestHelpersFor(t *testing.T) {
 		helpers int
 	}{{2, 16 * 224 * 224 * 3, 1}, {16, 16 * 224 * 224 * 3, 4}, {16, 4 * 32 * 32 * 3, 2}, {64, 4 * 32 * 32 * 3, 8}, {16, 64 << 20, 48}} {
 		helpers, clips, idle := helpersFor(c.workers, c.window)
-		n := vfs.Decoders(c.workers)
+		n := load.Decoders(c.workers)
 		if helpers != c.helpers || helpers*clips < n || helpers*idle < c.workers {
 			t.Errorf("workers %d, windows of %d: %d helpers of %d clips, %d idle; want %d helpers for %d clips at once",
 				c.workers, c.window, helpers, clips, idle, c.helpers, n)

@@ -26,6 +26,7 @@ import (
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/isolate"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 )
 
 // layoutOptions are the flags that say what the samples are, shared by mount and verify.
@@ -431,8 +432,8 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 	kick := newAheadKick() // the FS's plans kick the bucket's fetching ahead, made after it
 	f, err := vfs.New(vfs.Config{Source: source.files.Root(), Layout: lay, Infos: infos, Resize: o.resize.r, Fast: o.decode.fast, Decoder: pool,
 		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Scan: &figures, Log: log,
-		OnError: onError, PlanIdle: o.planIdle, PlanMaxEntries: o.planMaxEntries, TierDir: o.cacheDir, TierBytes: tierBytes, CopyKeepFree: copyKeepFree, TierCodec: o.cacheDiskCodec.c,
-		Keep: o.cacheKeep.k, Fill: o.copyFill.f,
+		OnError: onError, PlanIdle: o.planIdle, PlanMaxEntries: o.planMaxEntries,
+		Disk:      load.Disk{Dir: o.cacheDir, Bytes: tierBytes, KeepFree: copyKeepFree, Codec: o.cacheDiskCodec.c, Keep: o.cacheKeep.k, Fill: o.copyFill.f},
 		PlanMoved: source.planMoved(kick), Current: source.current(), FetchStats: source.fetchStats()})
 	if err != nil {
 		return err
@@ -638,7 +639,7 @@ func followLiveHeap(log *slog.Logger) (stop func()) {
 // room for less keepFree (copyKeepFree); 0 without --cache-dir.
 func (o *mountOptions) tierBytes(log *slog.Logger) (bytes, keepFree int64, err error) {
 	if o.cacheDir == "" {
-		if o.cacheDisk.n > 0 || o.cacheDiskCodec.c != 0 || o.cacheKeep.k != vfs.KeepAuto || o.copyFill.f != vfs.FillAuto {
+		if o.cacheDisk.n > 0 || o.cacheDiskCodec.c != 0 || o.cacheKeep.k != load.KeepAuto || o.copyFill.f != load.FillAuto {
 			return 0, 0, usageError{"--cache-disk, --cache-disk-codec, --cache-keep and --copy-fill need --cache-dir"}
 		}
 		return 0, 0, nil

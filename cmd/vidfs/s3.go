@@ -18,6 +18,7 @@ import (
 	"github.com/vidfs/vidfs/internal/s3src"
 	"github.com/vidfs/vidfs/internal/wire"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 )
 
 // s3Options are the flags for a source that is a bucket (s3://BUCKET/PREFIX).
@@ -126,7 +127,7 @@ func (k aheadKick) moved() {
 type fetchAhead struct {
 	b        *s3src.Bucket
 	lay      *layout.Layout
-	infos    vfs.Infos
+	infos    load.Infos
 	upcoming func(dst []int, n int) []int // the samples due next, soonest first
 	held     func(sample int) bool        // whether a sample needs no decode (nil: all do)
 	kick     <-chan struct{}              // a pass is due
@@ -142,7 +143,7 @@ type fetchAhead struct {
 // aheadSamples is how many of the samples due next a pass fetches for.
 const aheadSamples = 64
 
-func newFetchAhead(b *s3src.Bucket, lay *layout.Layout, infos vfs.Infos, upcoming func(dst []int, n int) []int, held func(int) bool,
+func newFetchAhead(b *s3src.Bucket, lay *layout.Layout, infos load.Infos, upcoming func(dst []int, n int) []int, held func(int) bool,
 	kick aheadKick, budget int64, log *slog.Logger) *fetchAhead {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &fetchAhead{b: b, lay: lay, infos: infos, upcoming: upcoming, held: held, kick: kick, budget: budget, log: log,
@@ -205,12 +206,12 @@ const readSlack = 64 << 10
 // the keyframe it starts at to the end of the keyframe packet after its last frame (the decoder
 // may need packets up to there to put out frames shown before it), and the demuxer's read past
 // that. ok is false when the probe table cannot be had or does not know the positions.
-func sampleBytes(lay *layout.Layout, infos vfs.Infos, s int) (path string, off, end int64, ok bool) {
+func sampleBytes(lay *layout.Layout, infos load.Infos, s int) (path string, off, end int64, ok bool) {
 	info, err := infos.Info(lay.Sample(s).Video)
 	if err != nil || info == nil {
 		return "", 0, 0, false
 	}
-	idx, err := info.ClipFrames(vfs.SampleClip(lay, s))
+	idx, err := info.ClipFrames(load.SampleClip(lay, s))
 	if err != nil || len(idx) == 0 {
 		return "", 0, 0, false
 	}
@@ -254,7 +255,7 @@ func (s source) current() func(video string) bool {
 
 // fetchAheadFor starts fetching ahead what f's plans want next, from a bucket (nil for a
 // directory): made after the FS, with its hooks, and kicked by it through kick.
-func (s source) fetchAheadFor(f *vfs.FS, lay *layout.Layout, infos vfs.Infos, kick aheadKick, log *slog.Logger) *fetchAhead {
+func (s source) fetchAheadFor(f *vfs.FS, lay *layout.Layout, infos load.Infos, kick aheadKick, log *slog.Logger) *fetchAhead {
 	if s.bucket == nil {
 		return nil
 	}

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/vidfs/vidfs/decode"
-	vfs "github.com/vidfs/vidfs/fs"
 	"github.com/vidfs/vidfs/internal/diskstore"
+	"github.com/vidfs/vidfs/load"
 )
 
 // sizeValue is a --size flag: HEIGHTxWIDTH, in the order of the array's shape.
@@ -57,22 +57,22 @@ func (c *codecValue) Set(v string) (err error) {
 }
 
 // keepValue is a --cache-keep flag: auto, samples or frames.
-type keepValue struct{ k vfs.Keep }
+type keepValue struct{ k load.Keep }
 
 func (k *keepValue) String() string { return k.k.String() }
 func (k *keepValue) Type() string   { return "auto|samples|frames" }
 func (k *keepValue) Set(v string) (err error) {
-	k.k, err = vfs.ParseKeep(v)
+	k.k, err = load.ParseKeep(v)
 	return err
 }
 
 // fillValue is a --copy-fill flag: auto, clips or videos.
-type fillValue struct{ f vfs.Fill }
+type fillValue struct{ f load.Fill }
 
 func (f *fillValue) String() string { return f.f.String() }
 func (f *fillValue) Type() string   { return "auto|clips|videos" }
 func (f *fillValue) Set(v string) (err error) {
-	f.f, err = vfs.ParseFill(v)
+	f.f, err = load.ParseFill(v)
 	return err
 }
 

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vidfs/vidfs/decode"
-	vfs "github.com/vidfs/vidfs/fs"
 	"github.com/vidfs/vidfs/layout"
+	"github.com/vidfs/vidfs/load"
 )
 
 // verifyOptions are vidfs verify's flags.
@@ -148,7 +148,7 @@ func runVerify(ctx context.Context, e *env, o *verifyOptions, src string) error 
 	}
 	defer pool.Close()
 
-	out := vfs.SampleOutput(lay, o.resize.r, o.decode.fast)
+	out := load.SampleOutput(lay, o.resize.r, o.decode.fast)
 	units := make([][]verifyUnit, len(lay.Videos))
 	total := 0
 	for v := range lay.Videos {
@@ -240,7 +240,7 @@ func verifyUnits(lay *layout.Layout, info *decode.Info, v int, allFrames bool) [
 	if !allFrames {
 		first, end := lay.VideoSamples(v)
 		for i := first; i < end; i++ {
-			us = append(us, verifyUnit{sample: i, clip: vfs.SampleClip(lay, i)})
+			us = append(us, verifyUnit{sample: i, clip: load.SampleClip(lay, i)})
 		}
 		return us
 	}

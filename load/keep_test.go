@@ -1,13 +1,15 @@
-package fs
+package load
 
 import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/framestore"
 	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/layout"
@@ -38,22 +40,48 @@ func TestTierCodecChoice(t *testing.T) {
 // TestFrameCodecCounts: the frames the auto codec weighs are those of every video, counted once
 // a length: the same as counting each video's.
 func TestFrameCodecCounts(t *testing.T) {
-	files := map[string]string{"a/1.mp4": "h264_gop16.mp4", "a/2.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv", "b/short.mp4": "short8.mp4"}
-	m := mountVideos(t, mountSetup{files: files, spec: layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48, PadShort: true},
-		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: KeepFrames})
+	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48, PadShort: true}
+	var videos []layout.Video
+	for k, n := range []int{100, 100, 57, 8, 3, 57} {
+		videos = append(videos, layout.Video{Path: fmt.Sprintf("a/%d.mp4", k), Frames: n})
+	}
+	lay, err := layout.New(spec, videos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(Config{Layout: lay, Infos: InfoList{}, Output: SampleOutput(lay, decode.Crop, false), Decoder: noDecoder{}, Plans: noPlans{}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := 0
-	for v := range m.lay.Videos {
-		_, n := m.fs.needBits(v, nil)
+	for v := range lay.Videos {
+		_, n := l.needBits(v, nil)
 		want += n
 	}
-	bytes := int64(want) * int64(m.fs.out.FrameBytes())
-	if c, why := m.fs.frameCodec(0, bytes); c != diskstore.None || !strings.Contains(why, fmt.Sprintf("(%d frames,", want)) {
+	if want == 0 {
+		t.Fatal("no frame used")
+	}
+	bytes := int64(want) * int64(l.out.FrameBytes())
+	if c, why := l.frameCodec(0, bytes); c != diskstore.None || !strings.Contains(why, fmt.Sprintf("(%d frames,", want)) {
 		t.Errorf("a bound of exactly the frames: %v, %q; want none, %d frames", c, why, want)
 	}
-	if c, _ := m.fs.frameCodec(0, bytes-1); c != diskstore.Huff {
+	if c, _ := l.frameCodec(0, bytes-1); c != diskstore.Huff {
 		t.Errorf("a bound a byte short of the frames: %v, want huff", c)
 	}
 }
+
+// noDecoder decodes nothing; noPlans plans nothing.
+type (
+	noDecoder struct{}
+	noPlans   struct{}
+)
+
+func (noDecoder) DecodeClip(context.Context, *decode.Info, decode.Clip, decode.Output, []byte) error {
+	return errors.New("no decoder")
+}
+func (noDecoder) Stats() decode.PoolStats       { return decode.PoolStats{} }
+func (noPlans) Due(int) int                     { return -1 }
+func (noPlans) Upcoming(dst []int, n int) []int { return dst }
 
 // openFrames opens a training copy of frames of 48x48 pixels in dir.
 func openFrames(t *testing.T, dir string) *framestore.Store {

@@ -1,4 +1,4 @@
-package fs
+package load
 
 // Which videos are decoded whole into the training copy, and when: a load's (--copy-fill videos,
 // at once or, with every slot taken, when one frees; or auto within its budget), the plans' next
@@ -11,14 +11,9 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	gofs "github.com/hanwen/go-fuse/v2/fs"
-	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
 	"github.com/vidfs/vidfs/internal/wire"
@@ -27,7 +22,7 @@ import (
 
 // fills runs the whole-video fills of a mount.
 type fills struct {
-	f *FS
+	l *Loader
 	// slots holds a token for each fill running, at any priority: --workers of them, which the
 	// decoders are sized for beside the loads' (Decoders), so that no load waits for a decoder a
 	// fill holds, at SCHED_IDLE least of all.
@@ -58,11 +53,11 @@ type fills struct {
 const fillIdleEvery = 250 * time.Millisecond
 
 // newFills starts the fills' dispatcher (vidfs copy's videos, and idle filling under auto).
-func newFills(f *FS, slots int) *fills {
+func newFills(l *Loader, slots int) *fills {
 	ctx, cancel := context.WithCancel(context.Background())
-	fs := &fills{f: f, slots: make(chan struct{}, max(1, slots)), ctx: ctx, stop: cancel, wake: make(chan struct{}, 1),
-		running: map[int]*wholeFill{}, tried: make([]uint64, (len(f.lay.Videos)+63)/64), all: -1,
-		inWaiting: make([]uint64, (len(f.lay.Videos)+63)/64)}
+	fs := &fills{l: l, slots: make(chan struct{}, max(1, slots)), ctx: ctx, stop: cancel, wake: make(chan struct{}, 1),
+		running: map[int]*wholeFill{}, tried: make([]uint64, (len(l.lay.Videos)+63)/64), all: -1,
+		inWaiting: make([]uint64, (len(l.lay.Videos)+63)/64)}
 	fs.wg.Add(1)
 	go fs.dispatch()
 	return fs
@@ -151,16 +146,16 @@ func (fs *fills) run(fl *wholeFill, prio priority) {
 		// without CPU for seconds could hold up the Go runtime's stops for the whole mount.
 		unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19) // best effort
 	}
-	f := fs.f
-	err := f.fillVideo(fs.ctx, fl)
+	l := fs.l
+	err := l.fillVideo(fs.ctx, fl)
 	switch {
 	case errors.Is(err, errNoRoom):
-		f.log.Debug("training copy: video not decoded whole", "file", f.videoPath(fl.v), "err", err)
+		l.log.Debug("training copy: video not decoded whole", "file", l.videoPath(fl.v), "err", err)
 	case err != nil && fs.ctx.Err() == nil:
-		f.log.Info("training copy: video not decoded whole; its samples are decoded as they are read", "file", f.videoPath(fl.v), "err", err)
+		l.log.Info("training copy: video not decoded whole; its samples are decoded as they are read", "file", l.videoPath(fl.v), "err", err)
 	}
 	if err != nil {
-		f.copy.c.Release(fl.v) // the room promised to it that its frames will not take
+		l.copy.c.Release(fl.v) // the room promised to it that its frames will not take
 	}
 	fl.end()
 	fs.mu.Lock()
@@ -179,25 +174,25 @@ func (fs *fills) run(fl *wholeFill, prio priority) {
 
 // FillAll asks for every video of the layout to be decoded whole into the training copy, in the
 // background (vidfs copy); it says false when the mount keeps no copy.
-func (f *FS) FillAll() bool { return f.fill(nil) }
+func (l *Loader) FillAll() bool { return l.fill(nil) }
 
 // FillShare asks, as FillAll, for the videos that the placement rule gives to the node named
 // node among nodes (their numbers, or host names) under seed (vidfs copy --nodes or --hosts):
 // placement.Assign over .vidfs/videos.txt, each video weighing its samples, or 1 with byVideo.
 // It says false when the mount keeps no copy.
-func (f *FS) FillShare(node string, nodes []string, seed uint64, byVideo bool) (bool, error) {
-	if f.copy == nil {
+func (l *Loader) FillShare(node string, nodes []string, seed uint64, byVideo bool) (bool, error) {
+	if l.copy == nil {
 		return false, nil
 	}
 	me := slices.Index(nodes, node)
 	if me < 0 {
 		return true, fmt.Errorf("node %q is not one of the nodes %q", node, nodes)
 	}
-	names := make([]string, len(f.lay.Videos))
-	weights := make([]int, len(f.lay.Videos))
-	for v := range f.lay.Videos {
-		names[v] = placement.Name(f.lay.Videos[v].Path)
-		first, end := f.lay.VideoSamples(v)
+	names := make([]string, len(l.lay.Videos))
+	weights := make([]int, len(l.lay.Videos))
+	for v := range l.lay.Videos {
+		names[v] = placement.Name(l.lay.Videos[v].Path)
+		first, end := l.lay.VideoSamples(v)
 		weights[v] = end - first
 		if byVideo && weights[v] > 0 {
 			weights[v] = 1
@@ -220,25 +215,25 @@ func (f *FS) FillShare(node string, nodes []string, seed uint64, byVideo bool) (
 		}
 	}
 	for v, n := range at {
-		if n == me && f.copy.whole(v) {
+		if n == me && l.copy.whole(v) {
 			sh.found(v) // whole already: counted from the start, not as the cursor comes
 		}
 	}
 	sh.left = sh.videos
-	return f.fill(sh), nil
+	return l.fill(sh), nil
 }
 
 // fill queues the videos of sh (nil: every video) to be decoded whole.
-func (f *FS) fill(sh *share) bool {
-	if f.copy == nil {
+func (l *Loader) fill(sh *share) bool {
+	if l.copy == nil {
 		return false
 	}
-	fs := f.copy.fills
+	fs := l.copy.fills
 	fs.mu.Lock()
 	fs.all = 0
 	fs.share = sh
 	fs.mu.Unlock()
-	if b := f.copy.budget; b != nil {
+	if b := l.copy.budget; b != nil {
 		b.lift() // every video, whatever it costs: the fills under way too
 	}
 	fs.poke()
@@ -252,7 +247,7 @@ func (f *FS) fill(sh *share) bool {
 func (fs *fills) dispatch() {
 	defer fs.wg.Done()
 	var tick <-chan time.Time
-	if m := fs.f.copy.mode; m == FillAuto || m == FillVideos {
+	if m := fs.l.copy.mode; m == FillAuto || m == FillVideos {
 		t := time.NewTicker(fillIdleEvery)
 		defer t.Stop()
 		tick = t.C
@@ -323,7 +318,7 @@ const idleLookahead = 512
 // bounds what they take; at nice 10 beside readers that keep every core busy they would hold
 // their slots for ever).
 func (fs *fills) next() (int, int) {
-	f := fs.f
+	l := fs.l
 	if len(fs.slots) == cap(fs.slots) {
 		return -1, 0
 	}
@@ -332,13 +327,13 @@ func (fs *fills) next() (int, int) {
 		v := fs.waiting[0]
 		fs.waiting = fs.waiting[1:]
 		fs.inWaiting[v/64] &^= 1 << (v % 64)
-		if fs.tried[v/64]&(1<<(v%64)) == 0 && !f.copy.whole(v) {
+		if fs.tried[v/64]&(1<<(v%64)) == 0 && !l.copy.whole(v) {
 			fs.mu.Unlock()
 			return v, fromWaiting
 		}
 	}
 	fs.waiting = nil // lets the array go
-	for fs.all >= 0 && fs.all < len(f.lay.Videos) {
+	for fs.all >= 0 && fs.all < len(l.lay.Videos) {
 		v := fs.all
 		fs.all++
 		if !fs.share.has(v) {
@@ -347,13 +342,13 @@ func (fs *fills) next() (int, int) {
 		if fs.share != nil {
 			fs.share.left--
 		}
-		if f.copy.whole(v) {
+		if l.copy.whole(v) {
 			fs.share.found(v)
 			continue
 		}
 		if fs.tried[v/64]&(1<<(v%64)) == 0 {
 			fs.mu.Unlock()
-			if !f.copy.admit(v) {
+			if !l.copy.admit(v) {
 				fs.mu.Lock()
 				continue // no room for it: not decoded for the copy
 			}
@@ -362,12 +357,12 @@ func (fs *fills) next() (int, int) {
 	}
 	fs.all = -1
 	fs.mu.Unlock()
-	videos := f.copy.mode == FillVideos
-	if b := f.copy.budget; videos || b != nil && b.ready() {
+	videos := l.copy.mode == FillVideos
+	if b := l.copy.budget; videos || b != nil && b.ready() {
 		var buf [64]int
-		for _, i := range f.plans.Upcoming(buf[:0], len(buf)) {
-			v := f.lay.Sample(i).Video
-			if !fs.isTried(v) && !f.copy.whole(v) && f.current(i) && (videos || f.wantedAgain(i)) && f.copy.admit(v) {
+		for _, i := range l.plans.Upcoming(buf[:0], len(buf)) {
+			v := l.lay.Sample(i).Video
+			if !fs.isTried(v) && !l.copy.whole(v) && l.current(i) && (videos || l.wantedAgain(i)) && l.copy.admit(v) {
 				return v, fromPlans
 			}
 		}
@@ -380,14 +375,14 @@ func (fs *fills) next() (int, int) {
 // so that a trainer bound by its GPU, whose cores are mostly idle, has its copy (or its node's
 // share, which is what its plans hold) whole within about an epoch.
 func (fs *fills) nextIdle() (int, int) {
-	f := fs.f
-	if f.copy.mode != FillAuto || len(fs.slots) == cap(fs.slots) || fs.idleRunning() >= idleSlots(cap(fs.slots)) {
+	l := fs.l
+	if l.copy.mode != FillAuto || len(fs.slots) == cap(fs.slots) || fs.idleRunning() >= idleSlots(cap(fs.slots)) {
 		return -1, 0
 	}
 	buf := make([]int, 0, idleLookahead)
-	for _, i := range f.plans.Upcoming(buf, idleLookahead) {
-		v := f.lay.Sample(i).Video
-		if !fs.isTried(v) && !f.copy.whole(v) && f.current(i) && f.copy.admit(v) {
+	for _, i := range l.plans.Upcoming(buf, idleLookahead) {
+		v := l.lay.Sample(i).Video
+		if !fs.isTried(v) && !l.copy.whole(v) && l.current(i) && l.copy.admit(v) {
 			return v, fromIdle
 		}
 	}
@@ -466,7 +461,7 @@ func (fs *fills) shareStats(backlog int) *wire.CopyShare {
 		left := sh.pending[:0]
 		for _, v := range sh.pending {
 			switch {
-			case fs.f.copy.whole(v):
+			case fs.l.copy.whole(v):
 				sh.found(v)
 			case !written:
 				left = append(left, v)
@@ -494,112 +489,11 @@ func (fs *fills) counts() (queued, running int, started, idle, failed int64) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.all >= 0 {
-		queued = len(fs.f.lay.Videos) - fs.all
+		queued = len(fs.l.lay.Videos) - fs.all
 		if fs.share != nil {
 			queued = fs.share.left
 		}
 	}
 	queued += len(fs.waiting)
 	return queued, len(fs.running), fs.started, fs.idleStarted, fs.failed
-}
-
-// fillFile is .vidfs/fill, in a mount that keeps a training copy: writing "all" to it asks for
-// every video to be decoded whole into the copy (vidfs copy); anything else fails the write
-// with EINVAL. Reading it gives nothing (the progress is in .vidfs/stats, under copy).
-type fillFile struct{ node }
-
-// Setattr accepts truncation (`>` truncates before it writes).
-func (c *fillFile) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	c.f.attr(&out.Attr, c.mode, 0)
-	return 0
-}
-
-// Open opens .vidfs/fill for writing a request to.
-func (c *fillFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return &fillHandle{f: c.f}, fuse.FOPEN_DIRECT_IO, 0
-}
-
-// fillHandle is .vidfs/fill, open.
-type fillHandle struct{ f *FS }
-
-// Read gives nothing: the progress is in .vidfs/stats.
-func (h *fillHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return fuse.ReadResultData(nil), 0
-}
-
-// Write takes "all" (FillAll) or "share SEED samples|videos NODE NODE1 NODE2 ..." (FillShare:
-// this node's name, then every node's), and refuses anything else.
-func (h *fillHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	req := strings.TrimSpace(string(data))
-	if w := strings.Fields(req); len(w) >= 4 && w[0] == "share" {
-		seed, err := strconv.ParseUint(w[1], 10, 64)
-		if err != nil || (w[2] != "samples" && w[2] != "videos") {
-			h.f.log.Warn("fill: want \"share SEED samples|videos NODE NODES...\"", "got", req, "reason", err)
-			return 0, syscall.EINVAL
-		}
-		ok, err := h.f.FillShare(w[3], w[4:], seed, w[2] == "videos")
-		if !ok {
-			h.f.log.Warn("fill asked of a mount that keeps no training copy (--cache-dir, --cache-keep frames)")
-			return 0, syscall.EINVAL
-		}
-		if err != nil {
-			h.f.log.Warn("fill: refused", "got", req, "reason", err)
-			return 0, syscall.EINVAL
-		}
-		h.f.log.Info("training copy: this node's share of the videos queued to be decoded whole", "node", w[3], "nodes", len(w)-4, "seed", seed, "weigh", w[2])
-		return uint32(len(data)), 0
-	}
-	switch req {
-	case "all":
-		if !h.f.FillAll() {
-			h.f.log.Warn("fill asked of a mount that keeps no training copy (--cache-dir, --cache-keep frames)")
-			return 0, syscall.EINVAL
-		}
-		h.f.log.Info("training copy: every video queued to be decoded whole", "videos", len(h.f.lay.Videos))
-		return uint32(len(data)), 0
-	}
-	h.f.log.Warn("fill: want \"all\" or \"share SEED samples|videos NODE NODES...\"", "got", string(data))
-	return 0, syscall.EINVAL
-}
-
-// epochsFile is .vidfs/epochs: a reader's sampler (PlanSampler(epochs=...)) writes how many epochs
-// its run has left, the current one included, at each epoch; under --copy-fill auto, a run with
-// enough of them left lets whole decodes take more of each epoch's CPU (budget.run). Any mount
-// takes it (a sampler need not know whether the mount keeps a copy); a write that is not a
-// number from 0 to a million fails with EINVAL. Reading it gives nothing.
-type epochsFile struct{ node }
-
-// Setattr accepts truncation (`>` truncates before it writes).
-func (c *epochsFile) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	c.f.attr(&out.Attr, c.mode, 0)
-	return 0
-}
-
-// Open opens .vidfs/epochs for writing.
-func (c *epochsFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return &epochsHandle{f: c.f}, fuse.FOPEN_DIRECT_IO, 0
-}
-
-// epochsHandle is .vidfs/epochs, open.
-type epochsHandle struct{ f *FS }
-
-// Read gives nothing: what was said is in .vidfs/stats (copy, fill_budget).
-func (h *epochsHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return fuse.ReadResultData(nil), 0
-}
-
-// maxEpochs bounds what .vidfs/epochs takes.
-const maxEpochs = 1_000_000
-
-// Write takes the epochs left, a number.
-func (h *epochsHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil || n < 0 || n > maxEpochs {
-		h.f.log.Warn("epochs: want the epochs left, a number from 0 to a million", "got", string(data))
-		return 0, syscall.EINVAL
-	}
-	if t := h.f.copy; t != nil && t.budget != nil {
-		t.budget.run(n)
-	}
-	return uint32(len(data)), 0
 }

@@ -1,4 +1,4 @@
-package fs
+package load
 
 // The load path: what the cache's Fetch (its quick lane) and Load do for a sample, from the
 // disk tier or the training copy, or by decoding it.
@@ -16,13 +16,13 @@ import (
 // current tells whether sample i's video file is still the version the layout describes: neither
 // the disk tier nor the training copy serves or keeps what was decoded from a file that changed
 // under the mount.
-func (f *FS) current(i int) bool {
-	vi := f.lay.Sample(i).Video
-	v := f.lay.Videos[vi]
-	if f.cfg.Current != nil {
-		return f.cfg.Current(v.Path)
+func (l *Loader) current(i int) bool {
+	vi := l.lay.Sample(i).Video
+	v := l.lay.Videos[vi]
+	if l.cfg.Current != nil {
+		return l.cfg.Current(v.Path)
 	}
-	st, err := os.Stat(f.videoPath(vi))
+	st, err := os.Stat(l.videoPath(vi))
 	return err == nil && st.Size() == v.Size && st.ModTime().UnixNano() == v.ModTime && v.Size > 0
 }
 
@@ -31,14 +31,14 @@ func (f *FS) current(i int) bool {
 // a tier entry stored as it is lends the cache its file, mapped from the page cache (tier.Map),
 // which saves copying it; a compressed one is decompressed into buf; the copy's frames are read
 // into buf. A sample of a video changed under the mount is served from neither.
-func (f *FS) fetchSample(ctx context.Context, i int, buf []byte) cache.Fetched {
-	if ctx.Err() != nil || !f.current(i) {
+func (l *Loader) fetchSample(ctx context.Context, i int, buf []byte) cache.Fetched {
+	if ctx.Err() != nil || !l.current(i) {
 		return cache.Fetched{}
 	}
-	if f.copy != nil {
-		return cache.Fetched{OK: f.fetchCopy(i, buf, false)}
+	if l.copy != nil {
+		return cache.Fetched{OK: l.fetchCopy(i, buf, false)}
 	}
-	m, ok := f.tier.t.Map(f.sampleKey(i), i, buf)
+	m, ok := l.tier.t.Map(l.sampleKey(i), i, buf)
 	if !ok || m.Bytes == nil {
 		return cache.Fetched{OK: ok}
 	}
@@ -49,23 +49,23 @@ func (f *FS) fetchSample(ctx context.Context, i int, buf []byte) cache.Fetched {
 // one, keeps it, or the training copy its frames and those the decode passed through that other
 // samples use (written in the background). The cache asks them first (fetchSample). With a copy,
 // the sample's video may be decoded whole instead (fillFor), and the sample served from that.
-func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
+func (l *Loader) loadSample(ctx context.Context, i int, buf []byte) error {
 	var keep *passKeeper
-	if f.copy != nil && f.current(i) {
-		if f.copy.seen != nil {
-			defer f.copy.seen.set(f.lay.Sample(i).Video, true) // after wantedAgain asked
+	if l.copy != nil && l.current(i) {
+		if l.copy.seen != nil {
+			defer l.copy.seen.set(l.lay.Sample(i).Video, true) // after wantedAgain asked
 		}
 		// Asked again: the cache asked the copy when the sample was queued, and its frames may
 		// have come since (kept by the decodes of other samples, or a whole video's), while it
 		// waited for a decoder, as samples planned an epoch ahead do.
-		if f.fetchCopy(i, buf, true) {
+		if l.fetchCopy(i, buf, true) {
 			return nil
 		}
-		if f.fillFor(ctx, i) && f.fetchCopy(i, buf, true) {
+		if l.fillFor(ctx, i) && l.fetchCopy(i, buf, true) {
 			return nil
 		}
-		keep = f.copy.keeper(f, f.lay.Sample(i).Video)
-		defer f.copy.keepers.Put(keep)
+		keep = l.copy.keeper(l, l.lay.Sample(i).Video)
+		defer l.copy.keepers.Put(keep)
 	}
 	// The decode's CPU, which the budget of --copy-fill auto is reckoned in, is the thread's, and
 	// a helper process's where it decodes there.
@@ -74,28 +74,28 @@ func (f *FS) loadSample(ctx context.Context, i int, buf []byte) error {
 	began := threadCPU()
 	path := decode.PathCPU
 	var elsewhere time.Duration
-	if err := f.decodeSample(ctx, i, buf, keep.decodeKeeper(), &path, &elsewhere); err != nil {
-		if !heldFailed(err) && ctx.Err() == nil {
-			f.log.Warn("sample not decoded, for a reason that may pass; the next read tries again", "sample", i, "file", f.sampleFile(i), "err", err)
+	if err := l.decodeSample(ctx, i, buf, keep.decodeKeeper(), &path, &elsewhere); err != nil {
+		if !HeldFailed(err) && ctx.Err() == nil {
+			l.log.Warn("sample not decoded, for a reason that may pass; the next read tries again", "sample", i, "file", l.lay.Videos[l.lay.Sample(i).Video].Path, "err", err)
 		}
 		return err
 	}
 	var b *budget
-	if f.copy != nil {
-		b = f.copy.budget
+	if l.copy != nil {
+		b = l.copy.budget
 	}
 	if b != nil {
 		b.decoded(threadCPU() - began + elsewhere)
-		f.copy.served.set(i, false)
+		l.copy.served.set(i, false)
 	}
-	if f.tier != nil && f.current(i) {
-		f.tier.t.Put(f.sampleKey(i), i, buf)
+	if l.tier != nil && l.current(i) {
+		l.tier.t.Put(l.sampleKey(i), i, buf)
 	}
 	// Under auto, keeping the sample's frames is paid from the budget too (compressing them may
 	// cost as much as the decode did), and leaves less for whole videos.
-	if keep != nil && f.current(i) {
+	if keep != nil && l.current(i) {
 		began = threadCPU()
-		f.keepFrames(ctx, i, path, buf, keep)
+		l.keepFrames(ctx, i, path, buf, keep)
 		if b != nil {
 			b.spend(threadCPU() - began)
 		}
@@ -111,13 +111,13 @@ const fillAhead = 2
 // it is about to, or starts one at the sample where the mode says so (--copy-fill videos; auto,
 // when the plans read the video again and the budget allows) and waits for it to pass them; it
 // says whether the frames are in the copy now.
-func (f *FS) fillFor(ctx context.Context, i int) bool {
-	t := f.copy
-	v := f.lay.Sample(i).Video
+func (l *Loader) fillFor(ctx context.Context, i int) bool {
+	t := l.copy
+	v := l.lay.Sample(i).Video
 	var ub [64]int
-	units := f.sampleUnits(i, ub[:0])
+	units := l.sampleUnits(i, ub[:0])
 	first, last := units[0], units[len(units)-1]
-	step := fillStride(f.lay.Spec)
+	step := fillStride(l.lay.Spec)
 	ahead := fillAhead * t.chunkFrames() * step
 	if fl := t.fills.of(v); fl != nil {
 		return fl.waitFor(ctx, first, last, ahead)
@@ -125,7 +125,7 @@ func (f *FS) fillFor(ctx context.Context, i int) bool {
 	switch t.mode {
 	case FillVideos:
 	case FillAuto:
-		if !t.budget.ready() || !f.wantedAgain(i) {
+		if !t.budget.ready() || !l.wantedAgain(i) {
 			return false
 		}
 	default:
@@ -151,15 +151,15 @@ const wantedScan = 256
 // pays: a sample of it was loaded before in this mount, or another of its samples is due in the
 // plans (a plan holding the next epoch's clips, or every clip; of a video with many samples,
 // wantedScan of them, spread over it, are asked).
-func (f *FS) wantedAgain(i int) bool {
-	v := f.lay.Sample(i).Video
-	if t := f.copy; t.seen != nil && t.seen.has(v) {
+func (l *Loader) wantedAgain(i int) bool {
+	v := l.lay.Sample(i).Video
+	if t := l.copy; t.seen != nil && t.seen.has(v) {
 		return true
 	}
-	first, end := f.lay.VideoSamples(v)
+	first, end := l.lay.VideoSamples(v)
 	every := max(1, (end-first+wantedScan-1)/wantedScan)
 	for j := first; j < end; j += every {
-		if j != i && f.plans.Due(j) >= 0 {
+		if j != i && l.plans.Due(j) >= 0 {
 			return true
 		}
 	}

@@ -1,4 +1,4 @@
-package fs
+package load
 
 // Keeping, for the training copy, the frames a sample's decode passes through.
 
@@ -19,27 +19,27 @@ type passKeeper struct {
 }
 
 // keeper returns a passKeeper for a decode of a sample of video v, from the pool.
-func (t *trainingCopy) keeper(f *FS, v int) *passKeeper {
+func (t *trainingCopy) keeper(l *Loader, v int) *passKeeper {
 	k, ok := t.keepers.Get().(*passKeeper)
 	if !ok {
 		k = &passKeeper{}
 	}
 	s := &k.Spec
-	s.Max, s.FrameBytes = f.lay.Spec.Frames, f.out.FrameBytes()
+	s.Max, s.FrameBytes = l.lay.Spec.Frames, l.out.FrameBytes()
 	if t.mode == FillAuto {
 		// Under auto the copy takes each sample's own frames, and whole videos within the
 		// budget: converting the frames a decode passes would cost each clip's decode more than
 		// the budget reckons it at, and the whole videos come to hold them anyway. So no frame
 		// is wanted, and what the copy needs of the video is counted once a video length.
-		s.Max, s.Need, k.needed = 0, s.Need[:0], t.neededOf(f, v)
+		s.Max, s.Need, k.needed = 0, s.Need[:0], t.neededOf(l, v)
 	} else {
-		s.Need, k.needed = f.needBits(v, s.Need)
+		s.Need, k.needed = l.needBits(v, s.Need)
 		if !t.admit(v) {
 			s.Max = 0 // no room for the video: no frame is converted for the copy
 		}
 	}
 	k.Kept, k.Frames = k.Kept[:0], slices.Grow(k.Frames[:0], s.Max*s.FrameBytes) // grown once, not by doubling
-	k.own = !f.lay.Spec.FPS.Set()
+	k.own = !l.lay.Spec.FPS.Set()
 	return k
 }
 

@@ -1,4 +1,4 @@
-package fs
+package load
 
 // The training copy's size: what the whole copy would take (estimated at mount, and said in the
 // log and the stats), the room it has, and which videos it takes (admitted before they are
@@ -15,36 +15,36 @@ import (
 	"github.com/vidfs/vidfs/framestore"
 )
 
-// copyRoom is the room the training copy has, for choosing its codec: Config.TierBytes, or by
-// default what its filesystem has free less Config.CopyKeepFree.
+// copyRoom is the room the training copy has, for choosing its codec: Disk.Bytes, or by
+// default what its filesystem has free less Disk.KeepFree.
 func copyRoom(cfg Config) int64 {
-	if cfg.CopyKeepFree <= 0 {
-		return cfg.TierBytes
+	if cfg.KeepFree <= 0 {
+		return cfg.Bytes
 	}
 	var st unix.Statfs_t
-	if err := unix.Statfs(cfg.TierDir, &st); err != nil {
-		return cfg.TierBytes
+	if err := unix.Statfs(cfg.Dir, &st); err != nil {
+		return cfg.Bytes
 	}
-	return max(0, int64(st.Bavail)*st.Bsize-cfg.CopyKeepFree)
+	return max(0, int64(st.Bavail)*st.Bsize-cfg.KeepFree)
 }
 
 // copyFootprint counts the frames the samples use over every video, and what the videos' files
 // take besides them (header and index): counted once a video length, as framesUsed does.
-func (f *FS) copyFootprint() (frames, overhead int64) {
+func (l *Loader) copyFootprint() (frames, overhead int64) {
 	var need []uint64
 	type counts struct {
 		frames   int
 		overhead int64
 	}
 	byLength := map[int]counts{}
-	for v, vid := range f.lay.Videos {
-		if first, end := f.lay.VideoSamples(v); first == end {
+	for v, vid := range l.lay.Videos {
+		if first, end := l.lay.VideoSamples(v); first == end {
 			continue
 		}
 		c, ok := byLength[vid.Frames]
 		if !ok {
-			need, c.frames = f.needBits(v, need)
-			c.overhead = framestore.FileOverhead(f.copyExtent(v))
+			need, c.frames = l.needBits(v, need)
+			c.overhead = framestore.FileOverhead(l.copyExtent(v))
 			byLength[vid.Frames] = c
 		}
 		frames += int64(c.frames)
@@ -64,8 +64,8 @@ func (t *trainingCopy) estimate() (bytes int64, assumed bool) {
 // are decoded for the copy, so that a copy that cannot hold every video decodes none whole only
 // to drop it.
 func (t *trainingCopy) admit(v int) bool {
-	f := t.f
-	return t.c.Admit(v, f.heldKey(v), t.neededOf(f, v), f.copyExtent(v))
+	l := t.l
+	return t.c.Admit(v, l.heldKey(v), t.neededOf(l, v), l.copyExtent(v))
 }
 
 // measureSamples is how many samples (of videos spread over the layout) a mount decodes to
@@ -116,26 +116,26 @@ func (t *trainingCopy) size(cfg Config) (stop func()) {
 // measure decodes the first sample of up to measureSamples videos spread over the layout and
 // packs their frames with the copy's codec (framestore.Store.Measure), keeping nothing.
 func (t *trainingCopy) measure(ctx context.Context) {
-	f := t.f
+	l := t.l
 	var buf []byte
-	n := len(f.lay.Videos)
+	n := len(l.lay.Videos)
 	for k := range measureSamples {
 		v := k * n / measureSamples
 		for ; v < n; v++ { // the next video with a sample
-			if first, end := f.lay.VideoSamples(v); first < end {
+			if first, end := l.lay.VideoSamples(v); first < end {
 				break
 			}
 		}
 		if v >= n || ctx.Err() != nil {
 			return
 		}
-		first, _ := f.lay.VideoSamples(v)
-		info, err := f.cfg.Infos.Info(v)
+		first, _ := l.lay.VideoSamples(v)
+		info, err := l.cfg.Infos.Info(v)
 		if err != nil {
 			continue
 		}
-		buf = grow(buf, int(f.lay.Spec.SampleBytes()))
-		if err := f.cfg.Decoder.DecodeClip(ctx, info, SampleClip(f.lay, first), f.out, buf); err != nil {
+		buf = grow(buf, int(l.lay.Spec.SampleBytes()))
+		if err := l.cfg.Decoder.DecodeClip(ctx, info, SampleClip(l.lay, first), l.out, buf); err != nil {
 			continue // a damaged video: another tells
 		}
 		t.c.Measure(buf)
@@ -153,26 +153,26 @@ func (t *trainingCopy) sayFit(cfg Config) {
 	}
 	var st unix.Statfs_t
 	free := int64(-1)
-	if unix.Statfs(cfg.TierDir, &st) == nil {
+	if unix.Statfs(cfg.Dir, &st) == nil {
 		free = int64(st.Bavail) * st.Bsize
 	}
 	fits := 1.0
 	if est > 0 {
 		fits = min(1, float64(s.Bound)/float64(est))
 	}
-	args := []any{"estimated_bytes", est, "frames", t.frames, "codec", cfg.TierCodec, "bytes_per_frame", basis,
+	args := []any{"estimated_bytes", est, "frames", t.frames, "codec", cfg.Codec, "bytes_per_frame", basis,
 		"bound_bytes", s.Bound, "fits", fits, "free_bytes", free}
 	if fits >= 1 {
-		t.f.log.Info("training copy: the bound holds all of it", args...)
+		t.l.log.Info("training copy: the bound holds all of it", args...)
 		return
 	}
 	want := est + est/20 // with a little room to spare
 	if t.keepFree > 0 {
-		t.f.log.Warn("training copy: the filesystem has room for part of it only; it keeps a stable set of the videos (those it takes first) and decodes the rest as they are read: a --cache-dir on a filesystem with more room would hold it all",
+		t.l.log.Warn("training copy: the filesystem has room for part of it only; it keeps a stable set of the videos (those it takes first) and decodes the rest as they are read: a --cache-dir on a filesystem with more room would hold it all",
 			append(args, "keep_free_bytes", t.keepFree, "room_wanted_bytes", want+t.keepFree)...)
 		return
 	}
-	t.f.log.Warn("training copy: --cache-disk holds part of it only; it keeps a stable set of the videos (those it takes first) and decodes the rest as they are read",
+	t.l.log.Warn("training copy: --cache-disk holds part of it only; it keeps a stable set of the videos (those it takes first) and decodes the rest as they are read",
 		append(args, "cache_disk_for_all", flagBytes(want))...)
 }
 

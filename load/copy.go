@@ -1,9 +1,10 @@
-package fs
+package load
 
 // The training copy on the load path: the keys of videos' frames, the frames each sample
 // uses, and reading and keeping a sample's frames.
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -25,7 +26,7 @@ import (
 // whole-video fills, and under --copy-fill auto their budget.
 type trainingCopy struct {
 	c      *framestore.Store
-	f      *FS
+	l      *Loader
 	prefix [32]byte // digest of what every key of this mount shares: versions and output
 	mode   Fill
 	rate   metrics.Rate // frames put in the copy
@@ -45,13 +46,13 @@ type trainingCopy struct {
 	// wait is how long a load waits for the writer when its backlog is full before the frames
 	// it keeps are dropped (counted: Stats.Full); they are kept by a later decode then.
 	wait time.Duration
-	// chunk is how many frames a whole video's decode converts at a time at most (fillChunk;
-	// tests make it small, so that chunks end everywhere).
+	// chunk is how many frames a whole video's decode converts at a time at most (fillChunk, or
+	// Disk.FillChunk).
 	chunk int
 	// frames is how many frames the samples use, over every video, and overhead what the
 	// videos' files take besides their frames: the whole copy's size, with what a frame takes.
 	frames, overhead int64
-	keepFree         int64  // Config.CopyKeepFree
+	keepFree         int64  // Disk.KeepFree
 	stop             func() // ends the fills and the adopting of files found, and waits for them
 }
 
@@ -64,14 +65,14 @@ const keepWait = 50 * time.Millisecond
 // NVDEC's frames the path (the CPU's and NVDEC's may differ: a copy holds one path's frames of a
 // video, never a mix). Not the clips (frames, stride, step): a remount with other clips over the
 // same output reads the same frames.
-func (f *FS) videoKey(v int, p decode.Path) diskstore.Key {
-	vid := f.lay.Videos[v]
+func (l *Loader) videoKey(v int, p decode.Path) diskstore.Key {
+	vid := l.lay.Videos[v]
 	h := sha256.New()
-	h.Write(f.copy.prefix[:])
+	h.Write(l.copy.prefix[:])
 	h.Write([]byte("frames\x00"))
-	h.Write([]byte(f.videoPath(v)))
+	h.Write([]byte(l.videoPath(v)))
 	var b [8 * 4]byte
-	fps := f.lay.Spec.FPS
+	fps := l.lay.Spec.FPS
 	for k, x := range []int64{vid.Size, vid.ModTime, int64(fps.Num), int64(fps.Den)} {
 		binary.LittleEndian.PutUint64(b[8*k:], uint64(x))
 	}
@@ -87,9 +88,9 @@ func (f *FS) videoKey(v int, p decode.Path) diskstore.Key {
 
 // heldKey is the key of the frames the copy holds of video v, as found or written this mount:
 // the CPU's, unless it holds NVDEC's.
-func (f *FS) heldKey(v int) diskstore.Key {
-	cpu := f.videoKey(v, decode.PathCPU)
-	if k, ok := f.copy.c.Key(v); ok && k != cpu && k == f.videoKey(v, decode.PathGPU) {
+func (l *Loader) heldKey(v int) diskstore.Key {
+	cpu := l.videoKey(v, decode.PathCPU)
+	if k, ok := l.copy.c.Key(v); ok && k != cpu && k == l.videoKey(v, decode.PathGPU) {
 		return k
 	}
 	return cpu
@@ -119,19 +120,19 @@ func (t *trainingCopy) otherPath(v int, p decode.Path, k diskstore.Key) bool {
 	if p == decode.PathGPU {
 		other = decode.PathCPU
 	}
-	return k == t.f.videoKey(v, other)
+	return k == t.l.videoKey(v, other)
 }
 
 // neededOf is how many frames video v's samples use: counted once a video length (a video's
 // samples follow from its length alone), not on every load.
-func (t *trainingCopy) neededOf(f *FS, v int) int {
-	n := f.lay.Videos[v].Frames
+func (t *trainingCopy) neededOf(l *Loader, v int) int {
+	n := l.lay.Videos[v].Frames
 	t.neededMu.Lock()
 	defer t.neededMu.Unlock()
 	if c, ok := t.needed[n]; ok {
 		return c
 	}
-	_, c := f.needBits(v, nil)
+	_, c := l.needBits(v, nil)
 	t.needed[n] = c
 	return c
 }
@@ -141,8 +142,8 @@ func (t *trainingCopy) whole(v int) bool { return t.c.Whole(v) }
 
 // sampleUnits appends to dst the frames of sample i, counted as the layout counts them (its
 // copy's slots).
-func (f *FS) sampleUnits(i int, dst []int) []int {
-	s, spec := f.lay.Sample(i), f.lay.Spec
+func (l *Loader) sampleUnits(i int, dst []int) []int {
+	s, spec := l.lay.Sample(i), l.lay.Spec
 	for j := range spec.Frames {
 		dst = append(dst, s.Start+j*spec.Stride)
 	}
@@ -150,21 +151,21 @@ func (f *FS) sampleUnits(i int, dst []int) []int {
 }
 
 // copyExtent is how many slots video v's copy has: one past the last frame a sample of it uses.
-func (f *FS) copyExtent(v int) int {
-	return max(f.lay.Videos[v].Frames, f.lay.Spec.Span())
+func (l *Loader) copyExtent(v int) int {
+	return max(l.lay.Videos[v].Frames, l.lay.Spec.Span())
 }
 
 // needBits sets in need (made long enough, and returned) a bit for each frame the samples of
 // video v use, and counts them.
-func (f *FS) needBits(v int, need []uint64) ([]uint64, int) {
-	words := (f.copyExtent(v) + 63) / 64
+func (l *Loader) needBits(v int, need []uint64) ([]uint64, int) {
+	words := (l.copyExtent(v) + 63) / 64
 	need = slices.Grow(need[:0], words)[:words]
 	clear(need)
-	first, end := f.lay.VideoSamples(v)
+	first, end := l.lay.VideoSamples(v)
 	n := 0
 	var buf [64]int
 	for i := first; i < end; i++ {
-		for _, u := range f.sampleUnits(i, buf[:0]) {
+		for _, u := range l.sampleUnits(i, buf[:0]) {
 			if need[u/64]&(1<<(u%64)) == 0 {
 				need[u/64] |= 1 << (u % 64)
 				n++
@@ -184,10 +185,10 @@ func Decoders(workers int) int { return cache.MaxLoads(workers) + fillSlots(work
 
 // openCopy opens the training copy for the mount. Its writer's backlog holds two samples' frames
 // for each worker (as stored), at least 8 MiB.
-func (f *FS) openCopy(cfg Config, workers int) error {
-	S := f.lay.Spec.SampleBytes()
-	bound := cfg.TierBytes
-	if cfg.CopyKeepFree > 0 {
+func (l *Loader) openCopy(cfg Config, workers int) error {
+	S := l.lay.Spec.SampleBytes()
+	bound := cfg.Bytes
+	if cfg.KeepFree > 0 {
 		bound = 0 // what the filesystem has room for
 	}
 	var b *budget
@@ -196,22 +197,22 @@ func (f *FS) openCopy(cfg Config, workers int) error {
 		b = newBudget()
 		spent = b.spend // the writer's CPU is the copy's cost too
 	}
-	c, err := framestore.Open(framestore.Options{Dir: cfg.TierDir, MaxBytes: bound, KeepFree: cfg.CopyKeepFree, Codec: cfg.TierCodec,
-		FrameBytes: f.out.FrameBytes(), Width: f.out.Width, Videos: len(f.lay.Videos), Due: f.videoDue, Log: cfg.Log,
+	c, err := framestore.Open(framestore.Options{Dir: cfg.Dir, MaxBytes: bound, KeepFree: cfg.KeepFree, Codec: cfg.Codec,
+		FrameBytes: l.out.FrameBytes(), Width: l.out.Width, Videos: len(l.lay.Videos), Due: l.videoDue, Log: cfg.Log,
 		Backlog: max(8<<20, 2*int64(max(1, workers))*S), Spent: spent})
 	if err != nil {
 		return err
 	}
-	t := &trainingCopy{c: c, f: f, prefix: keyPrefix(f.out), mode: cfg.Fill, wait: keepWait, chunk: fillChunk,
-		keepFree: cfg.CopyKeepFree, needed: map[int]int{}}
-	t.frames, t.overhead = f.copyFootprint()
+	t := &trainingCopy{c: c, l: l, prefix: keyPrefix(l.out), mode: cfg.Fill, wait: keepWait, chunk: cmp.Or(cfg.FillChunk, fillChunk),
+		keepFree: cfg.KeepFree, needed: map[int]int{}}
+	t.frames, t.overhead = l.copyFootprint()
 	if cfg.Fill == FillAuto {
 		t.budget = b
-		t.served, t.seen = newBits(f.lay.Len()), newBits(len(f.lay.Videos))
+		t.served, t.seen = newBits(l.lay.Len()), newBits(len(l.lay.Videos))
 	}
-	f.copy = t
-	t.fills = newFills(f, fillSlots(workers))
-	stopAdopting := f.adoptFound()
+	l.copy = t
+	t.fills = newFills(l, fillSlots(workers))
+	stopAdopting := l.adoptFound()
 	stopSizing := t.size(cfg)
 	t.stop = func() {
 		stopSizing()
@@ -225,25 +226,25 @@ func (f *FS) openCopy(cfg Config, workers int) error {
 // that eviction follows the plans for it rather than take it for a stray file, then counted
 // (reading its index), so that the stats and vidfs copy know what is whole. The function it
 // returns stops it and waits.
-func (f *FS) adoptFound() (stop func()) {
+func (l *Loader) adoptFound() (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for v := range f.lay.Videos {
+		for v := range l.lay.Videos {
 			if v%1024 == 0 && ctx.Err() != nil {
 				return
 			}
-			f.copy.c.Adopt(v, f.videoKey(v, decode.PathCPU))
-			f.copy.c.Adopt(v, f.videoKey(v, decode.PathGPU))
+			l.copy.c.Adopt(v, l.videoKey(v, decode.PathCPU))
+			l.copy.c.Adopt(v, l.videoKey(v, decode.PathGPU))
 		}
 		var need []uint64
-		for v := range f.lay.Videos {
+		for v := range l.lay.Videos {
 			if ctx.Err() != nil {
 				return
 			}
-			need, _ = f.needBits(v, need)
-			f.copy.c.Claim(v, f.heldKey(v), need)
+			need, _ = l.needBits(v, need)
+			l.copy.c.Claim(v, l.heldKey(v), need)
 		}
 	}()
 	return func() {
@@ -253,11 +254,11 @@ func (f *FS) adoptFound() (stop func()) {
 }
 
 // videoDue is how soon video v is next wanted (framestore.Options.Due): its soonest sample's due.
-func (f *FS) videoDue(v int) int {
-	first, end := f.lay.VideoSamples(v)
+func (l *Loader) videoDue(v int) int {
+	first, end := l.lay.VideoSamples(v)
 	due := -1
 	for i := first; i < end; i++ {
-		if d := f.plans.Due(i); d >= 0 && (due < 0 || d < due) {
+		if d := l.plans.Due(i); d >= 0 && (due < 0 || d < due) {
 			due = d
 		}
 	}
@@ -266,24 +267,24 @@ func (f *FS) videoDue(v int) int {
 
 // fetchCopy makes sample i from the training copy if it holds all its frames; again says it was
 // asked before, and its miss counted. Under auto, a sample served counts toward the budget.
-func (f *FS) fetchCopy(i int, buf []byte, again bool) bool {
-	v := f.lay.Sample(i).Video
+func (l *Loader) fetchCopy(i int, buf []byte, again bool) bool {
+	v := l.lay.Sample(i).Video
 	var ub [64]int
-	units := f.sampleUnits(i, ub[:0])
-	get := f.copy.c.Get
+	units := l.sampleUnits(i, ub[:0])
+	get := l.copy.c.Get
 	if again {
-		get = f.copy.c.GetAgain
+		get = l.copy.c.GetAgain
 	}
-	b := f.copy.budget
+	b := l.copy.budget
 	if b == nil {
-		return get(v, f.heldKey(v), units, buf)
+		return get(v, l.heldKey(v), units, buf)
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	began := threadCPU()
-	ok := get(v, f.heldKey(v), units, buf)
+	ok := get(v, l.heldKey(v), units, buf)
 	b.spend(threadCPU() - began)
-	f.copy.served.set(i, ok)
+	l.copy.served.set(i, ok)
 	return ok
 }
 
@@ -309,32 +310,32 @@ func (b bits) take(i int) bool { return b[i/64].And(^uint64(1<<(i%64)))&(1<<(i%6
 
 // keepFrames puts the frames of sample i, decoded on path p into buf, in the training copy,
 // with those keep took on the way.
-func (f *FS) keepFrames(ctx context.Context, i int, p decode.Path, buf []byte, keep *passKeeper) {
-	v := f.lay.Sample(i).Video
-	if !f.copy.admit(v) {
+func (l *Loader) keepFrames(ctx context.Context, i int, p decode.Path, buf []byte, keep *passKeeper) {
+	v := l.lay.Sample(i).Video
+	if !l.copy.admit(v) {
 		return // no room for the video: its frames are not kept (nor compressed)
 	}
-	key, needed, extent := f.videoKey(v, p), keep.needed, f.copyExtent(v)
+	key, needed, extent := l.videoKey(v, p), keep.needed, l.copyExtent(v)
 	var ub [64]int
-	units := f.sampleUnits(i, ub[:0])
-	f.copy.put(ctx, v, p, key, needed, extent, units, buf, f.copy.wait)
+	units := l.sampleUnits(i, ub[:0])
+	l.copy.put(ctx, v, p, key, needed, extent, units, buf, l.copy.wait)
 	if len(keep.Kept) > 0 {
-		f.copy.put(ctx, v, p, key, needed, extent, keep.Kept, keep.Frames, f.copy.wait)
+		l.copy.put(ctx, v, p, key, needed, extent, keep.Kept, keep.Frames, l.copy.wait)
 	}
 }
 
-// copyStats is the training copy's part of .vidfs/stats; nil without one.
-func (f *FS) copyStats() *wire.CopyStats {
-	if f.copy == nil {
+// CopyStats is the training copy's part of .vidfs/stats; nil without one.
+func (l *Loader) CopyStats() *wire.CopyStats {
+	if l.copy == nil {
 		return nil
 	}
-	queued, filling, started, idle, failed := f.copy.fills.counts() // before the store's: a fill that ends between shows its backlog
-	s := f.copy.c.Stats()
-	w := &wire.CopyStats{Dir: s.Dir, Codec: s.Codec.String(), Fill: f.copy.mode.String(),
+	queued, filling, started, idle, failed := l.copy.fills.counts() // before the store's: a fill that ends between shows its backlog
+	s := l.copy.c.Stats()
+	w := &wire.CopyStats{Dir: s.Dir, Codec: s.Codec.String(), Fill: l.copy.mode.String(),
 		CapacityBytes: s.MaxBytes, UsedBytes: s.Bytes, Videos: s.Videos, Complete: s.Complete, Partial: s.Videos - s.Complete,
 		Frames: s.Frames, Hits: s.Hits, Misses: s.Misses, Corrupt: s.Corrupt, ReadErrors: s.ReadErrors,
 		WrittenFrames: s.WrittenFrames, Skipped: s.Skipped, BacklogFull: s.Full, Evicted: s.Evicted, Backlog: s.Backlog, BacklogBytes: s.BacklogBytes,
-		FramesPerSecond: f.copy.rate.PerSecond(time.Now()), LayoutVideos: len(f.lay.Videos), VideosWithSamples: f.videosWithSamples,
+		FramesPerSecond: l.copy.rate.PerSecond(time.Now()), LayoutVideos: len(l.lay.Videos), VideosWithSamples: l.videosWithSamples,
 		OldFiles: s.OldFiles, OldBytes: s.OldBytes}
 	if s.WrittenFrames > 0 {
 		w.BytesPerFrame = float64(s.StoredBytes) / float64(s.WrittenFrames)
@@ -343,16 +344,16 @@ func (f *FS) copyStats() *wire.CopyStats {
 	if n := s.Hits + s.Misses; n > 0 {
 		w.HitRate = float64(s.Hits) / float64(n)
 	}
-	w.CapacityBytes, w.KeepFreeBytes = s.Bound, f.copy.keepFree
-	w.EstimatedBytes, w.EstimateAssumed = f.copy.estimate()
+	w.CapacityBytes, w.KeepFreeBytes = s.Bound, l.copy.keepFree
+	w.EstimatedBytes, w.EstimateAssumed = l.copy.estimate()
 	if w.EstimatedBytes > 0 {
 		w.Fits = min(1, float64(s.Bound)/float64(w.EstimatedBytes))
 	}
 	w.Admitted, w.Refused, w.PromisedBytes, w.GivenBack = s.Admitted, s.Refused, s.Promised, s.GivenBack
 	w.FillQueued, w.Filling = queued, filling
 	w.WholeFills, w.IdleFills, w.WholeFillsFailed = started, idle, failed
-	w.Share = f.copy.fills.shareStats(s.Backlog)
-	if b := f.copy.budget; b != nil {
+	w.Share = l.copy.fills.shareStats(s.Backlog)
+	if b := l.copy.budget; b != nil {
 		s := b.state()
 		w.FillBudget = &s
 	}

@@ -1,4 +1,4 @@
-package fs
+package load
 
 // Decoding one video whole into the training copy: in order, a chunk of frames at a time, each
 // frame kept only once it is known to be what a clip's own decode gives.
@@ -112,32 +112,32 @@ var errMixedPath = errors.New("decoded partly on the GPU, partly on the CPU: not
 // remaining frames are left to its samples' own decodes. A chunk's frames whose references may
 // not have come out of the decoder yet (decode.Info.RefWindow) are held back until the next
 // chunk is decoded.
-func (f *FS) fillVideo(ctx context.Context, fl *wholeFill) error {
+func (l *Loader) fillVideo(ctx context.Context, fl *wholeFill) error {
 	v := fl.v
-	first, end := f.lay.VideoSamples(v)
-	if first == end || !f.current(first) {
+	first, end := l.lay.VideoSamples(v)
+	if first == end || !l.current(first) {
 		return nil
 	}
-	info, err := f.cfg.Infos.Info(v)
+	info, err := l.cfg.Infos.Info(v)
 	if err != nil {
 		return err
 	}
-	b, ok := f.copy.fillBufs.Get().(*fillBuffers)
+	b, ok := l.copy.fillBufs.Get().(*fillBuffers)
 	if !ok {
 		b = new(fillBuffers)
 	}
-	defer f.copy.fillBufs.Put(b)
-	r := &filler{f: f, fl: fl, v: v, info: info, spec: f.lay.Spec, extent: f.copyExtent(v), step: fillStride(f.lay.Spec),
-		fb: f.out.FrameBytes(), window: info.RefWindow(), path: -1, b: b}
-	b.need, r.needed = f.needBits(v, b.need)
-	if f.copy.c.Claim(v, f.heldKey(v), b.need); f.copy.c.Whole(v) {
+	defer l.copy.fillBufs.Put(b)
+	r := &filler{l: l, fl: fl, v: v, info: info, spec: l.lay.Spec, extent: l.copyExtent(v), step: fillStride(l.lay.Spec),
+		fb: l.out.FrameBytes(), window: info.RefWindow(), path: -1, b: b}
+	b.need, r.needed = l.needBits(v, b.need)
+	if l.copy.c.Claim(v, l.heldKey(v), b.need); l.copy.c.Whole(v) {
 		return nil // whole from an earlier mount (counted now, if it was not yet)
 	}
-	if !f.copy.admit(v) {
+	if !l.copy.admit(v) {
 		return errNoRoom // decided before decoding: its frames would not be kept
 	}
-	r.n = min(r.extent, f.lay.Videos[v].Frames)
-	r.chunk = f.copy.chunkFrames()
+	r.n = min(r.extent, l.lay.Videos[v].Frames)
+	r.chunk = l.copy.chunkFrames()
 	b.chunk = grow(b.chunk, r.chunk*r.fb)
 	b.pack = grow(b.pack, r.chunk*r.fb)
 	b.held, b.heldUnits = b.held[:0], b.heldUnits[:0]
@@ -184,7 +184,7 @@ type fillBuffers struct {
 
 // chunkFrames is how many frames a whole video's decode converts at a time: t.chunk, fewer where
 // they would take more than fillBytes.
-func (t *trainingCopy) chunkFrames() int { return max(1, min(t.chunk, fillBytes/t.f.out.FrameBytes())) }
+func (t *trainingCopy) chunkFrames() int { return max(1, min(t.chunk, fillBytes/t.l.out.FrameBytes())) }
 
 // grow returns b with n bytes, reusing its array when it is large enough.
 func grow(b []byte, n int) []byte {
@@ -196,7 +196,7 @@ func grow(b []byte, n int) []byte {
 
 // filler is the state of one fillVideo.
 type filler struct {
-	f              *FS
+	l              *Loader
 	fl             *wholeFill
 	b              *fillBuffers
 	v              int
@@ -270,7 +270,7 @@ func (r *filler) decode(ctx context.Context, a, b int) error {
 // decodeClip decodes clip c (k frames) strictly into the chunk buffer, once the budget allows
 // (auto), charges its CPU to the budget, and checks it came from the fill's decode path.
 func (r *filler) decodeClip(ctx context.Context, c decode.Clip, k int) error {
-	b := r.f.copy.budget
+	b := r.l.copy.budget
 	if r.fl.idle {
 		b = nil // it takes what no one else wants of the CPU: not the readers' budget
 	}
@@ -285,7 +285,7 @@ func (r *filler) decodeClip(ctx context.Context, c decode.Clip, k int) error {
 	var elsewhere time.Duration // a helper's CPU, where it decodes in one
 	c.Strict, c.Path, c.CPU, c.Background = true, &path, &elsewhere, r.fl.idle
 	began := threadCPU()
-	err := r.f.cfg.Decoder.DecodeClip(ctx, r.info, c, r.f.out, r.b.chunk[:k*r.fb])
+	err := r.l.cfg.Decoder.DecodeClip(ctx, r.info, c, r.l.out, r.b.chunk[:k*r.fb])
 	if b != nil {
 		b.paid(threadCPU()-began+elsewhere, budgeted)
 	}
@@ -297,7 +297,7 @@ func (r *filler) decodeClip(ctx context.Context, c decode.Clip, k int) error {
 	}
 	if r.path < 0 {
 		r.path = path
-		r.key = r.f.videoKey(r.v, path)
+		r.key = r.l.videoKey(r.v, path)
 	}
 	return nil
 }
@@ -364,7 +364,7 @@ func (r *filler) put(ctx context.Context, units []int, frames []byte) error {
 	if len(units) == 0 {
 		return nil
 	}
-	t := r.f.copy
+	t := r.l.copy
 	if b := t.budget; b != nil && !r.fl.idle {
 		// Compressing the frames is the fill's cost too: paid from the budget that paid its decode.
 		began := threadCPU()

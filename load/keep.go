@@ -1,4 +1,4 @@
-package fs
+package load
 
 // What the disk under --cache-dir keeps (samples or frames), how the training copy fills, and
 // the codec each store writes with.
@@ -13,7 +13,7 @@ import (
 	"github.com/vidfs/vidfs/tier"
 )
 
-// Keep says what the disk under Config.TierDir keeps of what is decoded.
+// Keep says what the disk under Disk.Dir keeps of what is decoded.
 type Keep int
 
 const (
@@ -113,14 +113,14 @@ func copyKeep(asked Keep, dir string, h held, samples int, sampleBytes, framesBy
 // framesUsed counts the frames the samples use, over every video. A video's samples, and so
 // the frames they use, follow from its length alone: counted once a length, not once a video
 // (at mount, before anything is served).
-func (f *FS) framesUsed() int64 {
+func (l *Loader) framesUsed() int64 {
 	var need []uint64
 	byLength := map[int]int{}
 	frames := int64(0)
-	for v, vid := range f.lay.Videos {
+	for v, vid := range l.lay.Videos {
 		n, ok := byLength[vid.Frames]
 		if !ok {
-			need, n = f.needBits(v, need)
+			need, n = l.needBits(v, need)
 			byLength[vid.Frames] = n
 		}
 		frames += int64(n)
@@ -132,12 +132,12 @@ func (f *FS) framesUsed() int64 {
 // none if every frame the samples use fits within the bound as it is (the least CPU in every
 // epoch), else huff (the most frames in the room there is, for little CPU a frame read back: a
 // frame the copy cannot hold costs a decode, far more; docs/benchmarks.md has the figures).
-func (f *FS) frameCodec(asked diskstore.Codec, bound int64) (diskstore.Codec, string) {
+func (l *Loader) frameCodec(asked diskstore.Codec, bound int64) (diskstore.Codec, string) {
 	if asked != 0 {
 		return asked, "asked for (--cache-disk-codec)"
 	}
-	frames := f.framesUsed()
-	bytes := frames * int64(f.out.FrameBytes())
+	frames := l.framesUsed()
+	bytes := frames * int64(l.out.FrameBytes())
 	if bytes <= bound {
 		return diskstore.None, fmt.Sprintf("every frame the samples use fits as it is (%d frames, %d MiB of %d MiB)", frames, bytes>>20, bound>>20)
 	}

@@ -1,4 +1,4 @@
-package fs
+package load
 
 // The disk tier on the load path: the keys of samples, and telling the tier which of its
 // entries are which samples.
@@ -27,13 +27,13 @@ type diskTier struct {
 // when there is one: keys without one are as they were before rates). Anything that changes the
 // bytes changes the key, so a remount with other parameters, or over a rewritten video, never
 // finds stale bytes.
-func (f *FS) sampleKey(i int) diskstore.Key {
-	s := f.lay.Sample(i)
-	v := f.lay.Videos[s.Video]
-	c := SampleClip(f.lay, i)
+func (l *Loader) sampleKey(i int) diskstore.Key {
+	s := l.lay.Sample(i)
+	v := l.lay.Videos[s.Video]
+	c := SampleClip(l.lay, i)
 	h := sha256.New()
-	h.Write(f.tier.prefix[:])
-	h.Write([]byte(f.videoPath(s.Video)))
+	h.Write(l.tier.prefix[:])
+	h.Write([]byte(l.videoPath(s.Video)))
 	var b [8 * 6]byte
 	for k, x := range []int64{v.Size, v.ModTime, int64(c.Start), int64(c.Frames), int64(c.Stride), boolInt(c.PadEnd)} {
 		binary.LittleEndian.PutUint64(b[8*k:], uint64(x))
@@ -72,12 +72,12 @@ func keyPrefix(o decode.Output) [32]byte {
 
 // startTagging runs tagTier in the background; the function it returns stops it and returns once
 // it has ended (Close, before the tier closes).
-func (f *FS) startTagging() (stop func()) {
+func (l *Loader) startTagging() (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f.tagTier(ctx)
+		l.tagTier(ctx)
 	}()
 	return func() {
 		cancel()
@@ -88,21 +88,21 @@ func (f *FS) startTagging() (stop func()) {
 // tagTier tells the tier which of its entries (found on disk from an earlier mount) are which
 // samples of this one, so that eviction knows when each is due. It runs in the background, and
 // stops with ctx.
-func (f *FS) tagTier(ctx context.Context) {
-	for i := range f.lay.Len() {
+func (l *Loader) tagTier(ctx context.Context) {
+	for i := range l.lay.Len() {
 		if i%1024 == 0 && ctx.Err() != nil {
 			return
 		}
-		f.tier.t.Tag(f.sampleKey(i), i)
+		l.tier.t.Tag(l.sampleKey(i), i)
 	}
 }
 
-// tierStats is the disk tier's part of .vidfs/stats; nil without one.
-func (f *FS) tierStats() *wire.TierStats {
-	if f.tier == nil {
+// TierStats is the disk tier's part of .vidfs/stats; nil without one.
+func (l *Loader) TierStats() *wire.TierStats {
+	if l.tier == nil {
 		return nil
 	}
-	s := f.tier.t.Stats()
+	s := l.tier.t.Stats()
 	w := &wire.TierStats{Dir: s.Dir, Codec: s.Codec.String(), CapacityBytes: s.MaxBytes, UsedBytes: s.Bytes, Entries: s.Entries,
 		Hits: s.Hits, Misses: s.Misses, Written: s.Written, Skipped: s.Skipped, Corrupt: s.Corrupt,
 		ReadErrors: s.ReadErrors, Checked: s.Checked, Evicted: s.Evicted, Backlog: s.Backlog, BacklogBytes: s.BacklogBytes}

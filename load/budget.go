@@ -1,4 +1,4 @@
-package fs
+package load
 
 // The budget of --copy-fill auto: the CPU that decoding videos whole may take, so that no stretch
 // of reading costs more than a share above what decoding its clips would.
