@@ -202,7 +202,7 @@ func vidfsPass(b *testing.B, pool *decode.Pool, info *decode.Info, clips []decod
 	buf := make([]byte, 16*o.FrameBytes())
 	start, cpu0 := time.Now(), cpuSeconds()
 	for _, c := range clips {
-		if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+		if _, err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
 			b.Fatal(err)
 		}
 	}

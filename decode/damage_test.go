@@ -57,7 +57,7 @@ func TestTruncated(t *testing.T) {
 	last := info.Keyframes[info.KeyframeAtOrBefore(info.Frames-1)].Frame
 	for s := 0; s+4 <= last; s += 3 {
 		c := decode.Clip{Start: s, Frames: 4, Stride: 1}
-		if err := decode.DecodeClip(context.Background(), info, c, o, buf, 1); err != nil {
+		if _, err := decode.DecodeClip(context.Background(), info, c, o, buf, 1); err != nil {
 			t.Fatalf("clip %+v before the cut: %v", c, err)
 		}
 		if got, w := readClip(t, info, o, buf, 4), want(c, info.Frames); fmt.Sprint(got) != fmt.Sprint(w) {
@@ -66,11 +66,11 @@ func TestTruncated(t *testing.T) {
 	}
 	// The last frame's packet is cut short.
 	c := decode.Clip{Start: info.Frames - 4, Frames: 4, Stride: 1}
-	if err := decode.DecodeClip(context.Background(), info, c, o, buf, 1); !isKind(err, decode.ErrCorrupt) {
+	if _, err := decode.DecodeClip(context.Background(), info, c, o, buf, 1); !isKind(err, decode.ErrCorrupt) {
 		t.Errorf("clip %+v over the cut: got %v, want ErrCorrupt", c, err)
 	}
 	c = decode.Clip{Start: info.Frames - 2, Frames: 4, Stride: 1}
-	if err := decode.DecodeClip(context.Background(), info, c, o, buf, 1); !isKind(err, decode.ErrTooFewFrames) {
+	if _, err := decode.DecodeClip(context.Background(), info, c, o, buf, 1); !isKind(err, decode.ErrTooFewFrames) {
 		t.Errorf("clip %+v past the cut: got %v, want ErrTooFewFrames", c, err)
 	}
 }
@@ -144,7 +144,7 @@ func TestCorrupt(t *testing.T) {
 				holdsDamage = holdsDamage || damaged[i]
 				inBadGOP = inBadGOP || badGOP[info.KeyframeAtOrBefore(i)]
 			}
-			err := pool.DecodeClip(context.Background(), info, c, o, buf)
+			_, err := pool.DecodeClip(context.Background(), info, c, o, buf)
 			switch {
 			case err != nil && !isKind(err, decode.ErrCorrupt):
 				t.Errorf("clip %+v: got %v, want nil or ErrCorrupt", c, err)
@@ -178,7 +178,7 @@ func TestUncleanKeyframes(t *testing.T) {
 	decodeAfterKeyframes := func(pool *decode.Pool) {
 		for _, k := range info.Keyframes[1:] {
 			c := decode.Clip{Start: k.Frame + 1, Frames: 4, Stride: 2}
-			if err := pool.DecodeClip(context.Background(), info, c, o, make([]byte, c.Frames*o.FrameBytes())); err != nil {
+			if _, err := pool.DecodeClip(context.Background(), info, c, o, make([]byte, c.Frames*o.FrameBytes())); err != nil {
 				t.Errorf("clip %+v after keyframe %d: %v", c, k.Frame, err)
 			}
 		}

@@ -244,7 +244,7 @@ func checkClips(t *testing.T, pool *decode.Pool, info *decode.Info, o decode.Out
 		wg.Go(func() {
 			for c := range work {
 				buf := make([]byte, c.Frames*o.FrameBytes())
-				if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+				if _, err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
 					t.Errorf("clip %+v: %v", c, err)
 					continue
 				}
@@ -268,7 +268,7 @@ func TestDecodeClipThreaded(t *testing.T) {
 		o := stretchOutput(info)
 		for _, c := range []decode.Clip{{Start: 0, Frames: 4, Stride: 3}, {Start: info.Frames - 13, Frames: 5, Stride: 3}} {
 			buf := make([]byte, c.Frames*o.FrameBytes())
-			if err := decode.DecodeClip(context.Background(), info, c, o, buf, 0); err != nil {
+			if _, err := decode.DecodeClip(context.Background(), info, c, o, buf, 0); err != nil {
 				t.Fatalf("%s clip %+v: %v", name, c, err)
 			}
 			if got, w := readClip(t, info, o, buf, c.Frames), want(c, info.Frames); fmt.Sprint(got) != fmt.Sprint(w) {
@@ -283,12 +283,12 @@ func TestPadEnd(t *testing.T) {
 	o := stretchOutput(info)
 	c := decode.Clip{Start: 2, Frames: 16, Stride: 1}
 	buf := make([]byte, 16*o.FrameBytes())
-	err := decode.DecodeClip(context.Background(), info, c, o, buf, 1)
+	_, err := decode.DecodeClip(context.Background(), info, c, o, buf, 1)
 	if !isKind(err, decode.ErrTooFewFrames) {
 		t.Fatalf("16 frames from an 8-frame video: got %v, want ErrTooFewFrames", err)
 	}
 	c.PadEnd = true
-	if err := decode.DecodeClip(context.Background(), info, c, o, buf, 1); err != nil {
+	if _, err := decode.DecodeClip(context.Background(), info, c, o, buf, 1); err != nil {
 		t.Fatal(err)
 	}
 	if got := fmt.Sprint(readClip(t, info, o, buf, 16)); got != "[2 3 4 5 6 7 7 7 7 7 7 7 7 7 7 7]" {
@@ -313,7 +313,7 @@ func TestBadRequests(t *testing.T) {
 		{decode.Clip{Start: 99, Frames: 2, Stride: 1}, o, 2 * o.FrameBytes(), decode.ErrTooFewFrames},
 		{decode.Clip{Start: 100, Frames: 1, Stride: 1}, o, o.FrameBytes(), decode.ErrTooFewFrames},
 	} {
-		err := decode.DecodeClip(context.Background(), info, tc.c, tc.o, make([]byte, tc.size), 1)
+		_, err := decode.DecodeClip(context.Background(), info, tc.c, tc.o, make([]byte, tc.size), 1)
 		if !isKind(err, tc.kind) || strings.Count(err.Error(), tc.kind.Error()) != 1 {
 			t.Errorf("clip %+v output %+v buffer %d: got %v, want %v (said once)", tc.c, tc.o, tc.size, err, tc.kind)
 		}
@@ -330,7 +330,7 @@ func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	o := stretchOutput(info)
-	err := decode.DecodeClip(ctx, info, decode.Clip{Start: 200, Frames: 4, Stride: 1}, o, make([]byte, 4*o.FrameBytes()), 1)
+	_, err := decode.DecodeClip(ctx, info, decode.Clip{Start: 200, Frames: 4, Stride: 1}, o, make([]byte, 4*o.FrameBytes()), 1)
 	if err != context.Canceled {
 		t.Errorf("cancelled decode: got %v, want context.Canceled", err)
 	}
@@ -347,7 +347,7 @@ func TestSequentialClips(t *testing.T) {
 	for s := 0; s+8 <= info.Frames; s += 8 {
 		c := decode.Clip{Start: s, Frames: 8, Stride: 1}
 		buf := make([]byte, c.Frames*o.FrameBytes())
-		if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+		if _, err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
 			t.Fatalf("clip %+v: %v", c, err)
 		}
 		if got, w := readClip(t, info, o, buf, c.Frames), want(c, info.Frames); fmt.Sprint(got) != fmt.Sprint(w) {

@@ -22,7 +22,7 @@
 // each on the caller's thread, keeping decoders open between clips so that the next clip of a
 // video decodes on without a seek. With HWAccel set it decodes on NVIDIA GPUs (NVDEC) where the
 // codec allows, within GPUDecoders decoders a GPU, and on the CPU otherwise; a video NVDEC
-// fails on is decoded on the CPU from then on. Clip.Path says where a clip's frames were
+// fails on is decoded on the CPU from then on. Result.Path says where a clip's frames were
 // decoded, since NVDEC's frames may differ slightly from the CPU's. The function DecodeClip
 // decodes one clip on the CPU with a decoder of its own, as a reference.
 //

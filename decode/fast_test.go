@@ -80,14 +80,14 @@ func TestFastDecode(t *testing.T) {
 				exact := make([]byte, 8*exactOut.FrameBytes())
 				fast := make([]byte, len(exact))
 				// Fast first, then exact, on one decoder: switching back must give exact bytes.
-				if err := pool.DecodeClip(context.Background(), info, clip, fastOut, fast); err != nil {
+				if _, err := pool.DecodeClip(context.Background(), info, clip, fastOut, fast); err != nil {
 					t.Fatal(err)
 				}
-				if err := pool.DecodeClip(context.Background(), info, clip, exactOut, exact); err != nil {
+				if _, err := pool.DecodeClip(context.Background(), info, clip, exactOut, exact); err != nil {
 					t.Fatal(err)
 				}
 				fresh := make([]byte, len(exact))
-				if err := decode.DecodeClip(context.Background(), info, clip, exactOut, fresh, 1); err != nil {
+				if _, err := decode.DecodeClip(context.Background(), info, clip, exactOut, fresh, 1); err != nil {
 					t.Fatal(err)
 				}
 				if string(fresh) != string(exact) {
@@ -132,7 +132,7 @@ func BenchmarkFastVsExact(b *testing.B) {
 			pass := func(pool *decode.Pool, o decode.Output, cs []decode.Clip, bufs [][]byte) (wall, cpu float64) {
 				start, cpu0 := time.Now(), cpuSeconds()
 				for i, cl := range cs {
-					if err := pool.DecodeClip(context.Background(), info, cl, o, bufs[i]); err != nil {
+					if _, err := pool.DecodeClip(context.Background(), info, cl, o, bufs[i]); err != nil {
 						b.Fatal(err)
 					}
 				}

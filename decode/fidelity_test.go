@@ -43,7 +43,7 @@ func TestPlacement(t *testing.T) {
 func decodeOne(t *testing.T, info *decode.Info, frame int, o decode.Output) []byte {
 	t.Helper()
 	buf := make([]byte, o.FrameBytes())
-	if err := decode.DecodeClip(context.Background(), info, decode.Clip{Start: frame, Frames: 1, Stride: 1}, o, buf, 1); err != nil {
+	if _, err := decode.DecodeClip(context.Background(), info, decode.Clip{Start: frame, Frames: 1, Stride: 1}, o, buf, 1); err != nil {
 		t.Fatal(err)
 	}
 	return buf
@@ -87,7 +87,7 @@ func TestResizeGeometry(t *testing.T) {
 				o := decode.Output{Width: size[0], Height: size[1], Resize: mode}
 				c := decode.Clip{Start: 3, Frames: 3, Stride: 7}
 				buf := make([]byte, 3*o.FrameBytes())
-				if err := decode.DecodeClip(context.Background(), info, c, o, buf, 1); err != nil {
+				if _, err := decode.DecodeClip(context.Background(), info, c, o, buf, 1); err != nil {
 					t.Fatal(err)
 				}
 				if got := fmt.Sprint(readClip(t, info, o, buf, 3)); got != "[3 10 17]" {
@@ -242,7 +242,7 @@ func TestConformance(t *testing.T) {
 			exact := o.Width%2 == 0 && o.Height%2 == 0
 			for _, c := range clips {
 				buf := make([]byte, c.Frames*fs)
-				if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+				if _, err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
 					t.Errorf("clip %+v: %v", c, err)
 					continue
 				}
@@ -289,7 +289,7 @@ func TestNoGrowth(t *testing.T) {
 	run := func(n int) {
 		for i := range n {
 			c := decode.Clip{Start: (i * 37) % (info.Frames - 16), Frames: 8, Stride: 2}
-			if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+			if _, err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
 				t.Fatal(err)
 			}
 		}

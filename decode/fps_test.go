@@ -272,7 +272,7 @@ func TestFPSTooFew(t *testing.T) {
 	}
 	o := stretchOutput(info)
 	buf := make([]byte, 8*o.FrameBytes())
-	err := decode.DecodeClip(context.Background(), info, decode.Clip{Start: 40, Frames: 8, Stride: 1, FPS: fps}, o, buf, 1)
+	_, err := decode.DecodeClip(context.Background(), info, decode.Clip{Start: 40, Frames: 8, Stride: 1, FPS: fps}, o, buf, 1)
 	if !isKind(err, decode.ErrTooFewFrames) || !strings.Contains(err.Error(), "at 15 fps") {
 		t.Errorf("past the end: got %v, want ErrTooFewFrames at 15 fps", err)
 	}
@@ -339,7 +339,7 @@ func TestFPSDecodesOnlyWhatIsShown(t *testing.T) {
 				all += idx[len(idx)-1] + 1 - kf
 				// A decoder of its own for each clip, which starts at the keyframe, as the floor does.
 				pool := newPool(t, decode.PoolOptions{Concurrency: 1, Threads: 1})
-				if err := pool.DecodeClip(context.Background(), info, c, o, make([]byte, 8*o.FrameBytes())); err != nil {
+				if _, err := pool.DecodeClip(context.Background(), info, c, o, make([]byte, 8*o.FrameBytes())); err != nil {
 					t.Fatal(err)
 				}
 				decoded += int(pool.Stats().Frames)

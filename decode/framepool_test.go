@@ -44,8 +44,8 @@ func TestSharedFrameBuffers(t *testing.T) {
 	for _, j := range jobs {
 		got := make([]byte, j.c.Frames*o.FrameBytes())
 		fresh := make([]byte, len(got))
-		err := pool.DecodeClip(context.Background(), j.info, j.c, o, got)
-		freshErr := decode.DecodeClip(context.Background(), j.info, j.c, o, fresh, 1)
+		_, err := pool.DecodeClip(context.Background(), j.info, j.c, o, got)
+		_, freshErr := decode.DecodeClip(context.Background(), j.info, j.c, o, fresh, 1)
 		switch {
 		case (err == nil) != (freshErr == nil):
 			t.Errorf("%s clip %+v: pool: %v; alone: %v", j.info.Path, j.c, err, freshErr)
@@ -78,7 +78,7 @@ func TestSharedFrameBuffersClose(t *testing.T) {
 				buf := make([]byte, 8*o.FrameBytes())
 				for k := range 6 {
 					c := decode.Clip{Start: (g*29 + k*13 + round) % (info.Frames - 8), Frames: 8, Stride: 1}
-					if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil && !errors.Is(err, decode.ErrPoolClosed) {
+					if _, err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil && !errors.Is(err, decode.ErrPoolClosed) {
 						t.Error(err)
 					}
 					started <- struct{}{}

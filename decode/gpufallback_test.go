@@ -60,10 +60,10 @@ func TestGPUFallbackDecodesOnCPU(t *testing.T) {
 			o := Output{Width: 32, Height: 24, Resize: Stretch}
 			c := Clip{Start: 20, Frames: 4, Stride: 2}
 			got, want := make([]byte, c.Frames*o.FrameBytes()), make([]byte, c.Frames*o.FrameBytes())
-			if err := DecodeClip(context.Background(), info, c, o, want, 1); err != nil {
+			if _, err := DecodeClip(context.Background(), info, c, o, want, 1); err != nil {
 				t.Fatal(err)
 			}
-			if err := p.DecodeClip(context.Background(), info, c, o, got); err != nil {
+			if _, err := p.DecodeClip(context.Background(), info, c, o, got); err != nil {
 				t.Fatalf("clip after NVDEC failed on it: %v (%d GPU decodes), want it decoded on the CPU", err, *gpuDecodes)
 			}
 			st := p.Stats()
@@ -71,7 +71,7 @@ func TestGPUFallbackDecodesOnCPU(t *testing.T) {
 				t.Errorf("same bytes %v, %d GPU decodes, %d fallbacks, %d CPU clips, CPU-only %v; want the CPU's bytes, 1, 1, 1, true",
 					bytes.Equal(got, want), *gpuDecodes, st.GPUFallbacks, st.ClipsCPU, p.cpuOnly[info.Path])
 			}
-			if err := p.DecodeClip(context.Background(), info, c, o, got); err != nil || *gpuDecodes != 1 {
+			if _, err := p.DecodeClip(context.Background(), info, c, o, got); err != nil || *gpuDecodes != 1 {
 				t.Errorf("the next clip: %v after %d GPU decodes; want it on the CPU", err, *gpuDecodes)
 			}
 		})
@@ -99,14 +99,14 @@ func TestGPUPathErrorStaysOnGPU(t *testing.T) {
 			o := Output{Width: 32, Height: 24, Resize: Stretch}
 			c := Clip{Start: 20, Frames: 4, Stride: 2}
 			dst := make([]byte, c.Frames*o.FrameBytes())
-			if err := p.DecodeClip(context.Background(), info, c, o, dst); !errors.Is(err, kind) {
+			if _, err := p.DecodeClip(context.Background(), info, c, o, dst); !errors.Is(err, kind) {
 				t.Fatalf("clip whose GPU decoder met %v: %v; want that error", kind, err)
 			}
 			if st := p.Stats(); *gpuDecodes != 1 || st.GPUFallbacks != 0 || st.ClipsCPU != 0 || p.cpuOnly[info.Path] {
 				t.Errorf("%d GPU decodes, %d fallbacks, %d CPU clips, CPU-only %v; want 1, 0, 0, false",
 					*gpuDecodes, st.GPUFallbacks, st.ClipsCPU, p.cpuOnly[info.Path])
 			}
-			if err := p.DecodeClip(context.Background(), info, c, o, dst); err != nil {
+			if _, err := p.DecodeClip(context.Background(), info, c, o, dst); err != nil {
 				t.Fatal(err)
 			}
 			if st := p.Stats(); *gpuDecodes != 2 || st.ClipsGPU != 1 || st.ClipsCPU != 0 {

@@ -277,7 +277,7 @@ func TestGPUSpread(t *testing.T) {
 	o := Output{Width: 32, Height: 32, Resize: Stretch}
 	c := Clip{Start: 20, Frames: 4, Stride: 2}
 	want := make([]byte, c.Frames*o.FrameBytes())
-	if err := DecodeClip(context.Background(), infos[0], c, o, want, 1); err != nil {
+	if _, err := DecodeClip(context.Background(), infos[0], c, o, want, 1); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -285,7 +285,7 @@ func TestGPUSpread(t *testing.T) {
 	for i := range 40 {
 		wg.Go(func() {
 			got := make([]byte, len(want))
-			if err := p.DecodeClip(context.Background(), infos[i%len(infos)], c, o, got); err != nil {
+			if _, err := p.DecodeClip(context.Background(), infos[i%len(infos)], c, o, got); err != nil {
 				errs <- err
 			} else if !bytes.Equal(got, want) {
 				errs <- errors.New("frames differ from the CPU's")
@@ -362,7 +362,7 @@ func TestNVDECPerGPU(t *testing.T) {
 	errs := make(chan error, 32)
 	for i := range 32 {
 		wg.Go(func() {
-			if err := p.DecodeClip(context.Background(), infos[i%len(infos)], c, o, make([]byte, c.Frames*o.FrameBytes())); err != nil {
+			if _, err := p.DecodeClip(context.Background(), infos[i%len(infos)], c, o, make([]byte, c.Frames*o.FrameBytes())); err != nil {
 				errs <- err
 			}
 		})

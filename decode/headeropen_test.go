@@ -109,7 +109,7 @@ func compareOpens(t *testing.T, info *Info) {
 		var out []string
 		for _, c := range clips {
 			buf := make([]byte, c.Frames*o.FrameBytes())
-			if err := p.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+			if _, err := p.DecodeClip(context.Background(), info, c, o, buf); err != nil {
 				out = append(out, "error: "+err.Error())
 			} else {
 				out = append(out, string(buf))

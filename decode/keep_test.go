@@ -56,7 +56,7 @@ func TestKeeper(t *testing.T) {
 			}
 			c := decode.Clip{Start: start, Frames: 2, Stride: 2, Keep: k}
 			buf := make([]byte, 2*fb)
-			if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+			if _, err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
 				t.Fatal(err)
 			}
 			kf := info.KeyframeAtOrBefore(start)
@@ -68,7 +68,7 @@ func TestKeeper(t *testing.T) {
 					t.Errorf("frame %d kept (order %v)", i, k.order)
 				}
 				one := make([]byte, fb)
-				if err := pool.DecodeClip(context.Background(), info, decode.Clip{Start: i, Frames: 1, Stride: 1}, o, one); err != nil {
+				if _, err := pool.DecodeClip(context.Background(), info, decode.Clip{Start: i, Frames: 1, Stride: 1}, o, one); err != nil {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(one, k.kept[i]) {
@@ -92,7 +92,7 @@ func TestKeeperDamage(t *testing.T) {
 	alone := map[int][]byte{} // each frame decoded as a clip of its own; nil: it fails
 	for i := range info.Frames {
 		one := make([]byte, fb)
-		if err := pool.DecodeClip(context.Background(), info, decode.Clip{Start: i, Frames: 1, Stride: 1}, o, one); err == nil {
+		if _, err := pool.DecodeClip(context.Background(), info, decode.Clip{Start: i, Frames: 1, Stride: 1}, o, one); err == nil {
 			alone[i] = one
 		}
 	}
@@ -137,7 +137,7 @@ func TestStrictDamage(t *testing.T) {
 	alone := map[int][]byte{} // each frame decoded as a clip of its own; nil: it fails
 	for i := range info.Frames {
 		one := make([]byte, fb)
-		if err := pool.DecodeClip(context.Background(), info, decode.Clip{Start: i, Frames: 1, Stride: 1}, o, one); err == nil {
+		if _, err := pool.DecodeClip(context.Background(), info, decode.Clip{Start: i, Frames: 1, Stride: 1}, o, one); err == nil {
 			alone[i] = one
 		}
 	}
@@ -162,7 +162,7 @@ func TestStrictDamage(t *testing.T) {
 	}
 	c := decode.Clip{Start: a, Frames: 2, Stride: b - a}
 	buf := make([]byte, 2*fb)
-	if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+	if _, err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
 		t.Fatalf("clip %d, %d decoded as usual: %v", a, b, err)
 	}
 	// Its Keeper is given no frame decoded after the damage, in the damaged group or after it.
@@ -171,7 +171,7 @@ func TestStrictDamage(t *testing.T) {
 		k.want[i] = true
 	}
 	c.Keep = k
-	if err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
+	if _, err := pool.DecodeClip(context.Background(), info, c, o, buf); err != nil {
 		t.Fatalf("clip %d, %d with a keeper: %v", a, b, err)
 	}
 	for _, i := range k.order {
@@ -181,7 +181,7 @@ func TestStrictDamage(t *testing.T) {
 	}
 	c.Keep = nil
 	c.Strict = true
-	err := pool.DecodeClip(context.Background(), info, c, o, buf)
+	_, err := pool.DecodeClip(context.Background(), info, c, o, buf)
 	if !errors.Is(err, decode.ErrCorrupt) {
 		t.Fatalf("strict clip %d, %d past damage at %d: got %v, want ErrCorrupt", a, b, firstBad, err)
 	}
@@ -191,16 +191,15 @@ func TestStrictDamage(t *testing.T) {
 	for start := 0; start < info.Frames; start += 8 {
 		n := min(8, info.Frames-start)
 		buf := make([]byte, n*fb)
-		path := decode.PathMixed
-		err := pool.DecodeClip(context.Background(), info, decode.Clip{Start: start, Frames: n, Stride: 1, Strict: true, Path: &path}, o, buf)
+		res, err := pool.DecodeClip(context.Background(), info, decode.Clip{Start: start, Frames: n, Stride: 1, Strict: true}, o, buf)
 		if err != nil {
 			if start+n <= firstBad {
 				t.Fatalf("clip %d-%d, before the damage at %d, failed: %v", start, start+n-1, firstBad, err)
 			}
 			break
 		}
-		if path != decode.PathCPU {
-			t.Errorf("clip at %d decoded on %v, want the CPU", start, path)
+		if res.Path != decode.PathCPU {
+			t.Errorf("clip at %d decoded on %v, want the CPU", start, res.Path)
 		}
 		for j := range n {
 			if !bytes.Equal(buf[j*fb:(j+1)*fb], alone[start+j]) {
@@ -230,13 +229,13 @@ func TestKeeperSameOutcome(t *testing.T) {
 				for s := 0; s+2*stride < info.Frames; s += 2 {
 					c := decode.Clip{Start: s, Frames: 3, Stride: stride}
 					a, b := make([]byte, 3*o.FrameBytes()), make([]byte, 3*o.FrameBytes())
-					errB := without.DecodeClip(context.Background(), info, c, o, b)
+					_, errB := without.DecodeClip(context.Background(), info, c, o, b)
 					k := &keeper{want: map[int]bool{}, kept: map[int][]byte{}}
 					for i := range info.Frames {
 						k.want[i] = true
 					}
 					c.Keep = k
-					errA := with.DecodeClip(context.Background(), info, c, o, a)
+					_, errA := with.DecodeClip(context.Background(), info, c, o, a)
 					switch {
 					case (errA == nil) != (errB == nil):
 						t.Errorf("clip %d, stride %d: with a keeper %v, without %v", s, stride, errA, errB)

@@ -42,14 +42,14 @@ func TestNVDECFrameExact(t *testing.T) {
 			o := stretchOutput(info)
 			for _, c := range clipCases(info) {
 				got := make([]byte, c.Frames*o.FrameBytes())
-				if err := gpu.DecodeClip(context.Background(), info, c, o, got); err != nil {
+				if _, err := gpu.DecodeClip(context.Background(), info, c, o, got); err != nil {
 					t.Fatalf("clip %+v: %v", c, err)
 				}
 				if idx, w := readClip(t, info, o, got, c.Frames), want(c, info.Frames); fmt.Sprint(idx) != fmt.Sprint(w) {
 					t.Fatalf("clip %+v: got frames %v, want %v", c, idx, w)
 				}
 				ref := make([]byte, len(got))
-				if err := cpu.DecodeClip(context.Background(), info, c, o, ref); err != nil {
+				if _, err := cpu.DecodeClip(context.Background(), info, c, o, ref); err != nil {
 					t.Fatal(err)
 				}
 				if p := psnr(got, ref); p < 35 {
@@ -78,10 +78,10 @@ func TestNVDECRealFootage(t *testing.T) {
 		o := decode.Output{Width: 224, Height: 224}
 		c := decode.Clip{Start: 100, Frames: 16, Stride: 2}
 		got, ref := make([]byte, 16*o.FrameBytes()), make([]byte, 16*o.FrameBytes())
-		if err := gpu.DecodeClip(context.Background(), info, c, o, got); err != nil {
+		if _, err := gpu.DecodeClip(context.Background(), info, c, o, got); err != nil {
 			t.Fatal(err)
 		}
-		if err := decode.DecodeClip(context.Background(), info, c, o, ref, 0); err != nil {
+		if _, err := decode.DecodeClip(context.Background(), info, c, o, ref, 0); err != nil {
 			t.Fatal(err)
 		}
 		if p := psnr(got, ref); p < 35 || math.IsNaN(p) {
@@ -102,8 +102,8 @@ func TestNVDECClassVideos(t *testing.T) {
 			o := stretchOutput(info)
 			for _, c := range clipCases(info) {
 				got, ref := make([]byte, c.Frames*o.FrameBytes()), make([]byte, c.Frames*o.FrameBytes())
-				gerr := gpu.DecodeClip(context.Background(), info, c, o, got)
-				cerr := cpu.DecodeClip(context.Background(), info, c, o, ref)
+				_, gerr := gpu.DecodeClip(context.Background(), info, c, o, got)
+				_, cerr := cpu.DecodeClip(context.Background(), info, c, o, ref)
 				if fmt.Sprint(gerr) != fmt.Sprint(cerr) {
 					t.Fatalf("clip %+v: NVDEC %v, CPU %v", c, gerr, cerr)
 				}
@@ -132,10 +132,10 @@ func TestNVDECRefused(t *testing.T) {
 		o := decode.Output{Width: 64, Height: 48, Resize: decode.Stretch}
 		for _, c := range []decode.Clip{{Start: 0, Frames: 8, Stride: 1}, {Start: info.Frames / 2, Frames: 8, Stride: 2}, {Start: 1, Frames: 4, Stride: 3}} {
 			got, ref := make([]byte, c.Frames*o.FrameBytes()), make([]byte, c.Frames*o.FrameBytes())
-			if err := gpu.DecodeClip(context.Background(), info, c, o, got); err != nil {
+			if _, err := gpu.DecodeClip(context.Background(), info, c, o, got); err != nil {
 				t.Fatalf("%s clip %+v through the GPU pool: %v", path, c, err)
 			}
-			if err := cpu.DecodeClip(context.Background(), info, c, o, ref); err != nil {
+			if _, err := cpu.DecodeClip(context.Background(), info, c, o, ref); err != nil {
 				t.Fatal(err)
 			}
 			if string(got) != string(ref) {
@@ -165,7 +165,7 @@ func TestNVDECManyVideos(t *testing.T) {
 	clips := 0
 	for round := range 3 {
 		for _, info := range infos {
-			if err := pool.DecodeClip(context.Background(), info, decode.Clip{Start: round * 4, Frames: 4, Stride: 1}, o, buf); err != nil {
+			if _, err := pool.DecodeClip(context.Background(), info, decode.Clip{Start: round * 4, Frames: 4, Stride: 1}, o, buf); err != nil {
 				t.Fatalf("%s: %v", info.Path, err)
 			}
 			clips++
@@ -433,7 +433,7 @@ func decodeAll(b *testing.B, pool *decode.Pool, jobs []clipJob, o decode.Output,
 				if n := j.c.Frames * o.FrameBytes(); len(buf) < n {
 					buf = make([]byte, n)
 				}
-				if err := pool.DecodeClip(context.Background(), j.info, j.c, o, buf[:j.c.Frames*o.FrameBytes()]); err != nil {
+				if _, err := pool.DecodeClip(context.Background(), j.info, j.c, o, buf[:j.c.Frames*o.FrameBytes()]); err != nil {
 					b.Error(err)
 				}
 			}
@@ -451,10 +451,10 @@ func decodeAll(b *testing.B, pool *decode.Pool, jobs []clipJob, o decode.Output,
 func sameAsFresh(t *testing.T, reused, fresh *decode.Pool, info *decode.Info, c decode.Clip, o decode.Output) {
 	t.Helper()
 	got, want := make([]byte, c.Frames*o.FrameBytes()), make([]byte, c.Frames*o.FrameBytes())
-	if err := reused.DecodeClip(context.Background(), info, c, o, got); err != nil {
+	if _, err := reused.DecodeClip(context.Background(), info, c, o, got); err != nil {
 		t.Fatalf("%s clip %+v: %v", info.Path, c, err)
 	}
-	if err := fresh.DecodeClip(context.Background(), info, c, o, want); err != nil {
+	if _, err := fresh.DecodeClip(context.Background(), info, c, o, want); err != nil {
 		t.Fatalf("%s clip %+v, fresh decoder: %v", info.Path, c, err)
 	}
 	if string(got) != string(want) {

@@ -171,18 +171,19 @@ var ErrPoolClosed = errors.New("decoder pool closed")
 // DecodeClip decodes clip c of the video described by info into dst, which must hold
 // c.Frames * o.FrameBytes() bytes: frame k of the clip at dst[k*o.FrameBytes():], each frame
 // o.Height rows of o.Width RGB24 pixels. Frames are exactly the clip's frame indices in
-// presentation order, upright (display rotation applied) and fitted per o.Resize.
-func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst []byte) error {
+// presentation order, upright (display rotation applied) and fitted per o.Resize. The result
+// says where it was decoded.
+func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst []byte) (Result, error) {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
-		return ctx.Err()
+		return Result{}, ctx.Err()
 	}
 	defer func() { <-p.slots }()
 	Populate(dst)
 	v, err := p.take(info, info.firstFrame(c))
 	if err != nil {
-		return err
+		return Result{}, err
 	}
 	work, err := p.decode(v, ctx, c, o, dst)
 	if err != nil && v.g != nil && ctx.Err() == nil && gpuMayFail(err) && !c.Strict {
@@ -201,7 +202,7 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 		p.stats.FlushesSaved += int64(work.FlushesSaved)
 		p.mu.Unlock()
 		if v, err = p.takeFor(info, info.firstFrame(c), true); err != nil {
-			return err
+			return Result{}, err
 		}
 		if work, err = p.decode(v, ctx, c, o, dst); err == nil {
 			p.mu.Lock()
@@ -225,17 +226,17 @@ func (p *Pool) DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst
 		}
 	}
 	p.mu.Unlock()
-	if err == nil && c.Path != nil {
-		*c.Path = work.path()
-	}
 	if err != nil && !errors.Is(err, ErrTooFewFrames) && !errors.Is(err, ErrBadRequest) {
 		p.mu.Lock()
 		p.closeLocked(v) // its state is in doubt
 		p.mu.Unlock()
-		return err
+		return Result{}, err
 	}
 	p.put(v)
-	return err
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Path: work.path()}, nil
 }
 
 // decode decodes clip c with decoder v (see decodeOn).
@@ -529,15 +530,15 @@ func (p *Pool) Close() {
 // DecodeClip decodes one clip on the CPU with a decoder opened for it alone and closed
 // afterwards; see Pool.DecodeClip for the layout of dst. threads is the decoder's thread count
 // (0: automatic). To decode many clips, or on the GPU, use a Pool.
-func DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst []byte, threads int) error {
+func DecodeClip(ctx context.Context, info *Info, c Clip, o Output, dst []byte, threads int) (Result, error) {
 	v, err := openVideo(info, nil, newVideoState(info, nil), threads, nil, "")
 	if err != nil {
-		return err
+		return Result{}, err
 	}
 	defer v.close()
 	work, err := v.decodeClip(ctx, c, o, dst)
-	if err == nil && c.Path != nil {
-		*c.Path = work.path()
+	if err != nil {
+		return Result{}, err
 	}
-	return err
+	return Result{Path: work.path()}, nil
 }

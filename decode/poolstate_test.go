@@ -24,7 +24,7 @@ func TestPoolStateBounded(t *testing.T) {
 	o := Output{Width: 32, Height: 32, Resize: Stretch}
 	decodeClip := func(info *Info, c Clip) {
 		t.Helper()
-		if err := p.DecodeClip(context.Background(), info, c, o, make([]byte, c.Frames*o.FrameBytes())); err != nil {
+		if _, err := p.DecodeClip(context.Background(), info, c, o, make([]byte, c.Frames*o.FrameBytes())); err != nil {
 			t.Fatalf("%s, clip %+v: %v", info.Path, c, err)
 		}
 	}

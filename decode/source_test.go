@@ -79,10 +79,10 @@ func TestProbeFromSource(t *testing.T) {
 		c := decode.Clip{Start: min(local.Frames/3, local.Frames-7), Frames: 4, Stride: 2}
 		want := make([]byte, 4*o.FrameBytes())
 		got := make([]byte, len(want))
-		if err := decode.DecodeClip(context.Background(), local, c, o, want, 1); err != nil {
+		if _, err := decode.DecodeClip(context.Background(), local, c, o, want, 1); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if err := pool.DecodeClip(context.Background(), remote, c, o, got); err != nil {
+		if _, err := pool.DecodeClip(context.Background(), remote, c, o, got); err != nil {
 			t.Fatalf("%s through a Source: %v", name, err)
 		}
 		if !bytes.Equal(got, want) {

@@ -32,19 +32,23 @@ type Clip struct {
 	// clip's own decode gives. It is not decoded again on the CPU when NVDEC fails it, and what
 	// it meets is not remembered for other clips (keyframes unusable, damage confirmed).
 	Strict bool
-	// Path, when not nil, is set to where the clip's frames were decoded once it is decoded. A
-	// store of frames keeps each video's frames of one path: NVDEC's and the CPU's may differ
-	// (Output.Fast skips the CPU's in-loop filtering only).
-	Path *Path
-	// CPU, when not nil, is set by a decoder that decodes in another process (isolate's
-	// helpers) to the CPU time the decode took there, which the caller's thread does not see.
-	// Pool, whose decodes run on the caller's thread, leaves it alone.
-	CPU *time.Duration
 	// Background asks a decoder that decodes in another process (isolate's helpers) to decode
 	// the clip at SCHED_IDLE there, taking only CPU nothing else wants: a training copy's whole
 	// decode in the time the readers leave. Pool decodes on the caller's thread, at whatever
 	// priority the caller set it to.
 	Background bool
+}
+
+// Result is what a clip's decode tells besides its frames (which are in the buffer it was given,
+// and those it passed on the way in Clip.Keep).
+type Result struct {
+	// Path is where the clip's frames were decoded. A store of frames keeps each video's frames
+	// of one path: NVDEC's and the CPU's may differ (Output.Fast skips the CPU's in-loop
+	// filtering only).
+	Path Path
+	// CPU is the CPU time the decode took in another process (isolate's helpers), which the
+	// caller's thread does not see; 0 where it decoded on the caller's thread (Pool).
+	CPU time.Duration
 }
 
 // Path is where a clip's frames were decoded.

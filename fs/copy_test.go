@@ -436,9 +436,9 @@ type pathDecoder struct {
 	calls atomic.Int64
 }
 
-func (d *pathDecoder) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
-	if err := d.fakeDecoder.DecodeClip(ctx, info, c, o, dst); err != nil {
-		return err
+func (d *pathDecoder) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) (decode.Result, error) {
+	if _, err := d.fakeDecoder.DecodeClip(ctx, info, c, o, dst); err != nil {
+		return decode.Result{}, err
 	}
 	gpu := d.calls.Add(1)%2 == 0
 	if gpu {
@@ -446,10 +446,7 @@ func (d *pathDecoder) DecodeClip(ctx context.Context, info *decode.Info, c decod
 			dst[i] ^= 0x80
 		}
 	}
-	if c.Path != nil {
-		*c.Path = map[bool]decode.Path{false: decode.PathCPU, true: decode.PathGPU}[gpu]
-	}
-	return nil
+	return decode.Result{Path: map[bool]decode.Path{false: decode.PathCPU, true: decode.PathGPU}[gpu]}, nil
 }
 
 // TestCopyOnePath: a video's copy holds the frames of one decode path: frames decoded on the
@@ -515,7 +512,7 @@ type slowFills struct {
 	samples map[[2]int]int
 }
 
-func (d *slowFills) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
+func (d *slowFills) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) (decode.Result, error) {
 	if c.Strict {
 		time.Sleep(100 * time.Millisecond)
 	} else {

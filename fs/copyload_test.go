@@ -30,11 +30,11 @@ type delayDecoder struct {
 	max time.Duration
 }
 
-func (d delayDecoder) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
+func (d delayDecoder) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) (decode.Result, error) {
 	select {
 	case <-time.After(rand.N(d.max)):
 	case <-ctx.Done():
-		return ctx.Err()
+		return decode.Result{}, ctx.Err()
 	}
 	return d.Decoder.DecodeClip(ctx, info, c, o, dst)
 }

@@ -225,7 +225,7 @@ func freshOutcome(t *testing.T, m *testMount, i int) outcome {
 		t.Fatal(err)
 	}
 	buf := make([]byte, m.lay.Spec.SampleBytes())
-	if err := decode.DecodeClip(context.Background(), info, load.SampleClip(m.lay, i), m.fs.out, buf, 1); err != nil {
+	if _, err := decode.DecodeClip(context.Background(), info, load.SampleClip(m.lay, i), m.fs.out, buf, 1); err != nil {
 		return outcome{failed: true}
 	}
 	return outcome{sum: sha256.Sum256(buf)}

@@ -33,7 +33,15 @@ type fakeDecoder struct {
 
 func frameByte(video, frame int) byte { return byte(video*37 + frame) }
 
-func (d *fakeDecoder) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
+func (d *fakeDecoder) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) (decode.Result, error) {
+	if err := d.decode(ctx, info, c, o, dst); err != nil {
+		return decode.Result{}, err
+	}
+	return decode.Result{Path: decode.PathCPU}, nil
+}
+
+// decode writes clip c's known bytes into dst, or fails as the test asked.
+func (d *fakeDecoder) decode(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

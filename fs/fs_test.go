@@ -254,7 +254,7 @@ func (tm *testMount) decoded(t *testing.T, i int) []byte {
 	sp := tm.lay.Spec
 	buf := make([]byte, sp.SampleBytes())
 	o := decode.Output{Width: sp.Width, Height: sp.Height, Resize: tm.fs.out.Resize}
-	if err := decode.DecodeClip(context.Background(), tm.fs.cfg.Infos.(load.InfoList)[s.Video], decode.Clip{Start: s.Start, Frames: sp.Frames, Stride: sp.Stride, PadEnd: s.Pad}, o, buf, 1); err != nil {
+	if _, err := decode.DecodeClip(context.Background(), tm.fs.cfg.Infos.(load.InfoList)[s.Video], decode.Clip{Start: s.Start, Frames: sp.Frames, Stride: sp.Stride, PadEnd: s.Pad}, o, buf, 1); err != nil {
 		t.Fatalf("DecodeClip(sample %d): %v", i, err)
 	}
 	return buf

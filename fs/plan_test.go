@@ -159,7 +159,7 @@ func TestDamagedVideos(t *testing.T) {
 			s := tm.lay.Sample(i)
 			sp := tm.lay.Spec
 			want := make([]byte, sp.SampleBytes())
-			derr := decode.DecodeClip(t.Context(), tm.fs.cfg.Infos.(load.InfoList)[s.Video], decode.Clip{Start: s.Start, Frames: sp.Frames, Stride: sp.Stride},
+			_, derr := decode.DecodeClip(t.Context(), tm.fs.cfg.Infos.(load.InfoList)[s.Video], decode.Clip{Start: s.Start, Frames: sp.Frames, Stride: sp.Stride},
 				decode.Output{Width: sp.Width, Height: sp.Height}, want, 1)
 			switch {
 			case derr != nil && !errorsIsEIO(err):

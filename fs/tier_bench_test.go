@@ -61,7 +61,7 @@ func realSamples(tb testing.TB, n int) (samples [][]byte) {
 		for j := range k {
 			c := decode.Clip{Start: j * (info.Frames - 32) / k, Frames: 16, Stride: 2}
 			buf := make([]byte, 16*out.FrameBytes())
-			if err := pool.DecodeClip(context.Background(), info, c, out, buf); err != nil {
+			if _, err := pool.DecodeClip(context.Background(), info, c, out, buf); err != nil {
 				tb.Fatal(err)
 			}
 			samples = append(samples, buf)

@@ -36,7 +36,7 @@ func TestDescriptorsShort(t *testing.T) {
 	info := m.fs.cfg.Infos.(load.InfoList)[video["c/corrupt.mp4"]]
 	for s := first; s < end && bad < 0; s++ {
 		smp := m.lay.Sample(s)
-		err := decode.DecodeClip(context.Background(), info, decode.Clip{Start: smp.Start, Frames: spec.Frames, Stride: spec.Stride, PadEnd: smp.Pad},
+		_, err := decode.DecodeClip(context.Background(), info, decode.Clip{Start: smp.Start, Frames: spec.Frames, Stride: spec.Stride, PadEnd: smp.Pad},
 			m.fs.out, make([]byte, spec.SampleBytes()), 1)
 		if err != nil && s > first {
 			bad = s

@@ -21,7 +21,7 @@ func TestBackground(t *testing.T) {
 		c := j.clip
 		c.Background = background
 		got := make([]byte, len(want))
-		err := d.DecodeClip(context.Background(), j.info, c, out, got)
+		_, err := d.DecodeClip(context.Background(), j.info, c, out, got)
 		if (err == nil) != (werr == nil) || err == nil && !bytes.Equal(got, want) {
 			t.Errorf("%s %+v (background %v): %v, a fresh decode %v; bytes equal %v", j.info.Path, j.clip, background, err, werr, bytes.Equal(got, want))
 		}

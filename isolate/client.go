@@ -199,8 +199,17 @@ func DeadlineFor(info *decode.Info, c decode.Clip) time.Duration {
 
 // DecodeClip decodes clip c of the video into dst in a helper (decode.Pool.DecodeClip's
 // contract). It returns once no helper can write dst any more.
-func (d *Decoders) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
-	return d.do(ctx, info.Path, picture(info), "its clip", func(p *proc) error { return d.run(ctx, p, info, c, o, dst) })
+func (d *Decoders) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) (decode.Result, error) {
+	var res decode.Result
+	err := d.do(ctx, info.Path, picture(info), "its clip", func(p *proc) error {
+		var err error
+		res, err = d.run(ctx, p, info, c, o, dst)
+		return err
+	})
+	if err != nil {
+		return decode.Result{}, err
+	}
+	return res, nil
 }
 
 // Probe makes the probe table of the video at path in a helper (decode.ProbeFrom's contract,
@@ -397,13 +406,13 @@ func (d *Decoders) notify() {
 
 // run decodes one clip in helper p. An error that is a *deathError says p died (or was killed
 // as hung) with the clip sent to it; errGone, that it died before.
-func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error {
+func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) (decode.Result, error) {
 	defer d.end(p)
 	req := &decodeRequest{Info: info, Out: o, Len: int64(len(dst)),
 		Clip: clipSpec{Start: c.Start, Frames: c.Frames, Stride: c.Stride, PadEnd: c.PadEnd, Strict: c.Strict, Background: c.Background, FPS: c.FPS}}
 	src, stop, err := d.source(p, info.Path, &req.Stream, &req.Size)
 	if err != nil {
-		return err
+		return decode.Result{}, err
 	}
 	defer stop()
 	fds := []int{src}
@@ -427,7 +436,7 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 	} else {
 		fd, m, err := sharedMemory("vidfs-scratch", size)
 		if err != nil {
-			return &decode.Error{Path: info.Path, Kind: decode.ErrInternal, Detail: "shared memory for a helper", Err: err}
+			return decode.Result{}, &decode.Error{Path: info.Path, Kind: decode.ErrInternal, Detail: "shared memory for a helper", Err: err}
 		}
 		defer unix.Munmap(m)
 		defer unix.Close(fd)
@@ -436,11 +445,9 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 	}
 	r, err := p.call(ctx, &message{Kind: msgDecode, Decode: req}, fds, d.deadline(info, c), "a decode of "+info.Path, false)
 	if err != nil {
-		return err
+		return decode.Result{}, err
 	}
-	if c.CPU != nil {
-		*c.CPU = max(r.CPU, 0)
-	}
+	res := decode.Result{CPU: max(r.CPU, 0)}
 	if c.Background {
 		d.mu.Lock()
 		d.stats.Background++
@@ -453,14 +460,12 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 	if r.Err == nil {
 		if off, ok := d.cacheArena().locate(dst); ok {
 			if err := d.cacheArena().write(mem[:len(dst)], off); err != nil {
-				return &decode.Error{Path: info.Path, Kind: decode.ErrInternal, Err: err}
+				return decode.Result{}, &decode.Error{Path: info.Path, Kind: decode.ErrInternal, Err: err}
 			}
 		} else {
 			copy(dst, mem[:len(dst)])
 		}
-		if c.Path != nil {
-			*c.Path = r.Path
-		}
+		res.Path = r.Path
 	}
 	if req.Keep != nil && r.Err == nil {
 		// Only a decode that ended well hands its kept frames over (a failed one may have kept
@@ -477,7 +482,10 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 			c.Keep.Keep(i, mem[at:at+int64(fb)])
 		}
 	}
-	return r.Err.error()
+	if err := r.Err.error(); err != nil {
+		return decode.Result{}, err
+	}
+	return res, nil
 }
 
 // deadline is a clip's deadline: Options.Deadline, or DeadlineFor.

@@ -74,14 +74,14 @@ func TestPoison(t *testing.T) {
 					defer wg.Done()
 					want, _ := fresh(t, j)
 					got := make([]byte, len(want))
-					if err := d.DecodeClip(context.Background(), j.info, j.clip, out, got); err != nil {
+					if _, err := d.DecodeClip(context.Background(), j.info, j.clip, out, got); err != nil {
 						t.Errorf("%s beside a poison video: %v", j.info.Path, err)
 					} else if !bytes.Equal(got, want) {
 						t.Errorf("%s beside a poison video: bytes differ", j.info.Path)
 					}
 				}()
 			}
-			err := d.DecodeClip(context.Background(), bad, decode.Clip{Start: 0, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes()))
+			_, err := d.DecodeClip(context.Background(), bad, decode.Clip{Start: 0, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes()))
 			wg.Wait()
 			if !errors.Is(err, decode.ErrCrashed) || !strings.Contains(err.Error(), tc.signal) {
 				t.Fatalf("the poison video: %v, want crashed twice by %s", err, tc.signal)
@@ -91,7 +91,7 @@ func TestPoison(t *testing.T) {
 			}
 			// Held: it fails at once, without a helper dying again.
 			before := d.Isolation()
-			err = d.DecodeClip(context.Background(), bad, decode.Clip{Start: 4, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes()))
+			_, err = d.DecodeClip(context.Background(), bad, decode.Clip{Start: 4, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes()))
 			after := d.Isolation()
 			if !errors.Is(err, decode.ErrCrashed) || after.Crashes != before.Crashes {
 				t.Errorf("held video again: %v, crashes %d then %d", err, before.Crashes, after.Crashes)
@@ -143,7 +143,7 @@ func TestKilled(t *testing.T) {
 				}
 				i := k % len(jobs)
 				got := make([]byte, len(want[i]))
-				err := d.DecodeClip(context.Background(), jobs[i].info, jobs[i].clip, out, got)
+				_, err := d.DecodeClip(context.Background(), jobs[i].info, jobs[i].clip, out, got)
 				mu.Lock()
 				if err != nil {
 					failed++
@@ -195,7 +195,7 @@ func TestStopped(t *testing.T) {
 	want, _ := fresh(t, j)
 	got := make([]byte, len(want))
 	began := time.Now()
-	err := d.DecodeClip(context.Background(), j.info, j.clip, out, got)
+	_, err := d.DecodeClip(context.Background(), j.info, j.clip, out, got)
 	took := time.Since(began)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("after a stopped helper: %v (equal %v)", err, bytes.Equal(got, want))
@@ -216,7 +216,7 @@ func TestStopped(t *testing.T) {
 func TestHang(t *testing.T) {
 	d := start(t, isolate.Options{Helpers: 1, Deadline: time.Second})
 	bad := poisoned(t, "poison-hang")
-	err := d.DecodeClip(context.Background(), bad, decode.Clip{Start: 0, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes()))
+	_, err := d.DecodeClip(context.Background(), bad, decode.Clip{Start: 0, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes()))
 	if !errors.Is(err, decode.ErrCrashed) || !strings.Contains(err.Error(), "deadline") {
 		t.Fatalf("a hanging video: %v", err)
 	}
@@ -286,7 +286,7 @@ func TestScribble(t *testing.T) {
 		if done[i], err = arena.Alloc(); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.DecodeClip(context.Background(), j.info, j.clip, out, done[i]); err != nil {
+		if _, err := d.DecodeClip(context.Background(), j.info, j.clip, out, done[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -301,13 +301,13 @@ func TestScribble(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			if err := d.DecodeClip(context.Background(), j.info, j.clip, out, got); err != nil || !bytes.Equal(got, want[i]) {
+			if _, err := d.DecodeClip(context.Background(), j.info, j.clip, out, got); err != nil || !bytes.Equal(got, want[i]) {
 				t.Errorf("%s beside a scribbling video: %v (equal %v)", j.info.Path, err, bytes.Equal(got, want[i]))
 			}
 		}()
 	}
 	dst, _ := arena.Alloc()
-	err = d.DecodeClip(context.Background(), bad, decode.Clip{Start: 0, Frames: 4, Stride: 1}, out, dst)
+	_, err = d.DecodeClip(context.Background(), bad, decode.Clip{Start: 0, Frames: 4, Stride: 1}, out, dst)
 	wg.Wait()
 	if !errors.Is(err, decode.ErrCrashed) || !strings.Contains(err.Error(), "SIGSEGV") {
 		t.Fatalf("the scribbling video: %v, want crashed twice by SIGSEGV", err)
@@ -346,7 +346,7 @@ func TestMarksChecked(t *testing.T) {
 	}
 	liar := probe(t, p)
 	for _, info := range []*decode.Info{other, liar} {
-		if err := d.DecodeClip(context.Background(), info, decode.Clip{Start: 0, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes())); err != nil {
+		if _, err := d.DecodeClip(context.Background(), info, decode.Clip{Start: 0, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes())); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -374,12 +374,12 @@ func TestHog(t *testing.T) {
 			defer wg.Done()
 			want, _ := fresh(t, j)
 			got := make([]byte, len(want))
-			if err := d.DecodeClip(context.Background(), j.info, j.clip, out, got); err != nil || !bytes.Equal(got, want) {
+			if _, err := d.DecodeClip(context.Background(), j.info, j.clip, out, got); err != nil || !bytes.Equal(got, want) {
 				t.Errorf("%s beside a video that allocates without end: %v (equal %v)", j.info.Path, err, bytes.Equal(got, want))
 			}
 		}()
 	}
-	err := d.DecodeClip(context.Background(), bad, decode.Clip{Start: 0, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes()))
+	_, err := d.DecodeClip(context.Background(), bad, decode.Clip{Start: 0, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes()))
 	wg.Wait()
 	// The Go runtime says "out of memory"; with the race detector, its allocator fails first.
 	if !errors.Is(err, decode.ErrCrashed) || !strings.Contains(err.Error(), "out of memory") && !strings.Contains(err.Error(), "errno: 12") {

@@ -90,7 +90,7 @@ func clipsOf(t testing.TB, names []string) []job {
 // fresh decodes a clip in this process: what helpers must give.
 func fresh(t testing.TB, j job) ([]byte, error) {
 	buf := make([]byte, j.clip.Frames*out.FrameBytes())
-	err := decode.DecodeClip(context.Background(), j.info, j.clip, out, buf, 1)
+	_, err := decode.DecodeClip(context.Background(), j.info, j.clip, out, buf, 1)
 	return buf, err
 }
 
@@ -119,11 +119,8 @@ func TestExact(t *testing.T) {
 			for _, dst := range [][]byte{shared, make([]byte, len(want))} {
 				// The helper's thread CPU clock (threadcpu, clock_gettime under its seccomp
 				// filter) reports the decode's CPU.
-				c := j.clip
-				cpu := time.Duration(-1)
-				c.CPU = &cpu
-				err := d.DecodeClip(context.Background(), j.info, c, out, dst)
-				if err == nil && cpu <= 0 {
+				res, err := d.DecodeClip(context.Background(), j.info, j.clip, out, dst)
+				if cpu := res.CPU; err == nil && cpu <= 0 {
 					t.Errorf("%s clip %d: the helper reported %v of CPU", filepath.Base(j.info.Path), j.clip.Start, cpu)
 				}
 				if (err == nil) != (werr == nil) {
@@ -153,7 +150,7 @@ func TestErrorsCross(t *testing.T) {
 		j := job{info, decode.Clip{Start: s, Frames: 8, Stride: 1}}
 		_, werr := fresh(t, j)
 		buf := make([]byte, 8*out.FrameBytes())
-		err := d.DecodeClip(context.Background(), info, j.clip, out, buf)
+		_, err := d.DecodeClip(context.Background(), info, j.clip, out, buf)
 		if fmt.Sprint(err) != fmt.Sprint(werr) {
 			t.Errorf("clip %d: helper %v, in-process %v", s, err, werr)
 		}
@@ -168,7 +165,7 @@ func TestErrorsCross(t *testing.T) {
 		t.Fatal("no clip of corrupt.mp4 failed: the test shows nothing")
 	}
 	gone := &decode.Info{Path: filepath.Join(t.TempDir(), "gone.mp4"), Frames: 10}
-	err := d.DecodeClip(context.Background(), gone, decode.Clip{Start: 0, Frames: 1, Stride: 1}, out, make([]byte, out.FrameBytes()))
+	_, err := d.DecodeClip(context.Background(), gone, decode.Clip{Start: 0, Frames: 1, Stride: 1}, out, make([]byte, out.FrameBytes()))
 	if !errors.Is(err, decode.ErrUnreadable) || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a missing file: %v, want cannot read file (no such file)", err)
 	}
@@ -207,7 +204,7 @@ func TestStreamed(t *testing.T) {
 	for _, j := range clipsOf(t, []string{"h264_gop16.mp4", "vp9.webm", "mpeg4.avi", "hevc.mkv"}) {
 		want, werr := fresh(t, j)
 		got := make([]byte, len(want))
-		err := d.DecodeClip(context.Background(), j.info, j.clip, out, got)
+		_, err := d.DecodeClip(context.Background(), j.info, j.clip, out, got)
 		if werr != nil || err != nil {
 			t.Fatalf("%s: helper %v, in-process %v", j.info.Path, err, werr)
 		}
@@ -258,11 +255,11 @@ func TestKeep(t *testing.T) {
 		}
 		var keeps [2]*recordKeeper
 		for k, dec := range []interface {
-			DecodeClip(context.Context, *decode.Info, decode.Clip, decode.Output, []byte) error
+			DecodeClip(context.Context, *decode.Info, decode.Clip, decode.Output, []byte) (decode.Result, error)
 		}{pool, d} {
 			keeps[k] = &recordKeeper{want: even, max: c.Frames, frames: map[int][]byte{}}
 			c.Keep = keeps[k]
-			if err := dec.DecodeClip(context.Background(), info, c, out, make([]byte, c.Frames*out.FrameBytes())); err != nil {
+			if _, err := dec.DecodeClip(context.Background(), info, c, out, make([]byte, c.Frames*out.FrameBytes())); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -289,14 +286,14 @@ func TestCancel(t *testing.T) {
 	info := probe(t, testvideo.Path("h264_gop250.mp4"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := d.DecodeClip(ctx, info, decode.Clip{Start: 200, Frames: 8, Stride: 4}, out, make([]byte, 8*out.FrameBytes()))
+	_, err := d.DecodeClip(ctx, info, decode.Clip{Start: 200, Frames: 8, Stride: 4}, out, make([]byte, 8*out.FrameBytes()))
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
 	j := job{info, decode.Clip{Start: 10, Frames: 4, Stride: 1}}
 	want, _ := fresh(t, j)
 	got := make([]byte, len(want))
-	if err := d.DecodeClip(context.Background(), info, j.clip, out, got); err != nil || !bytes.Equal(got, want) {
+	if _, err := d.DecodeClip(context.Background(), info, j.clip, out, got); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("after a cancel: %v, equal %v", err, bytes.Equal(got, want))
 	}
 	_ = time.Second
@@ -447,7 +444,7 @@ func TestStalledSource(t *testing.T) {
 	j := clipsOf(t, []string{"h264_gop16.mp4"})[1]
 	want, _ := fresh(t, j)
 	got := make([]byte, len(want))
-	err := d.DecodeClip(context.Background(), j.info, j.clip, out, got)
+	_, err := d.DecodeClip(context.Background(), j.info, j.clip, out, got)
 	if !errors.Is(err, decode.ErrUnreadable) || !errors.Is(err, syscall.EIO) || decode.Permanent(err) {
 		t.Fatalf("with the source stalled: %v, want the source's EIO", err)
 	}
@@ -455,7 +452,7 @@ func TestStalledSource(t *testing.T) {
 		t.Errorf("stats %+v: a stalled source killed a helper", st)
 	}
 	close(release)
-	if err := d.DecodeClip(context.Background(), j.info, j.clip, out, got); err != nil || !bytes.Equal(got, want) {
+	if _, err := d.DecodeClip(context.Background(), j.info, j.clip, out, got); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("once the source answers: %v (equal %v)", err, bytes.Equal(got, want))
 	}
 }
@@ -510,7 +507,7 @@ func TestLimits(t *testing.T) {
 	larger := clipsOf(t, []string{"h264_gop16.mp4"})[0]
 	want, _ := fresh(t, larger)
 	got := make([]byte, len(want))
-	if err := d.DecodeClip(context.Background(), larger.info, larger.clip, out, got); err != nil || !bytes.Equal(got, want) {
+	if _, err := d.DecodeClip(context.Background(), larger.info, larger.clip, out, got); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("a video larger than Fit said: %v (equal %v)", err, bytes.Equal(got, want))
 	}
 	grown := limit(helper(second))

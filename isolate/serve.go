@@ -252,9 +252,8 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 	h.mu.Unlock()
 	defer h.unregister(req.Info.Path, src)
 
-	var path decode.Path
 	c := decode.Clip{Start: req.Clip.Start, Frames: req.Clip.Frames, Stride: req.Clip.Stride, PadEnd: req.Clip.PadEnd,
-		Strict: req.Clip.Strict, FPS: req.Clip.FPS, Path: &path}
+		Strict: req.Clip.Strict, FPS: req.Clip.FPS}
 	var k *decode.FrameKeeper
 	if req.Keep != nil {
 		// The frames kept go one after another into the memory lent at KeepOff, never past it.
@@ -273,12 +272,13 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 	// background clip (a training copy's whole decode in the time the readers leave) runs on a
 	// thread of its own at SCHED_IDLE, which ends with it (a thread cannot leave SCHED_IDLE
 	// unprivileged).
+	var res decode.Result
 	var err error
 	var cpu time.Duration
 	idle := false
 	decodeClip := func() {
 		began := threadcpu.Now()
-		err = h.pool.DecodeClip(ctx, req.Info, c, req.Out, dst)
+		res, err = h.pool.DecodeClip(ctx, req.Info, c, req.Out, dst)
 		cpu = threadcpu.Now() - began
 	}
 	if req.Clip.Background {
@@ -296,7 +296,7 @@ func (h *helper) decode(ctx context.Context, req *decodeRequest, fds []int) *rep
 		decodeClip()
 	}
 	scribble(req.Info.Path, dst) // test builds only: a marked video writes past its frames
-	r := &reply{Err: toWire(err), Path: path, Stats: h.pool.Stats(), CPU: cpu, Idle: idle}
+	r := &reply{Err: toWire(err), Path: res.Path, Stats: h.pool.Stats(), CPU: cpu, Idle: idle}
 	if k != nil {
 		r.Kept = k.Kept
 	}

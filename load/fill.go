@@ -281,17 +281,16 @@ func (r *filler) decodeClip(ctx context.Context, c decode.Clip, k int) error {
 			return err
 		}
 	}
-	var path decode.Path
-	var elsewhere time.Duration // a helper's CPU, where it decodes in one
-	c.Strict, c.Path, c.CPU, c.Background = true, &path, &elsewhere, r.fl.idle
+	c.Strict, c.Background = true, r.fl.idle
 	began := threadCPU()
-	err := r.l.cfg.Decoder.DecodeClip(ctx, r.info, c, r.l.out, r.b.chunk[:k*r.fb])
+	res, err := r.l.cfg.Decoder.DecodeClip(ctx, r.info, c, r.l.out, r.b.chunk[:k*r.fb])
 	if b != nil {
-		b.paid(threadCPU()-began+elsewhere, budgeted)
+		b.paid(threadCPU()-began+res.CPU, budgeted) // res.CPU: a helper's, where it decodes in one
 	}
 	if err != nil {
 		return err
 	}
+	path := res.Path
 	if path == decode.PathMixed || r.path >= 0 && path != r.path {
 		return errMixedPath
 	}

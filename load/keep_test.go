@@ -76,8 +76,8 @@ type (
 	noPlans   struct{}
 )
 
-func (noDecoder) DecodeClip(context.Context, *decode.Info, decode.Clip, decode.Output, []byte) error {
-	return errors.New("no decoder")
+func (noDecoder) DecodeClip(context.Context, *decode.Info, decode.Clip, decode.Output, []byte) (decode.Result, error) {
+	return decode.Result{}, errors.New("no decoder")
 }
 func (noDecoder) Stats() decode.PoolStats       { return decode.PoolStats{} }
 func (noPlans) Due(int) int                     { return -1 }

@@ -7,10 +7,8 @@ import (
 	"context"
 	"os"
 	"runtime"
-	"time"
 
 	"github.com/vidfs/vidfs/cache"
-	"github.com/vidfs/vidfs/decode"
 )
 
 // current tells whether sample i's video file is still the version the layout describes: neither
@@ -72,9 +70,8 @@ func (l *Loader) loadSample(ctx context.Context, i int, buf []byte) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	began := threadCPU()
-	path := decode.PathCPU
-	var elsewhere time.Duration
-	if err := l.decodeSample(ctx, i, buf, keep.decodeKeeper(), &path, &elsewhere); err != nil {
+	res, err := l.decodeSample(ctx, i, buf, keep.decodeKeeper())
+	if err != nil {
 		if !HeldFailed(err) && ctx.Err() == nil {
 			l.log.Warn("sample not decoded, for a reason that may pass; the next read tries again", "sample", i, "file", l.lay.Videos[l.lay.Sample(i).Video].Path, "err", err)
 		}
@@ -85,7 +82,7 @@ func (l *Loader) loadSample(ctx context.Context, i int, buf []byte) error {
 		b = l.copy.budget
 	}
 	if b != nil {
-		b.decoded(threadCPU() - began + elsewhere)
+		b.decoded(threadCPU() - began + res.CPU)
 		l.copy.served.set(i, false)
 	}
 	if l.tier != nil && l.current(i) {
@@ -95,7 +92,7 @@ func (l *Loader) loadSample(ctx context.Context, i int, buf []byte) error {
 	// cost as much as the decode did), and leaves less for whole videos.
 	if keep != nil && l.current(i) {
 		began = threadCPU()
-		l.keepFrames(ctx, i, path, buf, keep)
+		l.keepFrames(ctx, i, res.Path, buf, keep)
 		if b != nil {
 			b.spend(threadCPU() - began)
 		}

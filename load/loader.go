@@ -39,7 +39,7 @@ import (
 // Decoder decodes the clips a mount serves. *decode.Pool is the real one, sized for
 // Decoders(Workers) clips at once; tests pass fakes that write known bytes.
 type Decoder interface {
-	DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) error
+	DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) (decode.Result, error)
 	Stats() decode.PoolStats
 }
 
@@ -297,19 +297,19 @@ func (l *Loader) videoPath(v int) string {
 }
 
 // decodeSample decodes sample i into buf, for the cache (the decoder counts what it decodes),
-// giving keep, if not nil, the frames it passes through (decode.Clip.Keep), and telling path, if
-// not nil, where it was decoded.
-func (l *Loader) decodeSample(ctx context.Context, i int, buf []byte, keep decode.Keeper, path *decode.Path, elsewhere *time.Duration) error {
+// giving keep, if not nil, the frames it passes through (decode.Clip.Keep).
+func (l *Loader) decodeSample(ctx context.Context, i int, buf []byte, keep decode.Keeper) (decode.Result, error) {
 	info, err := l.cfg.Infos.Info(l.lay.Sample(i).Video)
 	if err != nil {
-		return err
+		return decode.Result{}, err
 	}
 	c := SampleClip(l.lay, i)
-	c.Keep, c.Path, c.CPU = keep, path, elsewhere
-	if err := l.cfg.Decoder.DecodeClip(ctx, info, c, l.out, buf); err != nil {
-		return err
+	c.Keep = keep
+	res, err := l.cfg.Decoder.DecodeClip(ctx, info, c, l.out, buf)
+	if err != nil {
+		return decode.Result{}, err
 	}
 	l.decodeRate.Add(1, time.Now())
 	l.decoded.Add(1)
-	return nil
+	return res, nil
 }

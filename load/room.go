@@ -135,7 +135,7 @@ func (t *trainingCopy) measure(ctx context.Context) {
 			continue
 		}
 		buf = grow(buf, int(l.lay.Spec.SampleBytes()))
-		if err := l.cfg.Decoder.DecodeClip(ctx, info, SampleClip(l.lay, first), l.out, buf); err != nil {
+		if _, err := l.cfg.Decoder.DecodeClip(ctx, info, SampleClip(l.lay, first), l.out, buf); err != nil {
 			continue // a damaged video: another tells
 		}
 		t.c.Measure(buf)

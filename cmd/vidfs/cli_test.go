@@ -92,7 +92,7 @@ func TestClipCommand(t *testing.T) {
 	}
 	o := decode.Output{Width: 48, Height: 64, Resize: decode.Pad}
 	want := make([]byte, 5*o.FrameBytes())
-	if err := decode.DecodeClip(context.Background(), info, decode.Clip{Start: 3, Frames: 5, Stride: 2}, o, want, 1); err != nil {
+	if _, err := decode.DecodeClip(context.Background(), info, decode.Clip{Start: 3, Frames: 5, Stride: 2}, o, want, 1); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(npy)

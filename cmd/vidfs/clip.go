@@ -101,7 +101,8 @@ training transform), stretch (scale each side to fit), pad (fit the long side, b
 // there is one; it says where.
 func decodeOne(ctx context.Context, e *env, info *decode.Info, c decode.Clip, o decode.Output, buf []byte, threads int, hw decode.HWAccel, gpus []int) (string, error) {
 	if hw == decode.HWNone {
-		return "CPU", decode.DecodeClip(ctx, info, c, o, buf, threads)
+		_, err := decode.DecodeClip(ctx, info, c, o, buf, threads)
+		return "CPU", err
 	}
 	log, _ := newLogger(e.stderr, "warn")
 	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: 1, Threads: max(threads, 1), HWAccel: hw, GPUs: gpus, Log: log})
@@ -109,7 +110,7 @@ func decodeOne(ctx context.Context, e *env, info *decode.Info, c decode.Clip, o 
 		return "", err
 	}
 	defer pool.Close()
-	if err := pool.DecodeClip(ctx, info, c, o, buf); err != nil {
+	if _, err := pool.DecodeClip(ctx, info, c, o, buf); err != nil {
 		return "", err
 	}
 	if pool.Stats().ClipsGPU > 0 {

@@ -271,7 +271,7 @@ func verifyVideo(ctx context.Context, pool *decode.Pool, lay *layout.Layout, inf
 		if n := u.clip.Frames * out.FrameBytes(); len(buf) < n {
 			buf = make([]byte, n)
 		}
-		err := pool.DecodeClip(ctx, info, u.clip, out, buf)
+		_, err := pool.DecodeClip(ctx, info, u.clip, out, buf)
 		if ctx.Err() != nil {
 			break
 		}
