@@ -78,7 +78,7 @@ def estimate(source, cache_mem):
     vidfs copy then writes with huff and room for all of it."""
     d = tempfile.mkdtemp(prefix="vidfs-copy-policy-est-", dir=rc.CACHE)
     try:
-        with rc.Mounted(source, ["--cache-mem", cache_mem, "--cache-dir", d, "--cache-disk-codec", "huff", "--cache-keep", "frames"],
+        with rc.Mounted(source, ["--cache-mem", cache_mem, "--cache-dir", d, "--cache-disk-codec", "huff", "--cache-keep", "copy"],
                         os.path.join(rc.CACHE, "random-logs", "copy-policy-estimate.log")) as m:
             est = measured(m.dir)["estimated_bytes"]
             subprocess.run([os.path.join(rc.ROOT, "bin", "vidfs"), "copy", m.dir], check=True, capture_output=True)

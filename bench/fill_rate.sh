@@ -13,7 +13,7 @@ w=$(mktemp -d)
 trap 'fusermount3 -u -z "$w/m" 2>/dev/null; rm -rf "$w"' EXIT
 mkdir -p "$w/m" "$w/c"
 "$bin" mount "$src" "$w/m" --frames 16 --stride 2 --step 4 --size 224x224 --workers "$workers" --cache-mem 256MiB \
-  --cache-dir "$w/c" --cache-keep frames --cache-disk-codec huff --probe-cache "$cache/fill-rate-probe" 2>"$w/log" &
+  --cache-dir "$w/c" --cache-keep copy --cache-disk-codec huff --probe-cache "$cache/fill-rate-probe" 2>"$w/log" &
 pid=$!
 for _ in $(seq 300); do [ -e "$w/m/.vidfs/stats" ] && break; sleep 0.1; done
 sleep 0.5

@@ -5,8 +5,8 @@ Makes raw rgb24 frames, 224x224, from the real footage Debian's opencv-doc ships
 (/usr/share/doc/opencv-doc/examples/data/Megamind.avi and vtest.avi, scaled with the ffmpeg CLI:
 apt-get install -y opencv-doc ffmpeg), then measures each way of storing a frame on its own:
 
-  none, lz4, zstd, huff  the training copy's codecs, through framestore.Store itself (BenchmarkCopyCodecs
-                    in framestore/codecs_bench_test.go, go test -count 3, the median): write is Put of
+  none, lz4, zstd, huff  the training copy's codecs, through copystore.Store itself (BenchmarkCopyCodecs
+                    in copystore/codecs_bench_test.go, go test -count 3, the median): write is Put of
                     every frame, 16 at a time, and Flush; read is a Get of each frame on its own,
                     from the page cache; bytes are the stored frames (no header or index)
   zstd+left         each row's bytes less the byte 3 before (the same channel of the pixel to the
@@ -82,7 +82,7 @@ def make_frames(path, per_video):
 def go_bench(go, raw, count):
     """Runs BenchmarkCopyCodecs count times on raw; returns {name: {metric: median}}."""
     cmd = go + ["test", "-run", "^$", "-bench", "BenchmarkCopyCodecs", "-benchtime", "1x", "-count", str(count),
-                "./framestore/", "-args", "-copy.frames", raw]
+                "./copystore/", "-args", "-copy.frames", raw]
     print("+ " + shlex.join(cmd), file=sys.stderr)
     out = subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
     runs = {}
@@ -205,7 +205,7 @@ def render(r):
             r["frames"], " and ".join(str(n) for n in r["counts"]), " and ".join(VIDEOS), m["model"], m["cpus"],
             r["load"][0], r["load"][1], m["ffmpeg"], r["count"], r["repeat"]),
         "",
-        "none, lz4, zstd and huff go through framestore.Store (write: Put 16 frames at a time and Flush; read: a Get of each "
+        "none, lz4, zstd and huff go through copystore.Store (write: Put 16 frames at a time and Flush; read: a Get of each "
         "frame alone, from the page cache; bytes: the stored frames, not the file's header and index); its writer "
         "runs at nice 10. zstd+left (each byte less the byte 3 before it in its row, then zstd as the store's) and "
         "zstd (direct) are the codec alone, no file. The ffmpeg rows go through the CLI, one thread, and include "
@@ -213,7 +213,7 @@ def render(r):
         "null muxer takes %s ms of CPU per frame. FFV1 is lossless (checked byte for byte); PSNR is over all "
         "frames' bytes (in brackets: %s)." % (ms(r["floor"]["cpu"]), " / ".join(VIDEOS)),
         "",
-        "What vidfs offers (--cache-disk-codec, with --cache-keep frames): none (the default), lz4, zstd and huff. "
+        "What vidfs offers (--cache-disk-codec, with --cache-keep copy): none (the default), lz4, zstd and huff. "
         "huff is the lossless choice for disk (0.44x, against FFV1's 0.33x at 7x its read CPU a frame); JPEG "
         "(lossy) is not offered: FFmpeg's mjpeg encoder is not in vidfs's FFmpeg build, and its 38 dB at -q:v 2 "
         "(4:2:0) holds on Megamind.avi but not on vtest.avi.",
@@ -240,7 +240,7 @@ def main():
     ap.add_argument("--qualities", default="2,3,5", help="mjpeg -q:v values (default 2,3,5)")
     ap.add_argument("--pix-fmts", default="yuvj420p,yuvj444p", help="mjpeg pixel formats")
     ap.add_argument("--go", default=shutil.which("go") or "/usr/local/go/bin/go",
-                    help="the go command (framestore needs no FFmpeg; 'scripts/with-ffmpeg go' works too)")
+                    help="the go command (copystore needs no FFmpeg; 'scripts/with-ffmpeg go' works too)")
     ap.add_argument("--json", help="also save the results here")
     ap.add_argument("--from", dest="from_", help="render saved results (--json) instead of measuring")
     ap.add_argument("--doc", help="write the table between the framecodecs markers of this file")

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Random clips each epoch (issues 32 and 39): fresh random clips every epoch from a dense grid, with
-and without the training copy (--cache-dir DIR: its defaults, and --cache-keep frames with each fill
+and without the training copy (--cache-dir DIR: its defaults, and --cache-keep copy with each fill
 and codec), beside the pre-decoded .npy ceiling.
 
 1. bench/dataset10.sh makes 24 H.264 videos of 10 s or more at 480p from Debian's opencv-doc
@@ -317,7 +317,7 @@ def run_one(setname, c, source, ceiling, index, cache_mem, epochs, k, rnd):
         if flags == "defaults":
             extra += ["--cache-dir", copydir, "--cache-disk", "8GiB"]
         else:
-            extra += ["--cache-dir", copydir, "--cache-keep", "frames"] + flags
+            extra += ["--cache-dir", copydir, "--cache-keep", "copy"] + flags
     logpath = os.path.join(logs, "%s-%s-r%d.log" % (setname, c, rnd))
     try:
         with Mounted(source, extra, logpath) as m:

@@ -11,7 +11,7 @@ stats' memory by part are sampled. Reports the peak (VmHWM), each quarter's peak
 memory is flat (the last quarter's peak within 5 % of the second's) and within the cache plus
 150 MiB, and the readers' errors. Saves the samples as JSON in ~/.cache/vidfs/bench.
 
---copy (issue 32): the same with a training copy in a fresh directory (--cache-keep frames
+--copy (issue 32): the same with a training copy in a fresh directory (--cache-keep copy
 --copy-fill videos): the copy fills while the readers read, and later reads come from it.
 
 PSS (issue 51): the PSS of the mount and its decoder helpers together is sampled too (each
@@ -147,7 +147,7 @@ def soak(source, secs, every, plans, hits=False, copy_dir=None, workers=None, de
     if decoders:
         extra += ["--decoders", decoders]
     if copy_dir:
-        extra += ["--cache-dir", copy_dir, "--cache-keep", "frames", "--copy-fill", "videos"]
+        extra += ["--cache-dir", copy_dir, "--cache-keep", "copy", "--copy-fill", "videos"]
     with run.Mounted(source, extra, name="mnt-soak") as m:
         lay = json.load(open(os.path.join(m.dir, ".vidfs", "layout.json")))
         n = lay["samples"]
@@ -240,7 +240,7 @@ def main():
     ap.add_argument("--hits", action="store_true",
                     help="read only samples the cache holds (the first 110 MiB, read once before): issue 33's soak")
     ap.add_argument("--copy", action="store_true",
-                    help="with a training copy (--cache-keep frames --copy-fill videos) in a fresh directory: issue 32's soak")
+                    help="with a training copy (--cache-keep copy --copy-fill videos) in a fresh directory: issue 32's soak")
     ap.add_argument("--from", dest="saved", help="re-render an earlier soak's results (its JSON)")
     ap.add_argument("--source", help="the videos to mount (default: make bench's dataset, made by bench/dataset.sh)")
     ap.add_argument("--workers", type=int, help="vidfs mount --workers (default: run.py's 2)")

@@ -114,7 +114,7 @@ func TestCopyServesDecodedBytes(t *testing.T) {
 				}
 				withCopy := plain
 				withCopy.helpers = tc.name == "every video" // each class through the helpers into the copy
-				withCopy.tierDir, withCopy.tierBytes, withCopy.tierCodec, withCopy.keep = t.TempDir(), 1<<30, codec, load.KeepFrames
+				withCopy.tierDir, withCopy.tierBytes, withCopy.tierCodec, withCopy.keep = t.TempDir(), 1<<30, codec, load.KeepCopy
 				a := mountVideos(t, withCopy)
 				fillWhole(t, a)
 				st := a.fs.Stats()
@@ -149,7 +149,7 @@ func TestCopyRandomClips(t *testing.T) {
 	// A start every frame, frames 2 apart: sample k uses frames k, k+2, k+4, k+6.
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 1, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/vp9.webm": "vp9.webm"}, spec: spec,
-		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepFrames, fill: load.FillClips}
+		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepCopy, fill: load.FillClips}
 	want := decoded(t, &setup)
 
 	a := mountVideos(t, setup)
@@ -212,7 +212,7 @@ func readSample(t *testing.T, m *testMount, i int) [32]byte {
 func TestCopyDamageAndChange(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}
 	files := map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "a/hevc.mkv": "hevc.mkv", "b/vp9.webm": "vp9.webm"}
-	setup := mountSetup{files: files, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepFrames, copyFiles: true}
+	setup := mountSetup{files: files, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepCopy, copyFiles: true}
 	a := mountVideos(t, setup)
 	want := readAll(t, a)
 	fillWhole(t, a)
@@ -296,7 +296,7 @@ func TestCopyKeepsFramesPassed(t *testing.T) {
 	// Starts every 2 frames, frames 2 apart: the even frames. gop16.mp4 has a keyframe every 16.
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 2, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30,
-		keep: load.KeepFrames, fill: load.FillClips}
+		keep: load.KeepCopy, fill: load.FillClips}
 	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
 	// Sample 4 holds frames 8-14; its decode starts at frame 0 and passes 0, 2, 4 and 6.
@@ -319,7 +319,7 @@ func TestCopyKeepsFramesPassed(t *testing.T) {
 func TestCopyAskedAgainAtLoad(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 2, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30,
-		keep: load.KeepFrames, fill: load.FillClips}
+		keep: load.KeepCopy, fill: load.FillClips}
 	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
 	// Sample 46 holds frames 92-98; its decode starts at the keyframe at 80 and keeps 80-86,
@@ -348,7 +348,7 @@ func TestCopyAskedAgainAtLoad(t *testing.T) {
 func TestCopyFillVideos(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv"}, spec: spec,
-		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepFrames, fill: load.FillVideos}
+		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepCopy, fill: load.FillVideos}
 	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
 	first, end := m.lay.VideoSamples(1)
@@ -384,7 +384,7 @@ func TestCopyFillVideos(t *testing.T) {
 func TestCopyKeptAcrossFlags(t *testing.T) {
 	dir := t.TempDir()
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv"},
-		spec: layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}, tierDir: dir, tierBytes: 1 << 30, keep: load.KeepFrames}
+		spec: layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}, tierDir: dir, tierBytes: 1 << 30, keep: load.KeepCopy}
 	m := mountVideos(t, setup)
 	fillWhole(t, m)
 	m.close()
@@ -461,7 +461,7 @@ func TestCopyOnePath(t *testing.T) {
 		}
 		cfg.Layout = lay
 		cfg.Decoder = &pathDecoder{fakeDecoder: cfg.Decoder.(*fakeDecoder)}
-		cfg.Disk = load.Disk{Dir: t.TempDir(), Bytes: 1 << 30, Keep: load.KeepFrames, Fill: load.FillClips}
+		cfg.Disk = load.Disk{Dir: t.TempDir(), Bytes: 1 << 30, Keep: load.KeepCopy, Fill: load.FillClips}
 		cfg.Current = func(string) bool { return true }
 	})
 	buf := make([]byte, f.lay.Spec.SampleBytes())
@@ -532,7 +532,7 @@ func TestCopyFillWaitBounded(t *testing.T) {
 	f, _ := fakeFSWith(t, 64, 2, nil, OnErrorEIO, func(cfg *Config) {
 		dec = &slowFills{fakeDecoder: cfg.Decoder.(*fakeDecoder), samples: map[[2]int]int{}}
 		cfg.Decoder = dec
-		cfg.Disk = load.Disk{Dir: t.TempDir(), Bytes: 1 << 30, Keep: load.KeepFrames, Fill: load.FillVideos}
+		cfg.Disk = load.Disk{Dir: t.TempDir(), Bytes: 1 << 30, Keep: load.KeepCopy, Fill: load.FillVideos}
 		cfg.Current = func(string) bool { return true }
 	})
 	buf := make([]byte, f.lay.Spec.SampleBytes())
@@ -568,7 +568,7 @@ func TestCopyFillVideosQueued(t *testing.T) {
 		files[fmt.Sprintf("c/v%d%s", i, filepath.Ext(name))] = name
 	}
 	setup := mountSetup{files: files, spec: layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48},
-		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepFrames, fill: load.FillVideos, workers: 1, prefetch: 64}
+		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepCopy, fill: load.FillVideos, workers: 1, prefetch: 64}
 	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
 	// A sample of each video, once: a slot missed at its load comes no second time.

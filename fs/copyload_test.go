@@ -173,7 +173,7 @@ func TestCopyPropertyLoad(t *testing.T) {
 			busy := plain
 			busy.helpers = true // the mount's path: decoders in sandboxed helpers
 			busy.src, busy.workers, busy.fillChunk, busy.wrap = ref.src, 3, 1+r.IntN(3), withDelays(3*time.Millisecond)
-			busy.tierDir, busy.tierBytes, busy.tierCodec, busy.keep, busy.fill = t.TempDir(), 1<<30, rd.codec, load.KeepFrames, rd.fill
+			busy.tierDir, busy.tierBytes, busy.tierCodec, busy.keep, busy.fill = t.TempDir(), 1<<30, rd.codec, load.KeepCopy, rd.fill
 			busy.cacheBytes = int64(2*(2*3+2)+4) * s.SampleBytes() // little beyond the loads' room: reads go to the copy
 			a := mountVideos(t, busy)
 			order := r.Perm(n)

@@ -131,7 +131,7 @@ func TestCopyProperty(t *testing.T) {
 
 			withCopy := plain
 			withCopy.src = ref.src
-			withCopy.tierDir, withCopy.tierBytes, withCopy.tierCodec, withCopy.keep, withCopy.fill = t.TempDir(), 1<<30, cb.codec, load.KeepFrames, cb.fill
+			withCopy.tierDir, withCopy.tierBytes, withCopy.tierCodec, withCopy.keep, withCopy.fill = t.TempDir(), 1<<30, cb.codec, load.KeepCopy, cb.fill
 			withCopy.cacheBytes = int64(2*(2*2+2)+4) * spec.SampleBytes() // little beyond the loads' room: reads go to the copy
 			check := newPropCheck(ref, want)
 			a := mountVideos(t, withCopy)

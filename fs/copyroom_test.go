@@ -39,7 +39,7 @@ func waitWhole(t *testing.T, m *testMount, n int) {
 func TestCopyIdleFills(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv", "b/vp9.webm": "vp9.webm"},
-		spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepFrames, fill: load.FillAuto,
+		spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepCopy, fill: load.FillAuto,
 		cacheBytes: 16 * spec.SampleBytes(), prefetch: 2, helpers: true}
 	want := decoded(t, &setup)
 	m := mountVideos(t, setup)
@@ -80,13 +80,13 @@ func TestCopyStableWhenFull(t *testing.T) {
 	spec := layout.Spec{Frames: 4, Stride: 1, Step: 2, Height: 32, Width: 48}
 	files := map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "a/gop250.mp4": "h264_gop250.mp4", "b/hevc.mkv": "hevc.mkv",
 		"b/vp9.webm": "vp9.webm", "c/mpeg4.avi": "mpeg4.avi", "c/av1.mp4": "av1.mp4"}
-	probe := mountVideos(t, mountSetup{files: files, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, tierCodec: diskstore.None, keep: load.KeepFrames, fill: load.FillClips})
+	probe := mountVideos(t, mountSetup{files: files, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, tierCodec: diskstore.None, keep: load.KeepCopy, fill: load.FillClips})
 	whole := probe.fs.load.CopyStats().EstimatedBytes // codec none: exact, a frame its raw bytes
 	src := probe.src
 	probe.close()
 
 	bound := whole / 2
-	setup := mountSetup{files: files, src: src, spec: spec, tierDir: t.TempDir(), tierBytes: bound, tierCodec: diskstore.None, keep: load.KeepFrames, fill: load.FillVideos}
+	setup := mountSetup{files: files, src: src, spec: spec, tierDir: t.TempDir(), tierBytes: bound, tierCodec: diskstore.None, keep: load.KeepCopy, fill: load.FillVideos}
 	m := mountVideos(t, setup)
 	n := m.lay.Len()
 	order := make([]int, 0, 2*n)
@@ -135,7 +135,7 @@ func TestCopyStableWhenFull(t *testing.T) {
 // the stats show, and refuses what is not such a number.
 func TestEpochsFile(t *testing.T) {
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: layout.Spec{Frames: 4, Stride: 1, Height: 32, Width: 48},
-		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepFrames, fill: load.FillAuto}
+		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepCopy, fill: load.FillAuto}
 	m := mountVideos(t, setup)
 	p := filepath.Join(m.dir, ".vidfs", "epochs")
 	if err := os.WriteFile(p, []byte("10\n"), 0); err != nil {

@@ -53,7 +53,7 @@ func (h *requestHandle) Write(ctx context.Context, data []byte, off int64) (uint
 // load.Loader.FillShare); anything else is refused.
 func (f *FS) fillRequest(data string) bool {
 	req := strings.TrimSpace(data)
-	const noCopy = "fill asked of a mount that keeps no training copy (--cache-dir, --cache-keep frames)"
+	const noCopy = "fill asked of a mount that keeps no training copy (--cache-dir, --cache-keep copy)"
 	if w := strings.Fields(req); len(w) >= 4 && w[0] == "share" {
 		seed, err := strconv.ParseUint(w[1], 10, 64)
 		if err != nil || (w[2] != "samples" && w[2] != "videos") {

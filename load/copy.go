@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/vidfs/vidfs/cache"
+	"github.com/vidfs/vidfs/copystore"
 	"github.com/vidfs/vidfs/decode"
-	"github.com/vidfs/vidfs/framestore"
 	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/internal/metrics"
 	"github.com/vidfs/vidfs/internal/wire"
@@ -25,7 +25,7 @@ import (
 // trainingCopy is the training copy on a mount's load path: the key of each video's frames, the
 // whole-video fills, and under --copy-fill auto their budget.
 type trainingCopy struct {
-	c      *framestore.Store
+	c      *copystore.Store
 	l      *Loader
 	prefix [32]byte // digest of what every key of this mount shares: versions and output
 	mode   Fill
@@ -197,7 +197,7 @@ func (l *Loader) openCopy(cfg Config, workers int) error {
 		b = newBudget()
 		spent = b.spend // the writer's CPU is the copy's cost too
 	}
-	c, err := framestore.Open(framestore.Options{Dir: cfg.Dir, MaxBytes: bound, KeepFree: cfg.KeepFree, Codec: cfg.Codec,
+	c, err := copystore.Open(copystore.Options{Dir: cfg.Dir, MaxBytes: bound, KeepFree: cfg.KeepFree, Codec: cfg.Codec,
 		FrameBytes: l.out.FrameBytes(), Width: l.out.Width, Videos: len(l.lay.Videos), Due: l.videoDue, Log: cfg.Log,
 		Backlog: max(8<<20, 2*int64(max(1, workers))*S), Spent: spent})
 	if err != nil {
@@ -253,7 +253,7 @@ func (l *Loader) adoptFound() (stop func()) {
 	}
 }
 
-// videoDue is how soon video v is next wanted (framestore.Options.Due): its soonest sample's due.
+// videoDue is how soon video v is next wanted (copystore.Options.Due): its soonest sample's due.
 func (l *Loader) videoDue(v int) int {
 	first, end := l.lay.VideoSamples(v)
 	due := -1

@@ -100,7 +100,7 @@ func (fl *wholeFill) waitFor(ctx context.Context, first, last, ahead int) bool {
 }
 
 // errNoRoom ends a fill before it starts: the copy has no room for the video (it keeps the
-// videos it holds rather than swap them: framestore.Store.Admit).
+// videos it holds rather than swap them: copystore.Store.Admit).
 var errNoRoom = errors.New("no room in the training copy for this video: it keeps the videos it took first")
 
 // errMixedPath ends a fill whose chunks came from NVDEC and the CPU both.

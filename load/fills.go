@@ -32,7 +32,7 @@ type fills struct {
 	wg    sync.WaitGroup
 	wake  chan struct{} // a fill ended, or FillAll asked for more
 	// mu guards everything below. LOCK ORDERING: taken before the training copy's store's
-	// (framestore.Store.Whole) and a fill's own; nothing else is called with it held (poke
+	// (copystore.Store.Whole) and a fill's own; nothing else is called with it held (poke
 	// sends without blocking).
 	mu      sync.Mutex
 	running map[int]*wholeFill

@@ -23,18 +23,23 @@ const (
 	// KeepSamples is the sample tier: each sample's bytes, for the samples read again as they
 	// are (the same clips every epoch).
 	KeepSamples
-	// KeepFrames is the training copy: each frame any sample needs, once, so that any clip of
-	// a video whose frames are there is served with no decode (fresh random clips every epoch).
-	KeepFrames
+	// KeepCopy is the training copy: each frame any sample needs, once, so that any clip of a
+	// video whose frames are there is served with no decode (fresh random clips every epoch).
+	KeepCopy
 )
 
-var keepNames = []string{KeepAuto: "auto", KeepSamples: "samples", KeepFrames: "frames"}
+var keepNames = []string{KeepAuto: "auto", KeepSamples: "samples", KeepCopy: "copy"}
 
 // String is k's name, as --cache-keep takes it.
 func (k Keep) String() string { return enum.Name(keepNames, "Keep", k) }
 
-// ParseKeep reads "auto", "samples" or "frames".
-func ParseKeep(s string) (Keep, error) { return enum.Parse[Keep](keepNames, "cache-keep", s) }
+// ParseKeep reads "auto", "samples" or "copy" (or "frames", copy's name before: still taken).
+func ParseKeep(s string) (Keep, error) {
+	if s == "frames" {
+		return KeepCopy, nil
+	}
+	return enum.Parse[Keep](keepNames, "cache-keep", s)
+}
 
 // Fill says when the training copy takes a video's frames.
 type Fill int
@@ -90,22 +95,22 @@ func copyKeep(asked Keep, dir string, h held, samples int, sampleBytes, framesBy
 	need := int64(samples) * (sampleBytes + tier.HeaderSize)
 	switch {
 	case asked == KeepSamples && h.frames && !h.samples:
-		return 0, "", fmt.Errorf("--cache-keep samples: %s holds a training copy (frames, in %s) that earlier mounts made, which a mount keeping samples would not use: keep frames (--cache-keep frames, or leave --cache-keep out), give another --cache-dir, or remove %s yourself to start over",
+		return 0, "", fmt.Errorf("--cache-keep samples: %s holds a training copy (frames, in %s) that earlier mounts made, which a mount keeping samples would not use: keep the copy (--cache-keep copy, or leave --cache-keep out), give another --cache-dir, or remove %s yourself to start over",
 			dir, filepath.Join(dir, diskstore.FramesDir), filepath.Join(dir, diskstore.FramesDir))
-	case asked == KeepFrames && h.samples && !h.frames:
-		return 0, "", fmt.Errorf("--cache-keep frames: %s holds a disk tier of samples (in %s) that earlier mounts made, which a mount keeping frames would not use: keep samples (--cache-keep samples, or leave --cache-keep out), give another --cache-dir, or remove %s yourself to start over",
+	case asked == KeepCopy && h.samples && !h.frames:
+		return 0, "", fmt.Errorf("--cache-keep copy: %s holds a disk tier of samples (in %s) that earlier mounts made, which a mount keeping a training copy would not use: keep samples (--cache-keep samples, or leave --cache-keep out), give another --cache-dir, or remove %s yourself to start over",
 			dir, filepath.Join(dir, diskstore.SamplesDir), filepath.Join(dir, diskstore.SamplesDir))
 	case asked != KeepAuto:
 		return asked, "asked for (--cache-keep)", nil
 	case h.frames:
-		return KeepFrames, "the directory holds a training copy an earlier mount made", nil
+		return KeepCopy, "the directory holds a training copy an earlier mount made", nil
 	case h.samples:
 		return KeepSamples, "the directory holds samples an earlier mount kept", nil
 	case framesBytes < int64(samples)*sampleBytes:
-		return KeepFrames, fmt.Sprintf("the samples share frames: the frames they use take %d MiB, the samples %d MiB (the bound %d MiB): frames, each kept once, so that fresh clips are served too",
+		return KeepCopy, fmt.Sprintf("the samples share frames: the frames they use take %d MiB, the samples %d MiB (the bound %d MiB): a training copy, each frame kept once, so that fresh clips are served too",
 			framesBytes>>20, need>>20, bound>>20), nil
 	case need > bound:
-		return KeepFrames, fmt.Sprintf("the samples do not fit as they are (%d MiB, the bound %d MiB): frames, each kept once", need>>20, bound>>20), nil
+		return KeepCopy, fmt.Sprintf("the samples do not fit as they are (%d MiB, the bound %d MiB): a training copy, each frame kept once", need>>20, bound>>20), nil
 	}
 	return KeepSamples, fmt.Sprintf("each sample has frames of its own and every sample fits as it is (%d MiB of %d MiB): samples, served mapped", need>>20, bound>>20), nil
 }

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vidfs/vidfs/copystore"
 	"github.com/vidfs/vidfs/decode"
-	"github.com/vidfs/vidfs/framestore"
 	"github.com/vidfs/vidfs/internal/diskstore"
 	"github.com/vidfs/vidfs/layout"
 	"github.com/vidfs/vidfs/tier"
@@ -84,9 +84,9 @@ func (noPlans) Due(int) int                     { return -1 }
 func (noPlans) Upcoming(dst []int, n int) []int { return dst }
 
 // openFrames opens a training copy of frames of 48x48 pixels in dir.
-func openFrames(t *testing.T, dir string) *framestore.Store {
+func openFrames(t *testing.T, dir string) *copystore.Store {
 	t.Helper()
-	c, err := framestore.Open(framestore.Options{Dir: dir, MaxBytes: 1 << 30, Codec: diskstore.None, FrameBytes: 48 * 48 * 3, Width: 48, Videos: 4})
+	c, err := copystore.Open(copystore.Options{Dir: dir, MaxBytes: 1 << 30, Codec: diskstore.None, FrameBytes: 48 * 48 * 3, Width: 48, Videos: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestStoresShareLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	if _, err := framestore.Open(framestore.Options{Dir: dir, MaxBytes: 1 << 30, Codec: diskstore.None, FrameBytes: 3, Videos: 1}); err == nil {
+	if _, err := copystore.Open(copystore.Options{Dir: dir, MaxBytes: 1 << 30, Codec: diskstore.None, FrameBytes: 3, Videos: 1}); err == nil {
 		t.Error("a training copy on the tier's directory was opened")
 	}
 }
@@ -157,15 +157,15 @@ func TestCopyKeepChoice(t *testing.T) {
 		want    Keep
 		wantErr bool
 	}{
-		{"shared frames", KeepAuto, held{}, 400 * S, 1 << 40, KeepFrames, false},
+		{"shared frames", KeepAuto, held{}, 400 * S, 1 << 40, KeepCopy, false},
 		{"own frames, all fit", KeepAuto, held{}, 1000 * S, 1 << 40, KeepSamples, false},
-		{"own frames, too many", KeepAuto, held{}, 1000 * S, 100 * S, KeepFrames, false},
-		{"a copy there", KeepAuto, held{frames: true}, 1000 * S, 1 << 40, KeepFrames, false},
+		{"own frames, too many", KeepAuto, held{}, 1000 * S, 100 * S, KeepCopy, false},
+		{"a copy there", KeepAuto, held{frames: true}, 1000 * S, 1 << 40, KeepCopy, false},
 		{"samples there", KeepAuto, held{samples: true}, 400 * S, 1 << 40, KeepSamples, false},
 		{"samples asked, a copy there", KeepSamples, held{frames: true}, 400 * S, 1 << 40, 0, true},
-		{"frames asked, samples there", KeepFrames, held{samples: true}, 1000 * S, 1 << 40, 0, true},
+		{"frames asked, samples there", KeepCopy, held{samples: true}, 1000 * S, 1 << 40, 0, true},
 		{"samples asked, both there", KeepSamples, held{frames: true, samples: true}, 400 * S, 1 << 40, KeepSamples, false},
-		{"frames asked, a copy there", KeepFrames, held{frames: true}, 400 * S, 1 << 40, KeepFrames, false},
+		{"frames asked, a copy there", KeepCopy, held{frames: true}, 400 * S, 1 << 40, KeepCopy, false},
 	} {
 		got, why, err := copyKeep(tc.asked, "/data/cache", tc.h, 1000, S, tc.frames, tc.bound)
 		switch {
@@ -174,5 +174,21 @@ func TestCopyKeepChoice(t *testing.T) {
 		case !tc.wantErr && (err != nil || got != tc.want || why == ""):
 			t.Errorf("%s: %v (%q), %v; want %v", tc.name, got, why, err, tc.want)
 		}
+	}
+}
+
+// TestParseKeep: --cache-keep takes each kind by its name, the training copy by its name before
+// too ("frames"), and refuses anything else naming what it wants.
+func TestParseKeep(t *testing.T) {
+	for s, want := range map[string]Keep{"auto": KeepAuto, "samples": KeepSamples, "copy": KeepCopy, "frames": KeepCopy} {
+		if got, err := ParseKeep(s); got != want || err != nil {
+			t.Errorf("ParseKeep(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	if KeepCopy.String() != "copy" {
+		t.Errorf("KeepCopy is %q, want copy", KeepCopy)
+	}
+	if _, err := ParseKeep("tier"); err == nil || !strings.Contains(err.Error(), "auto, samples or copy") {
+		t.Errorf("ParseKeep(tier): %v; want an error naming auto, samples or copy", err)
 	}
 }

@@ -1,10 +1,10 @@
 // Package load is what a mount's cache loads a sample from, and what the disk under --cache-dir
 // keeps of what is decoded: the policy of loading, keeping and filling, apart from the
 // filesystem that serves the bytes (package fs) and from the stores that hold them (packages
-// tier and framestore).
+// tier and copystore).
 //
 // A sample is loaded from the disk tier (each sample's bytes, package tier) or the training copy
-// (each frame the samples use, once, package framestore) when they hold it, else decoded (a
+// (each frame the samples use, once, package copystore) when they hold it, else decoded (a
 // Decoder: package decode, or isolate's helpers), after which the tier keeps the sample, or the
 // copy its frames and those the decode passed through. The copy also decodes whole videos
 // (fills): at a load (--copy-fill videos), within a budget of CPU that reading grants (auto), on
@@ -145,7 +145,7 @@ func New(cfg Config) (*Loader, error) {
 	}
 	cfg.Log.Info("disk keeps", "what", keep, "why", why)
 	switch {
-	case keep == KeepFrames:
+	case keep == KeepCopy:
 		codec, why := l.frameCodec(cfg.Codec, copyRoom(cfg))
 		cfg.Log.Info("training copy codec", "codec", codec, "why", why)
 		cfg.Codec, l.cfg.Codec = codec, codec
@@ -153,7 +153,7 @@ func New(cfg Config) (*Loader, error) {
 			return nil, err
 		}
 	case cfg.Codec == diskstore.Huff:
-		return nil, fmt.Errorf("codec %v stores frames, not samples: keep frames (--cache-keep frames), or store samples with none, lz4 or zstd", diskstore.Huff)
+		return nil, fmt.Errorf("codec %v stores frames, not samples: keep a training copy (--cache-keep copy), or store samples with none, lz4 or zstd", diskstore.Huff)
 	default:
 		codec, why := tierCodec(cfg.Codec, lay.Len(), S, cfg.Bytes)
 		cfg.Log.Info("disk tier codec", "codec", codec, "why", why)

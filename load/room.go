@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vidfs/vidfs/framestore"
+	"github.com/vidfs/vidfs/copystore"
 )
 
 // copyRoom is the room the training copy has, for choosing its codec: Disk.Bytes, or by
@@ -44,7 +44,7 @@ func (l *Loader) copyFootprint() (frames, overhead int64) {
 		c, ok := byLength[vid.Frames]
 		if !ok {
 			need, c.frames = l.needBits(v, need)
-			c.overhead = framestore.FileOverhead(l.copyExtent(v))
+			c.overhead = copystore.FileOverhead(l.copyExtent(v))
 			byLength[vid.Frames] = c
 		}
 		frames += int64(c.frames)
@@ -60,7 +60,7 @@ func (t *trainingCopy) estimate() (bytes int64, assumed bool) {
 	return int64(per*float64(t.frames)) + t.overhead, !measured
 }
 
-// admit says whether video v's frames are to be kept (framestore.Store.Admit): asked before they
+// admit says whether video v's frames are to be kept (copystore.Store.Admit): asked before they
 // are decoded for the copy, so that a copy that cannot hold every video decodes none whole only
 // to drop it.
 func (t *trainingCopy) admit(v int) bool {
@@ -114,7 +114,7 @@ func (t *trainingCopy) size(cfg Config) (stop func()) {
 }
 
 // measure decodes the first sample of up to measureSamples videos spread over the layout and
-// packs their frames with the copy's codec (framestore.Store.Measure), keeping nothing.
+// packs their frames with the copy's codec (copystore.Store.Measure), keeping nothing.
 func (t *trainingCopy) measure(ctx context.Context) {
 	l := t.l
 	var buf []byte

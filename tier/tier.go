@@ -2,7 +2,7 @@
 // behind the memory cache, so that a sample decoded once is read back instead of decoded again.
 // It knows nothing of video: an entry is the bytes of one sample under a key (diskstore.Key) the
 // caller derives from everything that makes those bytes (the video's identity and every layout
-// parameter). (The training copy, which keeps frames instead, is package framestore; what the
+// parameter). (The training copy, which keeps frames instead, is package copystore; what the
 // two share is package internal/diskstore.)
 //
 // Entries are files of their own, written to a temporary name and renamed into place, so a crash

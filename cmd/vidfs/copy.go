@@ -23,7 +23,7 @@ func copyCommand() *command {
 	return &command{
 		summary: "make a mount's training copy now, every video decoded whole",
 		usage:   "MNT [--estimate] [--every DURATION] [--nodes N --node I | --hosts H1,H2,... [--host H]] [--weigh samples|videos] [--seed S]",
-		help: `Asks the mount at MNT (mounted with --cache-dir and --cache-keep frames) to decode every
+		help: `Asks the mount at MNT (mounted with --cache-dir and --cache-keep copy) to decode every
 video whole, once, into its training copy, and shows the progress until the copy holds them all:
 videos done, frames kept, the rate, the time left. Run it on a node waiting for its job, so that
 training starts with every clip served from the copy; Ctrl-C stops watching, not the filling,
@@ -141,7 +141,7 @@ func runCopy(ctx context.Context, e *env, mnt string, every time.Duration, req s
 		return err
 	}
 	if st.Copy == nil {
-		return fmt.Errorf("%s keeps no training copy: mount it with --cache-dir DIR --cache-keep frames", mnt)
+		return fmt.Errorf("%s keeps no training copy: mount it with --cache-dir DIR --cache-keep copy", mnt)
 	}
 	if err := os.WriteFile(filepath.Join(mnt, ".vidfs", "fill"), []byte(req+"\n"), 0o200); err != nil {
 		return fmt.Errorf("asking %s to fill its copy: %w", mnt, err)
@@ -188,7 +188,7 @@ func runEstimate(e *env, mnt string) error {
 	}
 	c := st.Copy
 	if c == nil {
-		return fmt.Errorf("%s keeps no training copy: mount it with --cache-dir DIR --cache-keep frames", mnt)
+		return fmt.Errorf("%s keeps no training copy: mount it with --cache-dir DIR --cache-keep copy", mnt)
 	}
 	fmt.Fprintln(e.stdout, copySize(c))
 	return nil

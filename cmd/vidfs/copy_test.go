@@ -33,7 +33,7 @@ func TestCopyCommand(t *testing.T) {
 	want := sampleDigests(t, plain.dir)
 
 	dir := t.TempDir()
-	withCopy := append(flags, "--cache-dir", dir, "--cache-keep", "frames")
+	withCopy := append(flags, "--cache-dir", dir, "--cache-keep", "copy")
 	a := startMount(t, src, withCopy...)
 	code, stdout, stderr := vidfs(t, "copy", a.dir, "--every", "100ms")
 	if code != 0 || !strings.Contains(stdout, "3 of 3 videos whole") || !strings.Contains(stdout, "1 more too short for a sample") || !strings.Contains(stderr, "left") {

@@ -68,7 +68,7 @@ func TestNodePlacement(t *testing.T) {
 	flags := []string{"--frames", "4", "--stride", "2", "--step", "4", "--size", "32x32", "--workers", "2", "--probe-cache", filepath.Join(t.TempDir(), "probe"),
 		"--decoders", "in-process"}
 	withCopy := func(dir string, more ...string) []string {
-		return append(append(append([]string{}, flags...), "--cache-dir", dir, "--cache-keep", "frames", "--cache-disk", "1GiB"), more...)
+		return append(append(append([]string{}, flags...), "--cache-dir", dir, "--cache-keep", "copy", "--cache-disk", "1GiB"), more...)
 	}
 
 	// The sampler's placement, its splits and its refusals, on a mount without a copy (the

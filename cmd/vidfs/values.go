@@ -56,7 +56,7 @@ func (c *codecValue) Set(v string) (err error) {
 	return err
 }
 
-// keepValue is a --cache-keep flag: auto, samples or frames.
+// keepValue is a --cache-keep flag: auto, samples or copy (frames, its name before, taken too).
 type keepValue struct{ k load.Keep }
 
 func (k *keepValue) String() string { return k.k.String() }

@@ -15,7 +15,7 @@ const (
 	None Codec = 1 // the bytes as they are: the least CPU, the most disk
 	LZ4  Codec = 2 // LZ4's block format (github.com/pierrec/lz4/v4), LZ4_compress_fast's algorithm
 	Zstd Codec = 3 // zstd at its fastest level (github.com/klauspost/compress)
-	// Huff is a lossless image codec, for the training copy's frames alone (package framestore):
+	// Huff is a lossless image codec, for the training copy's frames alone (package copystore):
 	// colours decorrelated, pixels predicted from their neighbours, residuals Huffman-coded.
 	Huff Codec = 4
 )

@@ -1,5 +1,5 @@
 // Package diskstore is what the two stores of decoded video on local disk share: the sample
-// tier (package tier) and the training copy (package framestore). It holds the Key a store's
+// tier (package tier) and the training copy (package copystore). It holds the Key a store's
 // files are named by, the codecs their bytes are stored with, taking a directory for one
 // process, finding the files a last mount left, reading and writing at an offset, buffers kept
 // for reuse, and the Writer: a queue of jobs bounded in bytes, written by one goroutine at a

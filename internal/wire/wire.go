@@ -140,7 +140,7 @@ type TierStats struct {
 	BacklogBytes   int64   `json:"backlog_bytes"`
 }
 
-// CopyStats is the training copy (vidfs mount --cache-dir with --cache-keep frames): each frame
+// CopyStats is the training copy (vidfs mount --cache-dir with --cache-keep copy): each frame
 // the samples use, kept once a video. Hits and misses count loads served whole from it or not.
 type CopyStats struct {
 	Dir   string `json:"dir"`

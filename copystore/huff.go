@@ -1,4 +1,4 @@
-package framestore
+package copystore
 
 // Huff (diskstore.Huff), the training copy's lossless image codec: a frame (RGB, W pixels a
 // row) has its colours decorrelated (green, red less green, blue less green, each mod 256) into

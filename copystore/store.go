@@ -1,4 +1,4 @@
-package framestore
+package copystore
 
 // The Store: its options and stats, opening and closing it, and where its files live.
 

@@ -1,4 +1,4 @@
-package framestore
+package copystore
 
 import (
 	"bytes"

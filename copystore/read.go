@@ -1,4 +1,4 @@
-package framestore
+package copystore
 
 // Reading frames: Get, from the frames queued to be written or from a video's file, each frame
 // checked, with the hits, misses and damage counted.

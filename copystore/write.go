@@ -1,4 +1,4 @@
-package framestore
+package copystore
 
 // Writing frames: Put compresses them on the caller's goroutine (so that as many threads compress
 // as decode) and queues them, and the writer goroutine (diskstore.Writer) appends those a video's

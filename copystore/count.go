@@ -1,4 +1,4 @@
-package framestore
+package copystore
 
 // Counting: which video each file is (Adopt, Claim), how many of the frames a video needs its
 // file holds, and which videos are whole.

@@ -1,4 +1,4 @@
-package framestore
+package copystore
 
 // The on-disk format of a video's file (the package's doc draws it): its header, the slots of
 // its index, and what makes either damaged.

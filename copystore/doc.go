@@ -1,4 +1,4 @@
-// Package framestore is the training copy: decoded frames of videos on local disk, across
+// Package copystore is the training copy: decoded frames of videos on local disk, across
 // mounts, each frame once however many samples use it, so that any clip of a video whose frames
 // are there is read with no decode (the workload of video models: fresh random clips every
 // epoch). It knows nothing of decoding or plans: a video is the caller's number and the key
@@ -57,4 +57,4 @@
 // counted. Frames still queued are served from the queue, beside those in the file. The store's lock guards its memory of
 // the videos (56 bytes each, nothing per frame) and its counts, and is let go for file I/O; it is
 // taken after any lock of the caller's and before the writer's.
-package framestore
+package copystore

@@ -1,4 +1,4 @@
-package framestore
+package copystore
 
 // Eviction: making room for frames within the bound, a video at a time, by the plans.
 

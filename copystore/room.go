@@ -1,4 +1,4 @@
-package framestore
+package copystore
 
 // Room: the bound the copy keeps to (a fixed one, or what the filesystem has room for), which
 // videos it takes (Admit), and what a frame is expected to take on disk.
