@@ -47,7 +47,8 @@ type Result struct {
 	// filtering only).
 	Path Path
 	// CPU is the CPU time the decode took in another process (isolate's helpers), which the
-	// caller's thread does not see; 0 where it decoded on the caller's thread (Pool).
+	// caller's thread does not see, every try's; 0 where it decoded on the caller's thread
+	// (Pool). Set when the decode failed too (what it spent), where Path is not.
 	CPU time.Duration
 }
 

@@ -202,14 +202,11 @@ func DeadlineFor(info *decode.Info, c decode.Clip) time.Duration {
 func (d *Decoders) DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) (decode.Result, error) {
 	var res decode.Result
 	err := d.do(ctx, info.Path, picture(info), "its clip", func(p *proc) error {
-		var err error
-		res, err = d.run(ctx, p, info, c, o, dst)
+		r, err := d.run(ctx, p, info, c, o, dst)
+		res.Path, res.CPU = r.Path, res.CPU+r.CPU // every try's CPU
 		return err
 	})
-	if err != nil {
-		return decode.Result{}, err
-	}
-	return res, nil
+	return res, err
 }
 
 // Probe makes the probe table of the video at path in a helper (decode.ProbeFrom's contract,
@@ -483,7 +480,7 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 		}
 	}
 	if err := r.Err.error(); err != nil {
-		return decode.Result{}, err
+		return decode.Result{CPU: res.CPU}, err // what the failed decode spent
 	}
 	return res, nil
 }

@@ -141,7 +141,7 @@ func TestExact(t *testing.T) {
 }
 
 // TestErrorsCross: a damaged video fails in a helper as it does in-process: the same kind,
-// file, frame and reason.
+// file, frame and reason; and the CPU the failed decode spent is told (decode.Result.CPU).
 func TestErrorsCross(t *testing.T) {
 	d := start(t, isolate.Options{Helpers: 1})
 	info := probe(t, testvideo.Path("corrupt.mp4"))
@@ -150,7 +150,7 @@ func TestErrorsCross(t *testing.T) {
 		j := job{info, decode.Clip{Start: s, Frames: 8, Stride: 1}}
 		_, werr := fresh(t, j)
 		buf := make([]byte, 8*out.FrameBytes())
-		_, err := d.DecodeClip(context.Background(), info, j.clip, out, buf)
+		res, err := d.DecodeClip(context.Background(), info, j.clip, out, buf)
 		if fmt.Sprint(err) != fmt.Sprint(werr) {
 			t.Errorf("clip %d: helper %v, in-process %v", s, err, werr)
 		}
@@ -158,6 +158,11 @@ func TestErrorsCross(t *testing.T) {
 			failed++
 			if !errors.Is(err, decode.ErrCorrupt) || !decode.Permanent(err) {
 				t.Errorf("clip %d: %v is not the corrupt kind", s, err)
+			}
+			// What a failed decode spent is told too: the budget of a training copy's fills
+			// counts it.
+			if res.CPU <= 0 {
+				t.Errorf("clip %d failed in the helper: %v of CPU told, want what it spent", s, res.CPU)
 			}
 		}
 	}
