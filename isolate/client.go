@@ -276,6 +276,10 @@ func (d *Decoders) do(ctx context.Context, path string, pixels int64, what strin
 		}
 		// It died before the request was sent to it: another takes it, as if nothing happened.
 	}
+	var mine *mountFailure
+	if errors.As(err, &mine) {
+		return mine.err // the mount's own: no helper's doing, nothing to retry
+	}
 	var died *deathError
 	dead := errors.As(err, &died)
 	// A failure inside FFmpeg the data does not explain is mostly memory: its helper may be at
@@ -315,6 +319,9 @@ func (d *Decoders) do(ctx context.Context, path string, pixels int64, what strin
 	alone.begin(path)
 	err = attempt(alone)
 	alone.stop()
+	if errors.As(err, &mine) {
+		return mine.err
+	}
 	if internal {
 		if errors.Is(err, decode.ErrInternal) {
 			d.mu.Lock()
@@ -433,7 +440,7 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 	} else {
 		fd, m, err := sharedMemory("vidfs-scratch", size)
 		if err != nil {
-			return decode.Result{}, &decode.Error{Path: info.Path, Kind: decode.ErrInternal, Detail: "shared memory for a helper", Err: err}
+			return decode.Result{}, mountFailed(info.Path, "shared memory for a helper", err)
 		}
 		defer unix.Munmap(m)
 		defer unix.Close(fd)
@@ -455,12 +462,14 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 	}
 	d.acceptMarks(info, r.Marks)
 	if r.Err == nil {
+		var err error
 		if off, ok := d.cacheArena().locate(dst); ok {
-			if err := d.cacheArena().write(mem[:len(dst)], off); err != nil {
-				return decode.Result{}, &decode.Error{Path: info.Path, Kind: decode.ErrInternal, Err: err}
-			}
+			err = d.cacheArena().write(mem[:len(dst)], off)
 		} else {
 			copy(dst, mem[:len(dst)])
+		}
+		if err = mountFault(info.Path, err); err != nil {
+			return decode.Result{}, mountFailed(info.Path, "writing its frames into the cache", err)
 		}
 		res.Path = r.Path
 	}
@@ -483,6 +492,20 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 		return decode.Result{CPU: res.CPU}, err // what the failed decode spent
 	}
 	return res, nil
+}
+
+// mountFailure is a failure of the mount's own part of a request (its memory, a socket, its
+// write into the cache), which no helper caused: Decoders.do returns the error it wraps as it is,
+// never trying the request again in a fresh helper as it does an internal failure a helper
+// replies with.
+type mountFailure struct{ err error }
+
+func (m *mountFailure) Error() string { return m.err.Error() }
+func (m *mountFailure) Unwrap() error { return m.err }
+
+// mountFailed is the mount's own failure at what, for the video at path (decode.ErrInternal).
+func mountFailed(path, what string, err error) error {
+	return &mountFailure{&decode.Error{Path: path, Kind: decode.ErrInternal, Detail: what, Err: err}}
 }
 
 // deadline is a clip's deadline: Options.Deadline, or DeadlineFor.
@@ -628,7 +651,7 @@ func (d *Decoders) source(p *proc, path string, stream *bool, size *int64) (fd i
 	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return -1, nil, &decode.Error{Path: path, Kind: decode.ErrInternal, Detail: "a socket for the helper", Err: err}
+		return -1, nil, mountFailed(path, "a socket for the helper", err)
 	}
 	*stream, *size = true, src.Size()
 	mine := os.NewFile(uintptr(pair[0]), "stream")

@@ -393,3 +393,32 @@ func TestHog(t *testing.T) {
 	}
 	waitServing(t, d, 1)
 }
+
+// TestMountFailureNotRetried: a failure of the mount's own part of a decode (its write of the
+// frames into the cache: the test hook, poison-mount, fails it as a full memfd would) is returned
+// as it is, an internal failure naming the video, and not tried again in a fresh helper as a
+// helper's internal failure is: no helper is to blame, and every read of it would start one.
+func TestMountFailureNotRetried(t *testing.T) {
+	d := start(t, isolate.Options{Helpers: 1})
+	bad := poisoned(t, "poison-mount")
+	before := d.Isolation()
+	for range 3 {
+		_, err := d.DecodeClip(context.Background(), bad, decode.Clip{Start: 0, Frames: 2, Stride: 1}, out, make([]byte, 2*out.FrameBytes()))
+		if !errors.Is(err, decode.ErrInternal) || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), bad.Path) {
+			t.Fatalf("the mount's write failing: %v, want an internal failure of %s, ENOSPC", err, bad.Path)
+		}
+	}
+	if after := d.Isolation(); after.Retries != before.Retries || after.Started != before.Started {
+		t.Errorf("the mount's own failure, 3 times: %d retries and %d helpers started, want none", after.Retries-before.Retries, after.Started-before.Started)
+	}
+	// The helper serves on.
+	j := clipsOf(t, []string{"vp9.webm"})[0]
+	want, err := fresh(t, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	if _, err := d.DecodeClip(context.Background(), j.info, j.clip, out, got); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("a clip after the mount's failures: %v, or bytes differ", err)
+	}
+}

@@ -16,5 +16,8 @@ func poisonProbe(string) {}
 // scribble does nothing in a release build.
 func scribble(string, []byte) {}
 
+// mountFault gives err as it is in a release build.
+func mountFault(_ string, err error) error { return err }
+
 // forgeMarks gives the marks as they are in a release build.
 func forgeMarks(_ *decode.Info, marks []int) []int { return marks }

@@ -38,6 +38,15 @@ import (
 	"github.com/vidfs/vidfs/decode"
 )
 
+// mountFault fails the mount's own part of a decode (its write of the frames into the cache) of
+// a video whose name holds "poison-mount", as a full memfd would; else it gives err as it is.
+func mountFault(path string, err error) error {
+	if strings.Contains(filepath.Base(path), "poison-mount") {
+		return syscall.ENOSPC
+	}
+	return err
+}
+
 // poison crashes the helper on a video whose name holds "poison-segv" (a write through a null
 // pointer in C, as a decoder's bug would), "poison-abort" (abort(3)), or stops it for ever on
 // "poison-hang".
