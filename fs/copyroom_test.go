@@ -150,3 +150,54 @@ func TestEpochsFile(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyMeasuresByLoads: a copy whose codec's ratio nothing told yet measures what a frame
+// takes by the first samples its readers' loads decode, and decodes none of its own for that;
+// a mount nobody reads measures by samples it decodes itself once it waited for loads.
+func TestCopyMeasuresByLoads(t *testing.T) {
+	spec := layout.Spec{Frames: 4, Stride: 2, Step: 3, Height: 32, Width: 48}
+	files := map[string]string{"a/gop16.mp4": "h264_gop16.mp4", "b/hevc.mkv": "hevc.mkv", "b/vp9.webm": "vp9.webm"}
+	setup := mountSetup{files: files, spec: spec, tierDir: t.TempDir(), tierBytes: 1 << 30, tierCodec: diskstore.Huff,
+		keep: load.KeepCopy, fill: load.FillClips}
+	m := mountVideos(t, setup)
+	if !m.fs.load.CopyStats().EstimateAssumed {
+		t.Fatal("a new copy with huff knows a frame's size before anything was packed")
+	}
+	// Three samples of three videos, read as readers do.
+	var read []int
+	for v := range m.lay.Videos {
+		first, end := m.lay.VideoSamples(v)
+		if end > first {
+			read = append(read, first)
+			readSample(t, m, first)
+		}
+	}
+	if len(read) < 3 {
+		t.Fatalf("%d videos with samples, want 3", len(read))
+	}
+	st := m.fs.Stats()
+	if st.Copy.EstimateAssumed {
+		t.Errorf("after %d samples decoded for readers, a frame's size is still assumed", len(read))
+	}
+	// No decode beyond the readers' (wait past the mount's own measuring's time, to see none).
+	time.Sleep(3 * time.Second)
+	st = m.fs.Stats()
+	if st.Decode.Clips != int64(len(read)) || st.Decode.FillClips != 0 {
+		t.Errorf("%d samples read: %d decoded for them, %d besides; want none besides", len(read), st.Decode.Clips, st.Decode.FillClips)
+	}
+	m.close()
+
+	idle := setup
+	idle.src, idle.tierDir = m.src, t.TempDir()
+	n := mountVideos(t, idle)
+	deadline := time.Now().Add(time.Minute)
+	for n.fs.load.CopyStats().EstimateAssumed {
+		if time.Now().After(deadline) {
+			t.Fatal("a mount nobody reads did not measure a frame's size in a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st := n.fs.Stats(); st.Decode.Clips != 0 || st.Decode.FillClips == 0 {
+		t.Errorf("a mount nobody reads: %d decoded for readers, %d for itself; want none, and some", st.Decode.Clips, st.Decode.FillClips)
+	}
+}

@@ -52,8 +52,12 @@ type trainingCopy struct {
 	// frames is how many frames the samples use, over every video, and overhead what the
 	// videos' files take besides their frames: the whole copy's size, with what a frame takes.
 	frames, overhead int64
-	keepFree         int64  // Disk.KeepFree
-	stop             func() // ends the fills and the adopting of files found, and waits for them
+	keepFree         int64 // Disk.KeepFree
+	// toMeasure is how many samples are still to be measured for a frame's size on disk
+	// (measureLoaded), and measured is closed when none are.
+	toMeasure atomic.Int32
+	measured  chan struct{}
+	stop      func() // ends the fills and the adopting of files found, and waits for them
 }
 
 // keepWait is trainingCopy.wait.
@@ -206,6 +210,10 @@ func (l *Loader) openCopy(cfg Config, workers int) error {
 	t := &trainingCopy{c: c, l: l, prefix: keyPrefix(l.out), mode: cfg.Fill, wait: keepWait, chunk: cmp.Or(cfg.FillChunk, fillChunk),
 		keepFree: cfg.KeepFree, needed: map[int]int{}}
 	t.frames, t.overhead = l.copyFootprint()
+	t.measured = make(chan struct{})
+	if _, measured := c.FrameEstimate(); !measured {
+		t.toMeasure.Store(measureSamples)
+	}
 	if cfg.Fill == FillAuto {
 		t.budget = b
 		t.served, t.seen = newBits(l.lay.Len()), newBits(len(l.lay.Videos))

@@ -89,9 +89,11 @@ func (l *Loader) loadSample(ctx context.Context, i int, buf []byte) error {
 		l.tier.t.Put(l.sampleKey(i), i, buf)
 	}
 	// Under auto, keeping the sample's frames is paid from the budget too (compressing them may
-	// cost as much as the decode did), and leaves less for whole videos.
+	// cost as much as the decode did), and leaves less for whole videos; so is measuring a
+	// frame's size by them, while the copy still wants that (the first few samples).
 	if keep != nil && l.current(i) {
 		began = threadCPU()
+		l.copy.measureLoaded(buf)
 		l.keepFrames(ctx, i, res.Path, buf, keep)
 		if b != nil {
 			b.spend(threadCPU() - began)

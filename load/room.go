@@ -6,6 +6,7 @@ package load
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -68,16 +69,37 @@ func (t *trainingCopy) admit(v int) bool {
 	return t.c.Admit(v, l.heldKey(v), t.neededOf(l, v), l.copyExtent(v))
 }
 
-// measureSamples is how many samples (of videos spread over the layout) a mount decodes to
-// measure what a frame takes with the copy's codec, where nothing tells it yet.
+// measureSamples is how many samples a mount measures what a frame takes with the copy's codec
+// by, where nothing tells it yet: the first the readers' loads decode, or, when none come within
+// measureWait, samples of videos spread over the layout decoded for it.
 const measureSamples = 3
+
+// measureWait is how long a mount waits for its readers' loads to measure a frame's size before
+// it decodes samples for that itself, in the time no one else wants (decode.Clip.Background): a
+// mount being read decodes nothing beyond what its readers ask for to measure it.
+const measureWait = 2 * time.Second
+
+// measureLoaded measures a frame's size on disk by the frames of a sample a load decoded, into
+// buf, while the copy still wants samples measured (copystore.Store.Measure).
+func (t *trainingCopy) measureLoaded(buf []byte) {
+	if t.toMeasure.Load() <= 0 {
+		return
+	}
+	if n := t.toMeasure.Add(-1); n >= 0 {
+		t.c.Measure(buf)
+		if n == 0 {
+			close(t.measured)
+		}
+	}
+}
 
 // giveBackEvery is how often a copy bound by its filesystem's free space looks whether other
 // files took room it held.
 const giveBackEvery = 10 * time.Second
 
 // size measures, in the background, what a frame takes with the copy's codec where nothing told
-// the copy yet (a few samples decoded and packed), then says in the log how much of the whole
+// the copy yet (a few samples packed: the first its loads decode, or samples it decodes itself
+// when no load came within measureWait), then says in the log how much of the whole
 // copy the bound holds; a copy bound by its filesystem's free space then gives room back to other
 // files as they take it, every giveBackEvery. The function it returns stops it and waits.
 func (t *trainingCopy) size(cfg Config) (stop func()) {
@@ -87,7 +109,21 @@ func (t *trainingCopy) size(cfg Config) (stop func()) {
 	go func() {
 		defer wg.Done()
 		if _, measured := t.c.FrameEstimate(); !measured {
-			t.measure(ctx)
+			select {
+			case <-t.measured:
+			case <-ctx.Done():
+			case <-time.After(measureWait):
+				// On a thread of its own at nice 19, which ends with it (decoding in-process,
+				// the decode runs on it).
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					runtime.LockOSThread()                                 // never unlocked
+					unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19) // best effort
+					t.measure(ctx)
+				}()
+				<-done
+			}
 		}
 		if ctx.Err() != nil {
 			return
@@ -113,13 +149,17 @@ func (t *trainingCopy) size(cfg Config) (stop func()) {
 	}
 }
 
-// measure decodes the first sample of up to measureSamples videos spread over the layout and
-// packs their frames with the copy's codec (copystore.Store.Measure), keeping nothing.
+// measure decodes the first sample of videos spread over the layout, as many as the loads left
+// to measure, in the time no one else wants, and packs their frames with the copy's codec
+// (measureLoaded), keeping nothing.
 func (t *trainingCopy) measure(ctx context.Context) {
 	l := t.l
 	var buf []byte
 	n := len(l.lay.Videos)
 	for k := range measureSamples {
+		if t.toMeasure.Load() <= 0 {
+			return
+		}
 		v := k * n / measureSamples
 		for ; v < n; v++ { // the next video with a sample
 			if first, end := l.lay.VideoSamples(v); first < end {
@@ -135,10 +175,12 @@ func (t *trainingCopy) measure(ctx context.Context) {
 			continue
 		}
 		buf = grow(buf, int(l.lay.Spec.SampleBytes()))
-		if _, err := l.cfg.Decoder.DecodeClip(ctx, info, SampleClip(l.lay, first), l.out, buf); err != nil {
+		c := SampleClip(l.lay, first)
+		c.Background = true // in a helper, at SCHED_IDLE
+		if _, err := l.cfg.Decoder.DecodeClip(ctx, info, c, l.out, buf); err != nil {
 			continue // a damaged video: another tells
 		}
-		t.c.Measure(buf)
+		t.measureLoaded(buf)
 	}
 }
 
