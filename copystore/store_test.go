@@ -433,7 +433,7 @@ func TestCopyReadError(t *testing.T) {
 }
 
 // TestCopyLock: a second store on the same directory is refused while the first holds it. (A
-// sample tier is refused too: fs's TestStoresShareLock.)
+// sample tier is refused too: load's TestStoresShareLock.)
 func TestCopyLock(t *testing.T) {
 	dir := t.TempDir()
 	cp := openStore(t, diskstore.None, dir, 1<<30, nil)

@@ -132,7 +132,8 @@ func TestCopyStableWhenFull(t *testing.T) {
 }
 
 // TestEpochsFile: .vidfs/epochs takes the epochs a run has left (PlanSampler(epochs=...)), which
-// the stats show, and refuses what is not such a number.
+// the stats show, and refuses what is not such a number; .vidfs/fill refuses what is not a
+// request it takes, and reads as nothing.
 func TestEpochsFile(t *testing.T) {
 	setup := mountSetup{files: map[string]string{"a/gop16.mp4": "h264_gop16.mp4"}, spec: layout.Spec{Frames: 4, Stride: 1, Height: 32, Width: 48},
 		tierDir: t.TempDir(), tierBytes: 1 << 30, keep: load.KeepCopy, fill: load.FillAuto}
@@ -148,6 +149,16 @@ func TestEpochsFile(t *testing.T) {
 		if err := os.WriteFile(p, []byte(bad), 0); !errors.Is(err, syscall.EINVAL) {
 			t.Errorf("writing %q: %v, want EINVAL", bad, err)
 		}
+	}
+	// .vidfs/fill, the other request file, refuses what it cannot take alike.
+	fill := filepath.Join(m.dir, ".vidfs", "fill")
+	for _, bad := range []string{"some", "share x samples n0 n0 n1", "share 1 clips n0 n0 n1", "share 1 samples n9 n0 n1"} {
+		if err := os.WriteFile(fill, []byte(bad+"\n"), 0); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("writing %q to .vidfs/fill: %v, want EINVAL", bad, err)
+		}
+	}
+	if b, err := os.ReadFile(fill); err != nil || len(b) != 0 {
+		t.Errorf("reading .vidfs/fill: %q, %v; want nothing", b, err)
 	}
 }
 

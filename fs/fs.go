@@ -151,9 +151,11 @@ func New(cfg Config) (*FS, error) {
 	for i, d := range lay.Dirs() {
 		f.dirNumber[d] = i
 	}
-	// Each part is made after what it uses: the plans, then the disk tier (which asks the plans
-	// when a sample is due), then the cache, whose loads use the tier and which asks the plans
-	// what to keep from the moment it starts; then what reads from the cache.
+	// Each part is made after what it uses: the plans, then the loader and its disk tier or
+	// training copy (which ask the plans when a sample is due, and start their background work:
+	// the tier's tagging, the copy's adopting, sizing and fills), then the cache, whose loads
+	// are the loader's and which asks the plans what to keep from the moment it starts; then
+	// what reads from the cache.
 	opts := cache.Options{SampleBytes: S, Capacity: capacity, Workers: workers, Prefetch: cfg.Prefetch}
 	depth := opts.Depth()
 	if cfg.Prefetch > depth {

@@ -469,7 +469,7 @@ func (d *Decoders) run(ctx context.Context, p *proc, info *decode.Info, c decode
 			copy(dst, mem[:len(dst)])
 		}
 		if err = mountFault(info.Path, err); err != nil {
-			return decode.Result{}, mountFailed(info.Path, "writing its frames into the cache", err)
+			return decode.Result{CPU: res.CPU}, mountFailed(info.Path, "writing its frames into the cache", err)
 		}
 		res.Path = r.Path
 	}

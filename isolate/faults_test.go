@@ -161,14 +161,22 @@ func TestKilled(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGSEGV, syscall.SIGKILL, syscall.SIGABRT} {
 		time.Sleep(300 * time.Millisecond)
 		// A helper listed may be gone by the time it is signalled (one its deadline killed on a
-		// busy machine, say, reaped since): the next one listed then.
-		var err error
-		for try := 0; try == 0 || errors.Is(err, syscall.ESRCH) && try < 20; try++ {
+		// busy machine, say: reaped, and listed until its reader sees it end): the others listed
+		// then, and the list again a moment later, for up to 3 s.
+		err := syscall.ESRCH
+		for end := time.Now().Add(3 * time.Second); errors.Is(err, syscall.ESRCH) && time.Now().Before(end); {
 			pids := d.Pids()
 			if len(pids) == 0 {
 				t.Fatal("no helper serves")
 			}
-			err = syscall.Kill(pids[0], sig)
+			for _, pid := range pids {
+				if err = syscall.Kill(pid, sig); !errors.Is(err, syscall.ESRCH) {
+					break
+				}
+			}
+			if errors.Is(err, syscall.ESRCH) {
+				time.Sleep(100 * time.Millisecond)
+			}
 		}
 		if err != nil {
 			t.Fatal(err)

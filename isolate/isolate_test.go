@@ -222,7 +222,7 @@ func TestStreamed(t *testing.T) {
 	}
 }
 
-// recordKeeper keeps what a decode passes through, as fs's training copy does.
+// recordKeeper keeps what a decode passes through, as load's training copy does.
 type recordKeeper struct {
 	want   func(i int) bool
 	max    int

@@ -32,8 +32,8 @@ type fills struct {
 	wg    sync.WaitGroup
 	wake  chan struct{} // a fill ended, or FillAll asked for more
 	// mu guards everything below. LOCK ORDERING: taken before the training copy's store's
-	// (copystore.Store.Whole) and a fill's own; nothing else is called with it held (poke
-	// sends without blocking).
+	// (copystore.Store.Whole), never with a fill's own (wholeFill.mu); nothing else is called
+	// with it held (poke sends without blocking).
 	mu      sync.Mutex
 	running map[int]*wholeFill
 	tried   []uint64 // a bit per video: decoded whole this mount (or tried): not again

@@ -1,6 +1,6 @@
 package load
 
-// What the disk under --cache-dir keeps (samples or frames), how the training copy fills, and
+// What the disk under --cache-dir keeps (samples, or the training copy of frames), how the training copy fills, and
 // the codec each store writes with.
 
 import (

@@ -72,7 +72,7 @@ func (l *Loader) loadSample(ctx context.Context, i int, buf []byte) error {
 	began := threadCPU()
 	res, err := l.decodeSample(ctx, i, buf, keep.decodeKeeper())
 	if err != nil {
-		if !HeldFailed(err) && ctx.Err() == nil {
+		if !heldFailed(err) && ctx.Err() == nil {
 			l.log.Warn("sample not decoded, for a reason that may pass; the next read tries again", "sample", i, "file", l.lay.Videos[l.lay.Sample(i).Video].Path, "err", err)
 		}
 		return err

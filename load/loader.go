@@ -68,7 +68,8 @@ type Disk struct {
 	// (Keep says which): "" or 0, neither.
 	Dir   string
 	Bytes int64
-	// Codec is how the disk stores what it keeps (0: chosen by whether it all fits, keepCodec).
+	// Codec is how the disk stores what it keeps (0: chosen by whether it all fits: tierCodec,
+	// frameCodec).
 	Codec diskstore.Codec
 	// KeepFree, when set, bounds the training copy not by Bytes but by what its filesystem has
 	// room for, less KeepFree, which it leaves free (giving room back when other files take it):
@@ -173,7 +174,7 @@ func New(cfg Config) (*Loader, error) {
 // training copy, its quick lane (Fetch), and with a tier, how many of its files the cache may
 // hold mapped (MaxLent, of lendable).
 func (l *Loader) Wire(opts *cache.Options, lendable int) {
-	opts.Load, opts.Permanent = l.loadSample, HeldFailed
+	opts.Load, opts.Permanent = l.loadSample, heldFailed
 	if l.tier != nil || l.copy != nil {
 		opts.Fetch = l.fetchSample
 	}
@@ -197,14 +198,14 @@ func (l *Loader) Close() error {
 	return nil
 }
 
-// HeldFailed says whether a sample whose decode failed with err is held failed for the life
+// heldFailed says whether a sample whose decode failed with err is held failed for the life
 // of the mount (the cache's Options.Permanent). Only a video's own damage is; what may pass
 // (descriptors short, a disk or the source's network down) fails the reads in progress with
 // EIO, and the sample is decoded again. A file changed since it was probed is held failed too
 // (listed in .vidfs/failed, stood in for under --on-error substitute): the layout describes the
 // file that was probed, and only a new scan mends that. The probe cache keeps no such error (its
 // entries are by size and mtime, so a changed file is probed again anyway).
-func HeldFailed(err error) bool {
+func heldFailed(err error) bool {
 	return decode.Permanent(err) || errors.Is(err, decode.ErrChanged) || errors.Is(err, decode.ErrCrashed)
 }
 
@@ -270,7 +271,7 @@ func (l *Loader) Flush() {
 	}
 }
 
-// TierKey is the key of sample i's entry in the disk tier (its file's name).
+// TierKey is the key of sample i's entry in the disk tier (its file's name); only with a tier.
 func (l *Loader) TierKey(i int) diskstore.Key { return l.sampleKey(i) }
 
 // Filling tells whether video v is being decoded whole into the training copy.

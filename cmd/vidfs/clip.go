@@ -110,11 +110,15 @@ func decodeOne(ctx context.Context, e *env, info *decode.Info, c decode.Clip, o 
 		return "", err
 	}
 	defer pool.Close()
-	if _, err := pool.DecodeClip(ctx, info, c, o, buf); err != nil {
+	res, err := pool.DecodeClip(ctx, info, c, o, buf)
+	if err != nil {
 		return "", err
 	}
-	if pool.Stats().ClipsGPU > 0 {
+	switch res.Path {
+	case decode.PathGPU:
 		return "GPU (NVDEC)", nil
+	case decode.PathMixed:
+		return "GPU (NVDEC), then the CPU", nil
 	}
 	return "CPU", nil
 }

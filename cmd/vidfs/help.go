@@ -39,7 +39,7 @@ var groupHelp = [numFlagGroups]struct{ heading, text string }{
 	decodeFlags: {"Decoding", ""},
 	diskFlags: {"Disk (the disk tier and the training copy)", "All of these need --cache-dir. " +
 		"--cache-keep says what it keeps: samples, copy (the training copy: each frame once) or auto, which picks one " +
-		"and logs why. --copy-fill applies only when frames are kept. --cache-disk-codec auto picks " +
+		"and logs why. --copy-fill applies only to the training copy (--cache-keep copy). --cache-disk-codec auto picks " +
 		"a codec by what is kept and whether it fits within --cache-disk uncompressed."},
 	damageFlags: {"Damaged videos and plans", "What a read of a sample that cannot be decoded gets, " +
 		"and how long and how large the read plans (.vidfs/order, .vidfs/plans/NAME) may be."},

@@ -156,3 +156,17 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestChoiceFlagTypes: a flag of a few named values shows them in --help (its Type), and each
+// one shown is taken as itself: the help names no value the flag would read as another.
+func TestChoiceFlagTypes(t *testing.T) {
+	for _, v := range []pflag.Value{&codecValue{}, &keepValue{}, &fillValue{}, &decodeValue{}, &hwValue{}} {
+		for _, name := range strings.Split(v.Type(), "|") {
+			if err := v.Set(name); err != nil {
+				t.Errorf("%T: --help shows %q, which it refuses: %v", v, name, err)
+			} else if got := v.String(); got != name {
+				t.Errorf("%T: --help shows %q, which it reads as %q", v, name, got)
+			}
+		}
+	}
+}

@@ -193,7 +193,7 @@ func TestMountMemoryBound(t *testing.T) {
 			memoryBound(t, 2, "--cache-dir", t.TempDir(), "--cache-disk", "1GiB", "--cache-keep", "samples", "--cache-disk-codec", codec.String())
 		})
 	}
-	// The training copy, with its defaults (these samples share frames: auto keeps frames, and
+	// The training copy, with its defaults (these samples share frames: auto keeps a training copy, and
 	// fills whole videos read again within its budget).
 	t.Run("training copy", func(t *testing.T) { memoryBound(t, 2, "--cache-dir", t.TempDir(), "--cache-disk", "1GiB") })
 }

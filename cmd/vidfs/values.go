@@ -60,7 +60,7 @@ func (c *codecValue) Set(v string) (err error) {
 type keepValue struct{ k load.Keep }
 
 func (k *keepValue) String() string { return k.k.String() }
-func (k *keepValue) Type() string   { return "auto|samples|frames" }
+func (k *keepValue) Type() string   { return "auto|samples|copy" }
 func (k *keepValue) Set(v string) (err error) {
 	k.k, err = load.ParseKeep(v)
 	return err
