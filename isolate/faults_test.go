@@ -163,7 +163,7 @@ func TestKilled(t *testing.T) {
 		// A helper listed may be gone by the time it is signalled (one its deadline killed on a
 		// busy machine, say: reaped, and listed until its reader sees it end): the others listed
 		// then, and the list again a moment later, for up to 3 s.
-		err := syscall.ESRCH
+		var err error = syscall.ESRCH
 		for end := time.Now().Add(3 * time.Second); errors.Is(err, syscall.ESRCH) && time.Now().Before(end); {
 			pids := d.Pids()
 			if len(pids) == 0 {
