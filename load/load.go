@@ -70,7 +70,14 @@ func (l *Loader) loadSample(ctx context.Context, i int, buf []byte) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	began := threadCPU()
+	// At most loadDecodes at once: those past it wait, holding no decoder.
+	select {
+	case l.decoding <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	res, err := l.decodeSample(ctx, i, buf, keep.decodeKeeper())
+	<-l.decoding
 	if err != nil {
 		if !heldFailed(err) && ctx.Err() == nil {
 			l.log.Warn("sample not decoded, for a reason that may pass; the next read tries again", "sample", i, "file", l.lay.Videos[l.lay.Sample(i).Video].Path, "err", err)

@@ -115,6 +115,7 @@ type Loader struct {
 	tier              *diskTier     // nil without one
 	copy              *trainingCopy // nil without one (a loader has a disk tier or a copy, not both)
 	stopTag           func()        // ends tagTier and waits for it
+	decoding          chan struct{} // a token per load decoding (loadDecodes of them)
 	decodeRate        metrics.Rate  // samples decoded
 	decoded           atomic.Int64  // samples decoded (the pool's clips but the training copy's whole videos' chunks)
 }
@@ -129,7 +130,7 @@ func New(cfg Config) (*Loader, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	lay := cfg.Layout
-	l := &Loader{cfg: cfg, lay: lay, out: cfg.Output, log: cfg.Log, plans: cfg.Plans}
+	l := &Loader{cfg: cfg, lay: lay, out: cfg.Output, log: cfg.Log, plans: cfg.Plans, decoding: make(chan struct{}, loadDecodes(cfg.Workers))}
 	for v := range lay.Videos {
 		if first, end := lay.VideoSamples(v); end > first {
 			l.videosWithSamples++

@@ -35,9 +35,9 @@ type mountDecoder interface {
 // a training copy): helpers are as many as keep each one's within maxHelperShared.
 func (o *mountOptions) newDecoder(workers int, window int64, log *slog.Logger, open decode.Opener) (mountDecoder, catalog.Prober, error) {
 	inProcess := func() (*decode.Pool, error) {
-		// One decoder per load the cache may run at once; as many kept open between clips as it
-		// prefetches at once.
-		return decode.NewPool(decode.PoolOptions{Concurrency: load.Decoders(workers), Idle: workers, Threads: 1,
+		// A decoder for each clip the mount decodes at once; one kept open between clips for
+		// each of its loads that decode at once, at most one a worker.
+		return decode.NewPool(decode.PoolOptions{Concurrency: load.Decoders(workers), Idle: load.IdleDecoders(workers), Threads: 1,
 			HWAccel: o.hwaccel.h, GPUs: o.gpus.gpus, GPUDecoders: o.gpuDecoders, Log: log, Open: open})
 	}
 	switch o.decoders {
@@ -82,9 +82,9 @@ const maxHelperShared = 32 << 20
 // helpersFor is how many helpers decode for a mount of workers, how many clips each decodes at
 // once, and how many decoders each keeps open between clips: a helper for every 8 workers, at
 // most 8, or more where their windows (window bytes a clip) would pass maxHelperShared; the
-// mount's clips at once (load.Decoders) and idle decoders (one a worker, as an in-process mount
-// keeps) shared among them. A helper's memory grows with its decoders, not
-// with the helpers: each costs about 7 MiB of its own idle, and up to 32 MiB of frame buffers
+// mount's clips at once (load.Decoders: its loads' and fills', at most about three a CPU, not
+// three a worker) and idle decoders (load.IdleDecoders, as an in-process mount keeps) shared
+// among them. A helper's memory grows with its decoders, not with the helpers: each costs about 7 MiB of its own idle, and up to 32 MiB of frame buffers
 // kept between decoders (decode's frame pool), so fewer, wider helpers hold less than one for
 // every two clips (issue 51: 24 helpers at --workers 16 held 1.4 GiB). A crash costs a helper's
 // clips in flight a retry each.
@@ -94,7 +94,7 @@ func helpersFor(workers int, window int64) (helpers, clips, idle int) {
 	per := int(max(1, maxHelperShared/max(window, 1))) // a clip at least, however large
 	helpers = max(helpers, (n+per-1)/per)
 	helpers = min(helpers, n)
-	return helpers, (n + helpers - 1) / helpers, (max(1, workers) + helpers - 1) / helpers
+	return helpers, (n + helpers - 1) / helpers, (load.IdleDecoders(workers) + helpers - 1) / helpers
 }
 
 // gpuDecoder is a mount's decoders when NVDEC decodes: in-process, with the helpers that probe
