@@ -114,7 +114,9 @@ def replace_times(data, probe, tmp, times):
         os.kill(pid, signal.SIGKILL)
         for _ in range(3000):
             h = m.stats()["decode"]["helpers"]
-            if h["started"] > before["started"] and h["serving"] == before["serving"]:
+            # A new replacement's time (the one before stays until it serves: started counts
+            # a helper as it starts, and serving a dead one until it is reaped).
+            if h["started"] > before["started"] and h["serving"] == before["serving"] and h["replace_seconds"] != before["replace_seconds"]:
                 out.append(h["replace_seconds"])
                 break
             time.sleep(0.005)
