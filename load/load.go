@@ -65,17 +65,17 @@ func (l *Loader) loadSample(ctx context.Context, i int, buf []byte) error {
 		keep = l.copy.keeper(l, l.lay.Sample(i).Video)
 		defer l.copy.keepers.Put(keep)
 	}
-	// The decode's CPU, which the budget of --copy-fill auto is reckoned in, is the thread's, and
-	// a helper process's where it decodes there.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	began := threadCPU()
-	// At most loadDecodes at once: those past it wait, holding no decoder.
+	// At most loadDecodes at once: those past it wait, holding no decoder (nor a thread).
 	select {
 	case l.decoding <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// The decode's CPU, which the budget of --copy-fill auto is reckoned in, is the thread's, and
+	// a helper process's where it decodes there.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	began := threadCPU()
 	res, err := l.decodeSample(ctx, i, buf, keep.decodeKeeper())
 	<-l.decoding
 	if err != nil {
