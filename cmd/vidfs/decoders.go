@@ -80,8 +80,9 @@ func (o *mountOptions) newDecoder(workers int, window int64, log *slog.Logger, o
 const maxHelperShared = 32 << 20
 
 // helpersFor is how many helpers decode for a mount of workers, how many clips each decodes at
-// once, and how many decoders each keeps open between clips: a helper for every 8 workers, at
-// most 8, or more where their windows (window bytes a clip) would pass maxHelperShared; the
+// once, and how many decoders each keeps open between clips: a helper for every 16 clips the
+// mount decodes at once, at most 8, or more where their windows (window bytes a clip) would pass
+// maxHelperShared; the
 // mount's clips at once (load.Decoders: its loads' and fills', at most about three a CPU, not
 // three a worker) and idle decoders (load.IdleDecoders, as an in-process mount keeps) shared
 // among them. A helper's memory grows with its decoders, not with the helpers: each costs about 7 MiB of its own idle, and up to 32 MiB of frame buffers
@@ -90,7 +91,7 @@ const maxHelperShared = 32 << 20
 // clips in flight a retry each.
 func helpersFor(workers int, window int64) (helpers, clips, idle int) {
 	n := load.Decoders(workers)
-	helpers = min(max(1, (workers+7)/8), 8)
+	helpers = min(max(1, (n+15)/16), 8)
 	per := int(max(1, maxHelperShared/max(window, 1))) // a clip at least, however large
 	helpers = max(helpers, (n+per-1)/per)
 	helpers = min(helpers, n)

@@ -8,8 +8,8 @@ import (
 
 // TestHelpersFor: a mount's helpers decode all the clips it decodes at once (load.Decoders:
 // bounded by the CPUs, so the counts below follow from them) and keep its idle decoders, each
-// helper's windows (a clip's sample each) within maxHelperShared, and they do not grow with the
-// workers faster than a helper for every 8 where the samples are small.
+// helper's windows (a clip's sample each) within maxHelperShared, and they do not grow faster
+// than a helper for every 16 clips at once where the samples are small.
 func TestHelpersFor(t *testing.T) {
 	ceil := func(a, b int) int { return (a + b - 1) / b }
 	for _, c := range []struct {
@@ -18,9 +18,9 @@ func TestHelpersFor(t *testing.T) {
 		helpers func(n int) int // of the clips at once
 	}{
 		{2, 16 * 224 * 224 * 3, func(int) int { return 1 }},
-		{16, 16 * 224 * 224 * 3, func(n int) int { return max(2, ceil(n, 13)) }},
-		{16, 4 * 32 * 32 * 3, func(int) int { return 2 }},
-		{64, 4 * 32 * 32 * 3, func(n int) int { return min(8, n) }},
+		{16, 16 * 224 * 224 * 3, func(n int) int { return max(min(8, ceil(n, 16)), ceil(n, 13)) }},
+		{16, 4 * 32 * 32 * 3, func(n int) int { return min(8, ceil(n, 16)) }},
+		{64, 4 * 32 * 32 * 3, func(n int) int { return min(8, ceil(n, 16)) }},
 		{16, 64 << 20, func(n int) int { return n }},
 	} {
 		helpers, clips, idle := helpersFor(c.workers, c.window)
