@@ -409,7 +409,7 @@ func TestCopyKeptAcrossFlags(t *testing.T) {
 		}
 	}
 	lay, infos, skipped := probeTree(t, m.src, again.spec)
-	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: load.Decoders(2), Idle: 2})
+	pool, err := decode.NewPool(decode.PoolOptions{Concurrency: load.Decoders(2, 0), Idle: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,8 +64,10 @@ type Config struct {
 	CacheBytes int64
 	// Prefetch is how many samples ahead of the reader to keep decoded (0: as many as fit).
 	Prefetch int
-	// Workers is how many samples are decoded at once ahead of the reader (0: CPU count).
-	Workers int
+	// Workers is how many samples are decoded at once ahead of the reader (0: CPU count), and
+	// Cores the CPUs the process may use (0: runtime.NumCPU): decodes at once follow Workers up
+	// to what the cores decode (load.Decoders).
+	Workers, Cores int
 	// PlanIdle is how long a plan may go unread and unwritten before it expires: it stops holding
 	// cache and its entries are let go until it is written again (0: 10 minutes).
 	PlanIdle time.Duration
@@ -174,7 +176,7 @@ func New(cfg Config) (*FS, error) {
 	f.plans.SetMaxEntries(maxEntries)
 	f.owners = newOwners(proc, f.plans)
 	l, err := load.New(load.Config{Source: cfg.Source, Layout: lay, Infos: cfg.Infos, Output: f.out, Decoder: cfg.Decoder,
-		Plans: f.plans, Workers: workers, Current: cfg.Current, Disk: cfg.Disk, Log: cfg.Log})
+		Plans: f.plans, Workers: workers, Cores: cfg.Cores, Current: cfg.Current, Disk: cfg.Disk, Log: cfg.Log})
 	if err != nil {
 		return nil, err
 	}

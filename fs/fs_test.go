@@ -96,7 +96,7 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 	}
 	var pool load.Decoder
 	if !s.helpers {
-		p, err := decode.NewPool(decode.PoolOptions{Concurrency: load.Decoders(s.workers), Idle: s.workers})
+		p, err := decode.NewPool(decode.PoolOptions{Concurrency: load.Decoders(s.workers, 0), Idle: s.workers})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func mountVideos(t *testing.T, s mountSetup) *testMount {
 		pool = p
 	} else {
 		// As vidfs mount decodes by default: in sandboxed helper processes (this test binary).
-		d, err := isolate.New(isolate.Options{Helpers: (load.Decoders(s.workers) + 1) / 2, PerHelper: 2,
+		d, err := isolate.New(isolate.Options{Helpers: (load.Decoders(s.workers, 0) + 1) / 2, PerHelper: 2,
 			Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
 		if err != nil {
 			t.Fatal(err)

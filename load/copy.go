@@ -179,35 +179,38 @@ func (l *Loader) needBits(v int, need []uint64) ([]uint64, int) {
 	return need, n
 }
 
-// cpus is how many CPUs this process may use: GOMAXPROCS, which Go sets from its CPU affinity and
-// its cgroup's quota.
-func cpus() int { return runtime.GOMAXPROCS(0) }
+// orCPUs is cores, the CPUs the process may use as its caller counted them (cmd/vidfs: the
+// affinity and the cgroup's quota), or where it did not count them (0), runtime.NumCPU.
+func orCPUs(cores int) int {
+	if cores > 0 {
+		return cores
+	}
+	return runtime.NumCPU()
+}
 
 // fillSlots is how many videos a mount of the given workers decodes whole at once: as many as it
-// decodes clips ahead of the readers, at most one a CPU.
-func fillSlots(workers int) int { return fillSlotsOn(workers, cpus()) }
-
-func fillSlotsOn(workers, cpus int) int { return max(1, min(workers, cpus)) }
+// decodes clips ahead of the readers, at most one a core.
+func fillSlots(workers, cores int) int { return max(1, min(workers, orCPUs(cores))) }
 
 // loadDecodes is how many of a mount's loads decode at once, at most: its cache's loads
-// (cache.MaxLoads), at most twice the CPUs (at least 4). More than decode at once on the cores
+// (cache.MaxLoads), at most twice the cores (at least 4). More than decode at once on the cores
 // only share them, each decoder holding its frames the longer (5-6 MiB at 480p, 25 at 1080p):
 // a mount of --workers 16 on 2 cores had 48 clips decoding and its PSS grew with them (issue 51).
 // Loads past it wait for a decode to end (Loader.loadSample).
-func loadDecodes(workers int) int { return loadDecodesOn(workers, cpus()) }
-
-func loadDecodesOn(workers, cpus int) int {
-	return min(cache.MaxLoads(max(1, workers)), max(4, 2*cpus))
+func loadDecodes(workers, cores int) int {
+	return min(cache.MaxLoads(max(1, workers)), max(4, 2*orCPUs(cores)))
 }
 
-// Decoders is how many clips a mount of the given Workers decodes at once, at most: its loads'
-// (loadDecodes) and its whole-video fills' (fillSlots), apart, so that no load waits for a
-// decoder a fill holds. A decode.Pool for it is sized so (and its helpers).
-func Decoders(workers int) int { return loadDecodes(workers) + fillSlots(workers) }
+// Decoders is how many clips a mount of the given Workers decodes at once on cores CPUs
+// (Config.Cores), at most: its loads' (loadDecodes) and its whole-video fills' (fillSlots), apart,
+// so that no load waits for a decoder a fill holds. A decode.Pool for it is sized so (and its
+// helpers).
+func Decoders(workers, cores int) int { return loadDecodes(workers, cores) + fillSlots(workers, cores) }
 
-// IdleDecoders is how many decoders a mount of the given Workers keeps open between clips, for a
-// video's next: one a worker, at most one a CPU (each holds its frames: 5-6 MiB at 480p).
-func IdleDecoders(workers int) int { return max(1, min(workers, cpus())) }
+// IdleDecoders is how many decoders a mount of the given Workers on cores CPUs keeps open between
+// clips, for a video's next: one a worker, at most one a core (each holds its frames: 5-6 MiB at
+// 480p).
+func IdleDecoders(workers, cores int) int { return max(1, min(workers, orCPUs(cores))) }
 
 // openCopy opens the training copy for the mount. Its writer's backlog holds two samples' frames
 // for each worker (as stored), at least 8 MiB.
@@ -241,7 +244,7 @@ func (l *Loader) openCopy(cfg Config, workers int) error {
 		t.served, t.seen = newBits(l.lay.Len()), newBits(len(l.lay.Videos))
 	}
 	l.copy = t
-	t.fills = newFills(l, fillSlots(workers))
+	t.fills = newFills(l, fillSlots(workers, cfg.Cores))
 	stopAdopting := l.adoptFound()
 	stopSizing := t.size(cfg)
 	t.stop = func() {

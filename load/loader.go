@@ -37,7 +37,7 @@ import (
 )
 
 // Decoder decodes the clips a mount serves. *decode.Pool is the real one, sized for
-// Decoders(Workers) clips at once; tests pass fakes that write known bytes.
+// Decoders(Workers, Cores) clips at once; tests pass fakes that write known bytes.
 type Decoder interface {
 	DecodeClip(ctx context.Context, info *decode.Info, c decode.Clip, o decode.Output, dst []byte) (decode.Result, error)
 	Stats() decode.PoolStats
@@ -94,8 +94,9 @@ type Config struct {
 	Decoder Decoder
 	Plans   Plans
 	// Workers is how many samples the cache decodes at once (the copy's fills take as many
-	// again: Decoders).
-	Workers int
+	// again: Decoders), and Cores the CPUs the process may use (0: runtime.NumCPU), which bound
+	// both (loadDecodes, fillSlots).
+	Workers, Cores int
 	// Current, if set, tells whether a video (by its path in the layout) is still the version
 	// probed; nil: its local file's size and modification time are compared.
 	Current func(video string) bool
@@ -130,7 +131,7 @@ func New(cfg Config) (*Loader, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	lay := cfg.Layout
-	l := &Loader{cfg: cfg, lay: lay, out: cfg.Output, log: cfg.Log, plans: cfg.Plans, decoding: make(chan struct{}, loadDecodes(cfg.Workers))}
+	l := &Loader{cfg: cfg, lay: lay, out: cfg.Output, log: cfg.Log, plans: cfg.Plans, decoding: make(chan struct{}, loadDecodes(cfg.Workers, cfg.Cores))}
 	for v := range lay.Videos {
 		if first, end := lay.VideoSamples(v); end > first {
 			l.videosWithSamples++

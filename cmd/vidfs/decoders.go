@@ -37,7 +37,7 @@ func (o *mountOptions) newDecoder(workers int, window int64, log *slog.Logger, o
 	inProcess := func() (*decode.Pool, error) {
 		// A decoder for each clip the mount decodes at once; one kept open between clips for
 		// each of its loads that decode at once, at most one a worker.
-		return decode.NewPool(decode.PoolOptions{Concurrency: load.Decoders(workers), Idle: load.IdleDecoders(workers), Threads: 1,
+		return decode.NewPool(decode.PoolOptions{Concurrency: load.Decoders(workers, o.cores), Idle: load.IdleDecoders(workers, o.cores), Threads: 1,
 			HWAccel: o.hwaccel.h, GPUs: o.gpus.gpus, GPUDecoders: o.gpuDecoders, Log: log, Open: open})
 	}
 	switch o.decoders {
@@ -67,7 +67,7 @@ func (o *mountOptions) newDecoder(workers int, window int64, log *slog.Logger, o
 		}
 		pool.Close()
 	}
-	helpers, clips, idle := helpersFor(workers, window)
+	helpers, clips, idle := helpersFor(workers, o.cores, window)
 	d, err := isolate.New(isolate.Options{Helpers: helpers, PerHelper: clips, Idle: idle, Open: open,
 		Deadline: o.decodeDeadline, Log: log})
 	if err != nil {
@@ -79,23 +79,23 @@ func (o *mountOptions) newDecoder(workers int, window int64, log *slog.Logger, o
 // maxHelperShared bounds the shared memory a helper can write: its windows, a clip's each.
 const maxHelperShared = 32 << 20
 
-// helpersFor is how many helpers decode for a mount of workers, how many clips each decodes at
-// once, and how many decoders each keeps open between clips: a helper for every 16 clips the
-// mount decodes at once, at most 8, or more where their windows (window bytes a clip) would pass
-// maxHelperShared; the
-// mount's clips at once (load.Decoders: its loads' and fills', at most about three a CPU, not
-// three a worker) and idle decoders (load.IdleDecoders, as an in-process mount keeps) shared
-// among them. A helper's memory grows with its decoders, not with the helpers: each costs about 7 MiB of its own idle, and up to 32 MiB of frame buffers
+// helpersFor is how many helpers decode for a mount of workers on cores CPUs, how many clips
+// each decodes at once, and how many decoders each keeps open between clips: a helper for every
+// 16 clips the mount decodes at once, at most 8, or more where their windows (window bytes a
+// clip) would pass maxHelperShared; the mount's clips at once (load.Decoders: its loads' and
+// fills', at most about three a core, not three a worker) and idle decoders (load.IdleDecoders,
+// as an in-process mount keeps) shared among them. A helper's memory grows with its decoders, not
+// with the helpers: each costs about 7 MiB of its own idle, and up to 32 MiB of frame buffers
 // kept between decoders (decode's frame pool), so fewer, wider helpers hold less than one for
 // every two clips (issue 51: 24 helpers at --workers 16 held 1.4 GiB). A crash costs a helper's
 // clips in flight a retry each.
-func helpersFor(workers int, window int64) (helpers, clips, idle int) {
-	n := load.Decoders(workers)
+func helpersFor(workers, cores int, window int64) (helpers, clips, idle int) {
+	n := load.Decoders(workers, cores)
 	helpers = min(max(1, (n+15)/16), 8)
 	per := int(max(1, maxHelperShared/max(window, 1))) // a clip at least, however large
 	helpers = max(helpers, (n+per-1)/per)
 	helpers = min(helpers, n)
-	return helpers, (n + helpers - 1) / helpers, (load.IdleDecoders(workers) + helpers - 1) / helpers
+	return helpers, (n + helpers - 1) / helpers, (load.IdleDecoders(workers, cores) + helpers - 1) / helpers
 }
 
 // gpuDecoder is a mount's decoders when NVDEC decodes: in-process, with the helpers that probe

@@ -431,7 +431,7 @@ func runMount(ctx context.Context, e *env, o *mountOptions, src, mnt string) (er
 	}
 	kick := newAheadKick() // the FS's plans kick the bucket's fetching ahead, made after it
 	f, err := vfs.New(vfs.Config{Source: source.files.Root(), Layout: lay, Infos: infos, Resize: o.resize.r, Fast: o.decode.fast, Decoder: pool,
-		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Skipped: skipped, Scan: &figures, Log: log,
+		CacheBytes: o.cacheMem.n, Prefetch: o.prefetch, Workers: workers, Cores: o.cores, Skipped: skipped, Scan: &figures, Log: log,
 		OnError: onError, PlanIdle: o.planIdle, PlanMaxEntries: o.planMaxEntries,
 		Disk:      load.Disk{Dir: o.cacheDir, Bytes: tierBytes, KeepFree: copyKeepFree, Codec: o.cacheDiskCodec.c, Keep: o.cacheKeep.k, Fill: o.copyFill.f},
 		PlanMoved: source.planMoved(kick), Current: source.current(), FetchStats: source.fetchStats()})
