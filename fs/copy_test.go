@@ -598,13 +598,13 @@ func TestCopyFillVideosQueued(t *testing.T) {
 // loadOf is the load f's cache calls (cache.Options.Load): a sample loaded as the cache would.
 func loadOf(f *FS) func(ctx context.Context, i int, buf []byte) error {
 	var o cache.Options
-	f.load.Wire(&o, 0)
+	f.load.Wire(&o)
 	return o.Load
 }
 
 // fetchOf is the cache's quick lane of f (cache.Options.Fetch): a sample from the disk, if there.
 func fetchOf(f *FS) func(ctx context.Context, i int, buf []byte) cache.Fetched {
 	var o cache.Options
-	f.load.Wire(&o, 0)
+	f.load.Wire(&o)
 	return o.Fetch
 }

@@ -18,10 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -181,7 +178,7 @@ func New(cfg Config) (*FS, error) {
 		return nil, err
 	}
 	f.load = l
-	l.Wire(&opts, maxLent(capacity))
+	l.Wire(&opts)
 	opts.OnFail, opts.NextUse, opts.Want = f.loadFailed, f.plans.Due, f.plans.Upcoming
 	c, err := f.newCache(cfg, opts)
 	if err != nil {
@@ -278,20 +275,4 @@ func (f *FS) fetchAhead() {
 	if f.cfg.PlanMoved != nil {
 		f.cfg.PlanMoved()
 	}
-}
-
-// maxLent is how many samples the cache may hold as disk tier files mapped (cache.Options.MaxLent),
-// in a cache of capacity samples: half the memory maps the kernel allows a process
-// (vm.max_map_count, 65,530 unless raised), less one for each of the cache's own buffers, so
-// that the Go runtime, FFmpeg and the buffers keep the other half. Tier hits beyond it are
-// copied into the cache's buffers, as all are in a cache of over 32,000 samples (9 GiB of
-// 8x112x112 samples, say) unless the limit is raised.
-func maxLent(capacity int) int {
-	limit := 65530
-	if b, err := os.ReadFile("/proc/sys/vm/max_map_count"); err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			limit = n
-		}
-	}
-	return max(0, min(limit/2-capacity, capacity))
 }

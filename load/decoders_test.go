@@ -71,7 +71,7 @@ func TestLoadDecodesBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var o cache.Options
-	l.Wire(&o, 0)
+	l.Wire(&o)
 	loads := cache.MaxLoads(workers)
 	var wg sync.WaitGroup
 	for i := range loads {

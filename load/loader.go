@@ -173,15 +173,15 @@ func New(cfg Config) (*Loader, error) {
 }
 
 // Wire sets what the cache asks the loader in opts: Load, Permanent, and with a disk tier or a
-// training copy, its quick lane (Fetch), and with a tier, how many of its files the cache may
-// hold mapped (MaxLent, of lendable).
-func (l *Loader) Wire(opts *cache.Options, lendable int) {
+// training copy, its quick lane (Fetch), and with a tier, how many of its files the cache (of
+// opts.Capacity samples) may hold mapped (MaxLent).
+func (l *Loader) Wire(opts *cache.Options) {
 	opts.Load, opts.Permanent = l.loadSample, heldFailed
 	if l.tier != nil || l.copy != nil {
 		opts.Fetch = l.fetchSample
 	}
 	if l.tier != nil {
-		opts.MaxLent = lendable
+		opts.MaxLent = maxLent(opts.Capacity)
 	}
 }
 

@@ -7,6 +7,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/vidfs/vidfs/decode"
 	"github.com/vidfs/vidfs/internal/diskstore"
@@ -114,4 +117,20 @@ func (l *Loader) TierStats() *wire.TierStats {
 		w.HitRate = float64(s.Hits) / float64(n)
 	}
 	return w
+}
+
+// maxLent is how many samples the cache may hold as disk tier files mapped (cache.Options.MaxLent),
+// in a cache of capacity samples: half the memory maps the kernel allows a process
+// (vm.max_map_count, 65,530 unless raised), less one for each of the cache's own buffers, so
+// that the Go runtime, FFmpeg and the buffers keep the other half. Tier hits beyond it are
+// copied into the cache's buffers, as all are in a cache of over 32,000 samples (9 GiB of
+// 8x112x112 samples, say) unless the limit is raised.
+func maxLent(capacity int) int {
+	limit := 65530
+	if b, err := os.ReadFile("/proc/sys/vm/max_map_count"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			limit = n
+		}
+	}
+	return max(0, min(limit/2-capacity, capacity))
 }
