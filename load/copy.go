@@ -260,10 +260,7 @@ func (l *Loader) openCopy(cfg Config, workers int) error {
 // (reading its index), so that the stats and vidfs copy know what is whole. The function it
 // returns stops it and waits.
 func (l *Loader) adoptFound() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	return inBackground(func(ctx context.Context) {
 		for v := range l.lay.Videos {
 			if v%1024 == 0 && ctx.Err() != nil {
 				return
@@ -279,11 +276,7 @@ func (l *Loader) adoptFound() (stop func()) {
 			need, _ = l.needBits(v, need)
 			l.copy.c.Claim(v, l.heldKey(v), need)
 		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
+	})
 }
 
 // videoDue is how soon video v is next wanted (copystore.Options.Due): its soonest sample's due.

@@ -167,7 +167,7 @@ func New(cfg Config) (*Loader, error) {
 			return nil, err
 		}
 		l.tier = &diskTier{t: t, prefix: keyPrefix(l.out)}
-		l.stopTag = l.startTagging()
+		l.stopTag = inBackground(l.tagTier)
 	}
 	return l, nil
 }
@@ -198,6 +198,21 @@ func (l *Loader) Close() error {
 		return l.tier.t.Close()
 	}
 	return nil
+}
+
+// inBackground runs work on a goroutine of its own, with a context; the function it returns
+// cancels that context and returns once work has ended (Close, before the stores close).
+func inBackground(work func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		work(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // heldFailed says whether a sample whose decode failed with err is held failed for the life

@@ -8,7 +8,6 @@ import (
 	"context"
 	"runtime"
 	"strconv"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -103,11 +102,7 @@ const giveBackEvery = 10 * time.Second
 // copy the bound holds; a copy bound by its filesystem's free space then gives room back to other
 // files as they take it, every giveBackEvery. The function it returns stops it and waits.
 func (t *trainingCopy) size(cfg Config) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	return inBackground(func(ctx context.Context) {
 		if _, measured := t.c.FrameEstimate(); !measured {
 			select {
 			case <-t.measured:
@@ -142,11 +137,7 @@ func (t *trainingCopy) size(cfg Config) (stop func()) {
 				t.c.GiveBack()
 			}
 		}
-	}()
-	return func() {
-		cancel()
-		wg.Wait()
-	}
+	})
 }
 
 // measure decodes the first sample of videos spread over the layout, as many as the loads left

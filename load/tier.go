@@ -73,21 +73,6 @@ func keyPrefix(o decode.Output) [32]byte {
 	return p
 }
 
-// startTagging runs tagTier in the background; the function it returns stops it and returns once
-// it has ended (Close, before the tier closes).
-func (l *Loader) startTagging() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		l.tagTier(ctx)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
-}
-
 // tagTier tells the tier which of its entries (found on disk from an earlier mount) are which
 // samples of this one, so that eviction knows when each is due. It runs in the background, and
 // stops with ctx.
